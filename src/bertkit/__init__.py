@@ -1,0 +1,1 @@
+"""bertkit: BERT from scratch on PyTorch."""

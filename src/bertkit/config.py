@@ -1,0 +1,190 @@
+"""BertConfig: the shape of a BERT network, readable from and writable to a Hugging Face ``config.json``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bertkit.errors import ConfigError
+from bertkit.io import atomic_write_text
+
+CONFIG_NAME = "config.json"
+
+# Google's 2020 compact models and the two paper sizes: (layers, hidden, heads). Intermediate is 4H.
+PRESETS: dict[str, tuple[int, int, int]] = {
+    "tiny": (2, 128, 2),
+    "mini": (4, 256, 4),
+    "small": (4, 512, 8),
+    "medium": (8, 512, 8),
+    "base": (12, 768, 12),
+    "large": (24, 1024, 16),
+}
+
+_ACTIVATIONS = {"gelu", "gelu_new", "gelu_pytorch_tanh", "relu"}
+
+
+@dataclass
+class BertConfig:
+    """Hyperparameters of a BERT encoder and its heads. Field names match Hugging Face's ``BertConfig``."""
+
+    vocab_size: int = 30522
+    """Number of WordPiece ids; rows of the (tied) word embedding matrix."""
+    hidden_size: int = 768
+    """Width H of every token representation."""
+    num_hidden_layers: int = 12
+    """Number of post-LN Transformer encoder layers L."""
+    num_attention_heads: int = 12
+    """Heads A per attention layer; ``hidden_size`` must be divisible by it."""
+    intermediate_size: int = 3072
+    """Inner width of the feed-forward block (4H in every released BERT)."""
+    hidden_act: str = "gelu"
+    """Feed-forward activation. ``gelu`` is the exact erf GELU used by BERT and Hugging Face."""
+    hidden_dropout_prob: float = 0.1
+    """Dropout after embeddings, attention output and feed-forward output."""
+    attention_probs_dropout_prob: float = 0.1
+    """Dropout on the attention probabilities."""
+    max_position_embeddings: int = 512
+    """Rows of the learned position embedding: the longest sequence the model accepts."""
+    type_vocab_size: int = 2
+    """Number of segment (token type) ids: 2 for sentence A / sentence B."""
+    initializer_range: float = 0.02
+    """Standard deviation of the normal initialisation of weights."""
+    layer_norm_eps: float = 1e-12
+    """LayerNorm epsilon everywhere (embeddings, layers, MLM transform), as TF's default in BERT."""
+    pad_token_id: int = 0
+    """Id of ``[PAD]``; its word-embedding row is zeroed at initialisation."""
+    num_labels: int = 2
+    """Outputs of a sequence/token classification head; 1 means regression (MSE)."""
+    id2label: dict[int, str] | None = None
+    """Label names of a fine-tuned head, index -> name. Saved in ``config.json``."""
+    classifier_dropout: float | None = None
+    """Dropout before a task head; ``None`` means ``hidden_dropout_prob``."""
+    problem_type: str | None = None
+    """``regression``, ``single_label_classification`` or ``multi_label_classification`` (HF names)."""
+    architectures: list[str] | None = None
+    """Head classes the weights were saved from, as in Hugging Face's ``config.json``."""
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+    """Keys of a loaded ``config.json`` that bertkit does not use; written back unchanged."""
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                     "intermediate_size", "max_position_embeddings", "type_vocab_size", "num_labels"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.hidden_size % self.num_attention_heads:
+            raise ConfigError(
+                f"hidden_size ({self.hidden_size}) must be divisible by num_attention_heads "
+                f"({self.num_attention_heads})"
+            )
+        if self.hidden_act not in _ACTIVATIONS:
+            raise ConfigError(f"hidden_act {self.hidden_act!r} is not supported; use one of {sorted(_ACTIVATIONS)}")
+        for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ConfigError(f"pad_token_id {self.pad_token_id} is outside the vocabulary of {self.vocab_size}")
+        if self.id2label is not None:
+            self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
+            self.num_labels = len(self.id2label)
+
+    # ----------------------------------------------------------------------------------- derived values
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @property
+    def label2id(self) -> dict[str, int] | None:
+        return None if self.id2label is None else {v: k for k, v in self.id2label.items()}
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> "BertConfig":
+        """A named size (tiny, mini, small, medium, base, large) with intermediate size 4H."""
+        if name not in PRESETS:
+            raise ConfigError(f"unknown model preset {name!r}; choose one of {', '.join(PRESETS)}")
+        layers, hidden, heads = PRESETS[name]
+        values = dict(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
+                      intermediate_size=4 * hidden)
+        values.update(overrides)
+        return cls(**values)
+
+    def num_parameters(self, with_pooler: bool = True) -> int:
+        """Parameters of the encoder (embeddings, layers, pooler), without any head."""
+        h, i = self.hidden_size, self.intermediate_size
+        emb = (self.vocab_size + self.max_position_embeddings + self.type_vocab_size) * h + 2 * h
+        layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
+        return emb + self.num_hidden_layers * layer + (h * h + h if with_pooler else 0)
+
+    def flops_per_token(self, seq_len: int) -> int:
+        """Training FLOPs per token (forward + backward = 3x forward) of the encoder's matmuls.
+
+        Counts the dense layers (2 FLOPs per multiply-add) and the two attention matmuls (QK^T and PV),
+        which grow with ``seq_len``; embeddings, norms and softmax are negligible and left out.
+        """
+        h, i, n = self.hidden_size, self.intermediate_size, self.num_hidden_layers
+        dense = 2 * n * (4 * h * h + 2 * h * i)
+        attention = 2 * n * 2 * seq_len * h
+        return 3 * (dense + attention)
+
+    # ---------------------------------------------------------------------------- Hugging Face JSON
+    def to_dict(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
+        out: dict[str, Any] = dict(self.extra)
+        out.update({k: v for k, v in data.items() if v is not None})
+        out["model_type"] = "bert"
+        if self.id2label is not None:
+            out["id2label"] = {str(k): v for k, v in self.id2label.items()}
+            out["label2id"] = self.label2id
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "BertConfig":
+        data = dict(data)
+        model_type = data.get("model_type", "bert")
+        if model_type != "bert":
+            raise ConfigError(f"config has model_type {model_type!r}; bertkit reads BERT checkpoints only")
+        known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        values = {k: data.pop(k) for k in list(data) if k in known}
+        data.pop("label2id", None)
+        # HF writes num_labels implicitly through id2label; older files carry neither.
+        try:
+            return cls(**values, extra=data)
+        except TypeError as exc:  # a field with the wrong JSON type
+            raise ConfigError(f"invalid config: {exc}") from None
+
+    def save(self, directory: str | os.PathLike) -> Path:
+        path = Path(directory) / CONFIG_NAME
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "BertConfig":
+        """Read ``config.json`` from a file or a model directory (also accepts Google's ``bert_config.json``)."""
+        path = Path(path)
+        if path.is_dir():
+            candidates = [path / CONFIG_NAME, path / "bert_config.json"]
+            found = next((c for c in candidates if c.is_file()), None)
+            if found is None:
+                raise ConfigError(f"{path} has no config.json; is it a model directory?")
+            path = found
+        if not path.is_file():
+            raise ConfigError(f"config file {path} does not exist")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"{path} is not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path} must hold a JSON object")
+        return cls.from_dict(data)
+
+    @classmethod
+    def resolve(cls, spec: str | os.PathLike) -> "BertConfig":
+        """A preset name, a ``config.json`` path or a model directory."""
+        if isinstance(spec, str) and spec in PRESETS:
+            return cls.preset(spec)
+        return cls.load(spec)

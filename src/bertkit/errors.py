@@ -1,0 +1,24 @@
+"""Exceptions bertkit raises for bad input. Each carries a one-line message that says what to fix.
+
+The CLI turns every ``BertkitError`` into that line on stderr and exit code 2.
+"""
+
+
+class BertkitError(Exception):
+    """Base class: a user-facing problem with input, files or options (not a bug in bertkit)."""
+
+
+class ConfigError(BertkitError, ValueError):
+    """A model or training configuration is invalid or unreadable."""
+
+
+class TokenizerError(BertkitError, ValueError):
+    """A vocabulary or tokenizer file is missing or invalid."""
+
+
+class CheckpointError(BertkitError, ValueError):
+    """Weights are missing, unreadable, unsafe, or do not fit the configuration."""
+
+
+class DataError(BertkitError, ValueError):
+    """An input data file is missing, malformed or inconsistent."""
