@@ -67,6 +67,8 @@ class BertConfig:
     """``regression``, ``single_label_classification`` or ``multi_label_classification`` (HF names)."""
     architectures: list[str] | None = None
     """Head classes the weights were saved from, as in Hugging Face's ``config.json``."""
+    attn_implementation: str | None = None
+    """``sdpa`` (default when None: ``scaled_dot_product_attention``) or ``eager`` (by hand; same outputs)."""
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
     """Keys of a loaded ``config.json`` that bertkit does not use; written back unchanged."""
 
@@ -88,6 +90,8 @@ class BertConfig:
                 raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ConfigError(f"pad_token_id {self.pad_token_id} is outside the vocabulary of {self.vocab_size}")
+        if self.attn_implementation not in (None, "sdpa", "eager"):
+            raise ConfigError(f"attn_implementation must be 'sdpa' or 'eager', got {self.attn_implementation!r}")
         if self.id2label is not None:
             self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
             self.num_labels = len(self.id2label)

@@ -1,0 +1,546 @@
+"""The BERT network, top to bottom: embeddings, self-attention, encoder layer, encoder, pooler, BertModel,
+the masked-LM head, and the pre-training and fine-tuning heads.
+
+Numerics follow the original BERT and Hugging Face's ``modeling_bert.py``: post-LN layers, exact (erf) GELU,
+LayerNorm eps from the config (1e-12), additive masking of padded keys only. Attention runs through
+``torch.nn.functional.scaled_dot_product_attention``; an eager path computes the same thing by hand and can
+return the attention probabilities. Parameter names are bertkit's own; ``bertkit.weights`` holds the
+explicit table to and from Hugging Face names (Q, K and V are one fused projection here).
+
+The model knows nothing of files: ``from_pretrained``/``save_pretrained`` delegate to ``bertkit.weights``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+from bertkit.config import BertConfig
+from bertkit.errors import ConfigError
+
+ATTN_IMPLEMENTATIONS = ("sdpa", "eager")
+
+
+# ------------------------------------------------------------------------------------------ outputs
+@dataclass
+class BertOutput:
+    """What ``BertModel`` returns."""
+
+    last_hidden_state: Tensor
+    """``[B, L, H]`` output of the last encoder layer."""
+    pooler_output: Tensor | None
+    """``[B, H]`` ``tanh(Dense(h[:, 0]))``; None for heads built without a pooler (as in Hugging Face)."""
+    hidden_states: tuple[Tensor, ...] | None = None
+    """Embeddings output and every layer's output (``num_hidden_layers + 1`` tensors), on request."""
+    attentions: tuple[Tensor, ...] | None = None
+    """Every layer's attention probabilities ``[B, heads, L, L]``, on request (uses the eager path)."""
+
+
+@dataclass
+class PreTrainingOutput:
+    """What ``BertForPreTraining`` returns. Losses are None when their labels are not given."""
+
+    loss: Tensor | None
+    """``mlm_loss + nsp_loss`` (or whichever of them has labels)."""
+    mlm_loss: Tensor | None
+    nsp_loss: Tensor | None
+    mlm_logits: Tensor
+    """``[B, P, V]`` with ``masked_positions``; ``[N, V]`` (the N labelled positions, row-major) with dense
+    ``labels``; the full ``[B, L, V]`` with neither."""
+    nsp_logits: Tensor
+    """``[B, 2]``; class 0 = sentence B follows A, 1 = B is random."""
+    mlm_correct: Tensor | None = None
+    """Number of labelled positions whose argmax is the label (0-dim long tensor; no host sync)."""
+    mlm_count: Tensor | None = None
+    """Number of labelled positions (0-dim long tensor)."""
+    hidden_states: tuple[Tensor, ...] | None = None
+    attentions: tuple[Tensor, ...] | None = None
+
+
+@dataclass
+class MaskedLMOutput:
+    """What ``BertForMaskedLM`` returns; ``logits`` has the same shapes as ``PreTrainingOutput.mlm_logits``."""
+
+    loss: Tensor | None
+    logits: Tensor
+    mlm_correct: Tensor | None = None
+    mlm_count: Tensor | None = None
+    hidden_states: tuple[Tensor, ...] | None = None
+    attentions: tuple[Tensor, ...] | None = None
+
+
+@dataclass
+class SequenceClassifierOutput:
+    loss: Tensor | None
+    logits: Tensor
+    """``[B, num_labels]``."""
+    hidden_states: tuple[Tensor, ...] | None = None
+    attentions: tuple[Tensor, ...] | None = None
+
+
+@dataclass
+class TokenClassifierOutput:
+    loss: Tensor | None
+    logits: Tensor
+    """``[B, L, num_labels]``."""
+    hidden_states: tuple[Tensor, ...] | None = None
+    attentions: tuple[Tensor, ...] | None = None
+
+
+@dataclass
+class QuestionAnsweringOutput:
+    loss: Tensor | None
+    start_logits: Tensor
+    """``[B, L]``."""
+    end_logits: Tensor
+    """``[B, L]``."""
+    hidden_states: tuple[Tensor, ...] | None = None
+    attentions: tuple[Tensor, ...] | None = None
+
+
+# ------------------------------------------------------------------------------------------ pieces
+def activation(name: str):
+    """The feed-forward activation: ``gelu`` is exact erf GELU (BERT and Hugging Face), ``gelu_new`` tanh."""
+    if name == "gelu":
+        return F.gelu
+    if name in ("gelu_new", "gelu_pytorch_tanh"):
+        return lambda x: F.gelu(x, approximate="tanh")
+    if name == "relu":
+        return F.relu
+    raise ConfigError(f"hidden_act {name!r} is not supported")
+
+
+class Embeddings(nn.Module):
+    """word[ids] + position[0..L-1] + token_type[segments], then LayerNorm and dropout."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
+        seq_len = input_ids.shape[1]
+        if seq_len > self.position_embeddings.num_embeddings:
+            raise ValueError(
+                f"sequence of {seq_len} tokens is longer than max_position_embeddings "
+                f"({self.position_embeddings.num_embeddings}); truncate the input"
+            )
+        positions = torch.arange(seq_len, device=input_ids.device)
+        x = self.word_embeddings(input_ids) + self.position_embeddings(positions)
+        if token_type_ids is None:
+            x = x + self.token_type_embeddings.weight[0]
+        else:
+            x = x + self.token_type_embeddings(token_type_ids)
+        return self.dropout(self.layer_norm(x))
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention with one fused Q/K/V projection and the output projection.
+
+    ``mask`` is a boolean ``[B, 1, 1, L]`` (True = real key) or None when nothing is padded, which lets
+    SDPA choose its fastest kernel. Only keys are masked; padded queries produce values nobody reads.
+    """
+
+    def __init__(self, config: BertConfig, attn_implementation: str = "sdpa"):
+        super().__init__()
+        self.num_heads = config.num_attention_heads
+        self.head_dim = config.head_dim
+        self.qkv = nn.Linear(config.hidden_size, 3 * config.hidden_size)
+        self.out = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout_p = config.attention_probs_dropout_prob
+        self.attn_implementation = attn_implementation
+
+    def forward(self, x: Tensor, mask: Tensor | None, output_attentions: bool = False
+                ) -> tuple[Tensor, Tensor | None]:
+        batch, seq_len, hidden = x.shape
+        # [B, L, 3H] -> three [B, heads, L, head_dim]
+        q, k, v = self.qkv(x).view(batch, seq_len, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        dropout_p = self.dropout_p if self.training else 0.0
+        probs = None
+        if output_attentions or self.attn_implementation == "eager":
+            scores = (q @ k.transpose(-1, -2)) / math.sqrt(self.head_dim)
+            if mask is not None:
+                # finfo.min rather than -inf: a fully padded row stays finite (as in Hugging Face's eager path)
+                scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+            probs = scores.softmax(dim=-1)
+            context = F.dropout(probs, dropout_p, training=self.training) @ v
+        else:
+            context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+        context = context.transpose(1, 2).reshape(batch, seq_len, hidden)
+        return self.out(context), probs
+
+
+class EncoderLayer(nn.Module):
+    """Post-LN Transformer block: ``h = LN(x + Drop(Attn(x)))``; ``out = LN(h + Drop(W2 act(W1 h)))``."""
+
+    def __init__(self, config: BertConfig, attn_implementation: str = "sdpa"):
+        super().__init__()
+        self.attention = SelfAttention(config, attn_implementation)
+        self.attention_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.ffn_in = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.ffn_out = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.ffn_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.act = activation(config.hidden_act)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, x: Tensor, mask: Tensor | None, output_attentions: bool = False
+                ) -> tuple[Tensor, Tensor | None]:
+        attended, probs = self.attention(x, mask, output_attentions)
+        h = self.attention_norm(x + self.dropout(attended))
+        out = self.ffn_norm(h + self.dropout(self.ffn_out(self.act(self.ffn_in(h)))))
+        return out, probs
+
+
+class Encoder(nn.Module):
+    """A stack of ``num_hidden_layers`` encoder layers, optionally with activation checkpointing."""
+
+    def __init__(self, config: BertConfig, attn_implementation: str = "sdpa"):
+        super().__init__()
+        self.layers = nn.ModuleList(EncoderLayer(config, attn_implementation)
+                                    for _ in range(config.num_hidden_layers))
+        self.gradient_checkpointing = False
+
+    def forward(self, x: Tensor, mask: Tensor | None, output_hidden_states: bool = False,
+                output_attentions: bool = False) -> tuple[Tensor, tuple | None, tuple | None]:
+        hidden_states = [x] if output_hidden_states else None
+        attentions = [] if output_attentions else None
+        for layer in self.layers:
+            if self.gradient_checkpointing and self.training and torch.is_grad_enabled():
+                x, probs = checkpoint(layer, x, mask, output_attentions, use_reentrant=False)
+            else:
+                x, probs = layer(x, mask, output_attentions)
+            if hidden_states is not None:
+                hidden_states.append(x)
+            if attentions is not None:
+                attentions.append(probs)
+        return (x, tuple(hidden_states) if hidden_states is not None else None,
+                tuple(attentions) if attentions is not None else None)
+
+
+class Pooler(nn.Module):
+    """``tanh(Dense(h[:, 0]))``: the [CLS] vector through one more layer, trained by NSP."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        return torch.tanh(self.dense(hidden[:, 0]))
+
+
+@torch.no_grad()
+def init_weights(module: nn.Module, std: float = 0.02, pad_token_id: int | None = None) -> None:
+    """BERT initialisation: normal(0, std) weights, zero biases, LayerNorm 1/0, zero [PAD] embedding row."""
+    if isinstance(module, nn.Linear):
+        module.weight.normal_(0.0, std)
+        if module.bias is not None:
+            module.bias.zero_()
+    elif isinstance(module, nn.Embedding):
+        module.weight.normal_(0.0, std)
+        if pad_token_id is not None and pad_token_id < module.num_embeddings:
+            module.weight[pad_token_id].zero_()
+    elif isinstance(module, nn.LayerNorm):
+        module.weight.fill_(1.0)
+        module.bias.zero_()
+
+
+def _check_attn_implementation(name: str | None) -> str:
+    name = name or "sdpa"
+    if name not in ATTN_IMPLEMENTATIONS:
+        raise ConfigError(f"attn_implementation {name!r} is not supported; use one of {ATTN_IMPLEMENTATIONS}")
+    return name
+
+
+class PreTrainedMixin:
+    """``from_pretrained`` / ``save_pretrained`` for every class here, delegated to ``bertkit.weights``."""
+
+    config: BertConfig
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, **config_overrides: Any):
+        """Load a Hugging Face-layout checkpoint (directory or weights file) into this class.
+
+        ``config_overrides`` replace fields of the saved config (``num_labels=3``,
+        ``attn_implementation="eager"``, ``hidden_dropout_prob=0.0``...). See ``bertkit.weights.load_model``.
+        """
+        from bertkit import weights  # lazy: the model itself knows nothing of files
+
+        return weights.load_model(path, head=cls, **config_overrides)
+
+    def save_pretrained(self, directory: str | os.PathLike, tokenizer: Any = None) -> None:
+        """Write ``config.json``, ``model.safetensors`` (Hugging Face names) and the tokenizer's files."""
+        from bertkit import weights
+
+        weights.save_pretrained(self, directory, tokenizer=tokenizer)
+
+    def num_parameters(self) -> int:
+        """Number of distinct parameters (the tied decoder counts once)."""
+        return sum(p.numel() for p in self.parameters())  # type: ignore[attr-defined]
+
+
+# ------------------------------------------------------------------------------------------ BertModel
+class BertModel(PreTrainedMixin, nn.Module):
+    """The BERT encoder: embeddings, ``num_hidden_layers`` post-LN layers and (optionally) the pooler.
+
+    ``attn_implementation`` ("sdpa" or "eager") overrides ``config.attn_implementation``; both compute the
+    same function, eager by hand (and it is always used for a call with ``output_attentions=True``).
+    """
+
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True, attn_implementation: str | None = None):
+        super().__init__()
+        _check_position_embedding_type(config)
+        self.config = config
+        self.attn_implementation = _check_attn_implementation(attn_implementation or config.attn_implementation)
+        self.embeddings = Embeddings(config)
+        self.encoder = Encoder(config, self.attn_implementation)
+        self.pooler = Pooler(config) if add_pooling_layer else None
+        self.apply(lambda m: init_weights(m, config.initializer_range, config.pad_token_id))
+
+    def gradient_checkpointing_enable(self, enabled: bool = True) -> None:
+        """Recompute each layer's activations in the backward pass: less memory, about 30% more compute."""
+        self.encoder.gradient_checkpointing = enabled
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
+                attention_mask: Tensor | None = None, *, output_hidden_states: bool = False,
+                output_attentions: bool = False) -> BertOutput:
+        """``input_ids [B, L]``; ``token_type_ids`` 0/1 segments (default all 0); ``attention_mask`` 1 for real
+        tokens and 0 for padding (default all 1)."""
+        mask = None
+        # One host sync per forward (not per layer) so that unpadded batches reach SDPA with no mask.
+        if attention_mask is not None and not bool(attention_mask.all()):
+            mask = attention_mask[:, None, None, :].bool()
+        x = self.embeddings(input_ids, token_type_ids)
+        x, hidden_states, attentions = self.encoder(x, mask, output_hidden_states, output_attentions)
+        pooled = self.pooler(x) if self.pooler is not None else None
+        return BertOutput(x, pooled, hidden_states, attentions)
+
+
+def _check_position_embedding_type(config: BertConfig) -> None:
+    kind = config.extra.get("position_embedding_type", "absolute")
+    if kind != "absolute":
+        raise ConfigError(f"position_embedding_type {kind!r} is not supported; bertkit implements 'absolute'")
+
+
+# ------------------------------------------------------------------------------------------ MLM head
+class MaskedLMHead(nn.Module):
+    """``Dense(H->H)``, activation, LayerNorm, then the decoder: ``x @ E.T + bias`` with E the word embeddings.
+
+    ``decoder.weight`` is tied by the owning model to ``bert.embeddings.word_embeddings.weight`` (the same
+    Parameter); ``decoder.bias`` is the head's own zero-initialised output bias.
+    """
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.act = activation(config.hidden_act)
+        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+
+    def forward(self, hidden: Tensor) -> Tensor:
+        return self.decoder(self.layer_norm(self.act(self.dense(hidden))))
+
+
+def _masked_lm(head: MaskedLMHead, sequence_output: Tensor, masked_positions: Tensor | None,
+               masked_labels: Tensor | None, labels: Tensor | None
+               ) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor | None]:
+    """Logits, loss, correct and count of the MLM task. With positions or labels, the hidden states of the
+    masked tokens are gathered BEFORE the transform and the vocabulary projection (sparse MLM)."""
+    if masked_positions is not None:
+        index = masked_positions.unsqueeze(-1).expand(-1, -1, sequence_output.shape[-1])
+        logits = head(torch.gather(sequence_output, 1, index))  # [B, P, V]
+        targets = masked_labels
+    elif labels is not None:
+        selected = labels != -100
+        logits = head(sequence_output[selected])  # [N, V]
+        targets = labels[selected]
+    else:
+        return head(sequence_output), None, None, None
+    if targets is None:
+        return logits, None, None, None
+    real = targets != -100
+    count = real.sum()
+    # Sum / count (not mean) so that a batch without any prediction gives 0, not NaN.
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
+                           ignore_index=-100, reduction="sum") / count.clamp(min=1)
+    correct = ((logits.argmax(-1) == targets) & real).sum()
+    return logits, loss, correct, count
+
+
+def _tie(head: MaskedLMHead, bert: BertModel) -> None:
+    head.decoder.weight = bert.embeddings.word_embeddings.weight
+
+
+# ------------------------------------------------------------------------------------------ heads
+class BertForPreTraining(PreTrainedMixin, nn.Module):
+    """BERT with the masked-LM head (tied decoder) and the next-sentence head on the pooled output."""
+
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, add_pooling_layer=True, attn_implementation=attn_implementation)
+        self.mlm = MaskedLMHead(config)
+        self.nsp = nn.Linear(config.hidden_size, 2)
+        self.mlm.apply(lambda m: init_weights(m, config.initializer_range))
+        self.nsp.apply(lambda m: init_weights(m, config.initializer_range))
+        _tie(self.mlm, self.bert)
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
+                attention_mask: Tensor | None = None, *, masked_positions: Tensor | None = None,
+                masked_labels: Tensor | None = None, labels: Tensor | None = None,
+                next_sentence_label: Tensor | None = None, output_hidden_states: bool = False,
+                output_attentions: bool = False) -> PreTrainingOutput:
+        """``masked_positions``/``masked_labels [B, P]`` (label -100 in padding slots) or dense ``labels [B, L]``
+        (-100 = not predicted); ``next_sentence_label [B]`` 0 = B follows A, 1 = random."""
+        out = self.bert(input_ids, token_type_ids, attention_mask,
+                        output_hidden_states=output_hidden_states, output_attentions=output_attentions)
+        mlm_logits, mlm_loss, correct, count = _masked_lm(
+            self.mlm, out.last_hidden_state, masked_positions, masked_labels, labels)
+        nsp_logits = self.nsp(out.pooler_output)
+        nsp_loss = None
+        if next_sentence_label is not None:
+            nsp_loss = F.cross_entropy(nsp_logits.float(), next_sentence_label.reshape(-1))
+        if mlm_loss is not None and nsp_loss is not None:
+            loss = mlm_loss + nsp_loss
+        else:
+            loss = mlm_loss if mlm_loss is not None else nsp_loss
+        return PreTrainingOutput(loss, mlm_loss, nsp_loss, mlm_logits, nsp_logits, correct, count,
+                                 out.hidden_states, out.attentions)
+
+
+class BertForMaskedLM(PreTrainedMixin, nn.Module):
+    """BERT with the masked-LM head only (no pooler, no NSP), as Hugging Face's ``BertForMaskedLM``."""
+
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, add_pooling_layer=False, attn_implementation=attn_implementation)
+        self.mlm = MaskedLMHead(config)
+        self.mlm.apply(lambda m: init_weights(m, config.initializer_range))
+        _tie(self.mlm, self.bert)
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
+                attention_mask: Tensor | None = None, *, masked_positions: Tensor | None = None,
+                masked_labels: Tensor | None = None, labels: Tensor | None = None,
+                output_hidden_states: bool = False, output_attentions: bool = False) -> MaskedLMOutput:
+        out = self.bert(input_ids, token_type_ids, attention_mask,
+                        output_hidden_states=output_hidden_states, output_attentions=output_attentions)
+        logits, loss, correct, count = _masked_lm(
+            self.mlm, out.last_hidden_state, masked_positions, masked_labels, labels)
+        return MaskedLMOutput(loss, logits, correct, count, out.hidden_states, out.attentions)
+
+
+def _classifier_dropout(config: BertConfig) -> float:
+    return config.hidden_dropout_prob if config.classifier_dropout is None else config.classifier_dropout
+
+
+class BertForSequenceClassification(PreTrainedMixin, nn.Module):
+    """``Linear(H -> num_labels)`` on the dropped-out pooled output. Loss: MSE when ``num_labels == 1``
+    (regression), cross-entropy for integer labels, BCE-with-logits for multi-label float targets."""
+
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None):
+        super().__init__()
+        self.config = config
+        self.num_labels = config.num_labels
+        self.bert = BertModel(config, add_pooling_layer=True, attn_implementation=attn_implementation)
+        self.dropout = nn.Dropout(_classifier_dropout(config))
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        init_weights(self.classifier, config.initializer_range)
+
+    def problem_type(self, labels: Tensor) -> str:
+        if self.config.problem_type is not None:
+            return self.config.problem_type
+        if self.num_labels == 1:
+            return "regression"
+        if labels.dtype in (torch.long, torch.int):
+            return "single_label_classification"
+        return "multi_label_classification"
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
+                attention_mask: Tensor | None = None, *, labels: Tensor | None = None,
+                output_hidden_states: bool = False, output_attentions: bool = False) -> SequenceClassifierOutput:
+        out = self.bert(input_ids, token_type_ids, attention_mask,
+                        output_hidden_states=output_hidden_states, output_attentions=output_attentions)
+        logits = self.classifier(self.dropout(out.pooler_output))
+        loss = None
+        if labels is not None:
+            kind = self.problem_type(labels)
+            if kind == "regression":
+                loss = F.mse_loss(logits.float().squeeze(-1), labels.float().reshape(-1)) if self.num_labels == 1 \
+                    else F.mse_loss(logits.float(), labels.float())
+            elif kind == "single_label_classification":
+                loss = F.cross_entropy(logits.float().view(-1, self.num_labels), labels.view(-1))
+            else:
+                loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+        return SequenceClassifierOutput(loss, logits, out.hidden_states, out.attentions)
+
+
+class BertForTokenClassification(PreTrainedMixin, nn.Module):
+    """``Linear(H -> num_labels)`` on every dropped-out token vector; cross-entropy ignoring label -100."""
+
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None):
+        super().__init__()
+        self.config = config
+        self.num_labels = config.num_labels
+        self.bert = BertModel(config, add_pooling_layer=False, attn_implementation=attn_implementation)
+        self.dropout = nn.Dropout(_classifier_dropout(config))
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        init_weights(self.classifier, config.initializer_range)
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
+                attention_mask: Tensor | None = None, *, labels: Tensor | None = None,
+                output_hidden_states: bool = False, output_attentions: bool = False) -> TokenClassifierOutput:
+        out = self.bert(input_ids, token_type_ids, attention_mask,
+                        output_hidden_states=output_hidden_states, output_attentions=output_attentions)
+        logits = self.classifier(self.dropout(out.last_hidden_state))
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.float().view(-1, self.num_labels), labels.view(-1), ignore_index=-100)
+        return TokenClassifierOutput(loss, logits, out.hidden_states, out.attentions)
+
+
+class BertForQuestionAnswering(PreTrainedMixin, nn.Module):
+    """Extractive QA: ``Linear(H -> 2)`` gives start and end logits at every position.
+
+    Loss = (CE(start) + CE(end)) / 2; positions outside the sequence are clamped to L and ignored.
+    """
+
+    def __init__(self, config: BertConfig, attn_implementation: str | None = None):
+        super().__init__()
+        self.config = config
+        self.bert = BertModel(config, add_pooling_layer=False, attn_implementation=attn_implementation)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        init_weights(self.qa_outputs, config.initializer_range)
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
+                attention_mask: Tensor | None = None, *, start_positions: Tensor | None = None,
+                end_positions: Tensor | None = None, output_hidden_states: bool = False,
+                output_attentions: bool = False) -> QuestionAnsweringOutput:
+        out = self.bert(input_ids, token_type_ids, attention_mask,
+                        output_hidden_states=output_hidden_states, output_attentions=output_attentions)
+        start_logits, end_logits = self.qa_outputs(out.last_hidden_state).unbind(-1)
+        start_logits, end_logits = start_logits.contiguous(), end_logits.contiguous()
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            seq_len = start_logits.shape[1]
+            start = start_positions.reshape(-1).clamp(0, seq_len)
+            end = end_positions.reshape(-1).clamp(0, seq_len)
+            loss = (F.cross_entropy(start_logits.float(), start, ignore_index=seq_len)
+                    + F.cross_entropy(end_logits.float(), end, ignore_index=seq_len)) / 2
+        return QuestionAnsweringOutput(loss, start_logits, end_logits, out.hidden_states, out.attentions)
+
+
+HEAD_CLASSES: dict[str, type[nn.Module]] = {
+    cls.__name__: cls for cls in (BertModel, BertForPreTraining, BertForMaskedLM, BertForSequenceClassification,
+                                  BertForTokenClassification, BertForQuestionAnswering)
+}
+"""Model classes by name; the names are Hugging Face's, as written in ``config.json``'s ``architectures``."""

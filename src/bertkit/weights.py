@@ -1,0 +1,403 @@
+"""Checkpoint I/O in the Hugging Face layout: ``config.json`` + ``model.safetensors`` with Hugging Face names.
+
+bertkit's parameter names differ from Hugging Face's (shorter, and Q/K/V are one fused projection), so
+conversion is the explicit name table below plus one transform (split/concatenate Q, K, V). Reading accepts
+``model.safetensors`` (also sharded), or ``pytorch_model.bin`` through ``torch.load(weights_only=True)``:
+nothing is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import pickle
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+
+from bertkit.config import CONFIG_NAME, BertConfig
+from bertkit.errors import CheckpointError, ConfigError
+from bertkit.io import atomic_path
+from bertkit.model import HEAD_CLASSES, BertModel
+
+logger = logging.getLogger("bertkit.weights")
+
+SAFETENSORS_NAME = "model.safetensors"
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+PYTORCH_NAME = "pytorch_model.bin"
+PYTORCH_INDEX = "pytorch_model.bin.index.json"
+
+# ------------------------------------------------------------------------------------------ name table
+# (bertkit name, Hugging Face name), relative to BertModel. "{i}" is the layer index.
+EMBEDDING_NAMES: list[tuple[str, str]] = [
+    ("embeddings.word_embeddings.weight", "embeddings.word_embeddings.weight"),
+    ("embeddings.position_embeddings.weight", "embeddings.position_embeddings.weight"),
+    ("embeddings.token_type_embeddings.weight", "embeddings.token_type_embeddings.weight"),
+    ("embeddings.layer_norm.weight", "embeddings.LayerNorm.weight"),
+    ("embeddings.layer_norm.bias", "embeddings.LayerNorm.bias"),
+]
+LAYER_NAMES: list[tuple[str, str]] = [
+    ("encoder.layers.{i}.attention.out.weight", "encoder.layer.{i}.attention.output.dense.weight"),
+    ("encoder.layers.{i}.attention.out.bias", "encoder.layer.{i}.attention.output.dense.bias"),
+    ("encoder.layers.{i}.attention_norm.weight", "encoder.layer.{i}.attention.output.LayerNorm.weight"),
+    ("encoder.layers.{i}.attention_norm.bias", "encoder.layer.{i}.attention.output.LayerNorm.bias"),
+    ("encoder.layers.{i}.ffn_in.weight", "encoder.layer.{i}.intermediate.dense.weight"),
+    ("encoder.layers.{i}.ffn_in.bias", "encoder.layer.{i}.intermediate.dense.bias"),
+    ("encoder.layers.{i}.ffn_out.weight", "encoder.layer.{i}.output.dense.weight"),
+    ("encoder.layers.{i}.ffn_out.bias", "encoder.layer.{i}.output.dense.bias"),
+    ("encoder.layers.{i}.ffn_norm.weight", "encoder.layer.{i}.output.LayerNorm.weight"),
+    ("encoder.layers.{i}.ffn_norm.bias", "encoder.layer.{i}.output.LayerNorm.bias"),
+]
+# The one transform: bertkit's fused projection is Hugging Face's query, key and value stacked on dim 0.
+FUSED_QKV_NAMES: list[tuple[str, tuple[str, str, str]]] = [
+    ("encoder.layers.{i}.attention.qkv." + p,
+     tuple(f"encoder.layer.{{i}}.attention.self.{part}.{p}" for part in ("query", "key", "value")))
+    for p in ("weight", "bias")
+]
+POOLER_NAMES: list[tuple[str, str]] = [
+    ("pooler.dense.weight", "pooler.dense.weight"),
+    ("pooler.dense.bias", "pooler.dense.bias"),
+]
+_MLM_NAMES: list[tuple[str, str]] = [
+    ("mlm.dense.weight", "cls.predictions.transform.dense.weight"),
+    ("mlm.dense.bias", "cls.predictions.transform.dense.bias"),
+    ("mlm.layer_norm.weight", "cls.predictions.transform.LayerNorm.weight"),
+    ("mlm.layer_norm.bias", "cls.predictions.transform.LayerNorm.bias"),
+    # mlm.decoder.weight is the word embedding matrix (tied); Hugging Face does not store it either.
+    ("mlm.decoder.bias", "cls.predictions.bias"),
+]
+_CLASSIFIER_NAMES: list[tuple[str, str]] = [
+    ("classifier.weight", "classifier.weight"),
+    ("classifier.bias", "classifier.bias"),
+]
+# Head parameters (names at the top of the head class; identical in both naming schemes' prefixes).
+HEAD_NAMES: dict[str, list[tuple[str, str]]] = {
+    "BertModel": [],
+    "BertForPreTraining": _MLM_NAMES + [("nsp.weight", "cls.seq_relationship.weight"),
+                                        ("nsp.bias", "cls.seq_relationship.bias")],
+    "BertForMaskedLM": _MLM_NAMES,
+    "BertForSequenceClassification": _CLASSIFIER_NAMES,
+    "BertForTokenClassification": _CLASSIFIER_NAMES,
+    "BertForQuestionAnswering": [("qa_outputs.weight", "qa_outputs.weight"), ("qa_outputs.bias", "qa_outputs.bias")],
+}
+# Keys some Hugging Face checkpoints carry that hold nothing to load.
+_BUFFERS = {"embeddings.position_ids", "embeddings.token_type_ids"}
+# Aliases of tied or duplicated tensors in older checkpoints.
+_ALIASES = {"cls.predictions.decoder.bias": "cls.predictions.bias"}
+_TIED = {"cls.predictions.decoder.weight"}
+_ENCODER_PREFIXES = ("embeddings.", "encoder.", "pooler.")
+
+
+def encoder_names(config: BertConfig) -> list[tuple[str, str | tuple[str, ...]]]:
+    """(bertkit, Hugging Face) names of every encoder tensor (no pooler) for ``config``, relative to BertModel.
+    A tuple of Hugging Face names means the bertkit tensor is their concatenation on dim 0."""
+    names: list[tuple[str, str | tuple[str, ...]]] = list(EMBEDDING_NAMES)
+    for i in range(config.num_hidden_layers):
+        for ours, theirs in FUSED_QKV_NAMES:
+            names.append((ours.format(i=i), tuple(t.format(i=i) for t in theirs)))
+        for ours, theirs in LAYER_NAMES:
+            names.append((ours.format(i=i), theirs.format(i=i)))
+    return names
+
+
+def _parts(model: nn.Module) -> tuple[BertModel, str]:
+    """The encoder inside ``model`` and the prefix of its names (``bert.`` in heads, as in Hugging Face)."""
+    if isinstance(model, BertModel):
+        return model, ""
+    bert = getattr(model, "bert", None)
+    if not isinstance(bert, BertModel):
+        raise TypeError(f"{type(model).__name__} is not a bertkit model")
+    return bert, "bert."
+
+
+# ------------------------------------------------------------------------------------------ to HF
+def to_hf_state_dict(model: nn.Module) -> dict[str, Tensor]:
+    """The model's tensors under Hugging Face names, as ``transformers`` would save the same class."""
+    bert, prefix = _parts(model)
+    params = dict(model.named_parameters(remove_duplicate=False))
+    out: dict[str, Tensor] = {}
+    for ours, theirs in encoder_names(bert.config):
+        tensor = params[prefix + ours].detach()
+        if isinstance(theirs, tuple):
+            for name, piece in zip(theirs, tensor.chunk(len(theirs), dim=0)):
+                out[prefix + name] = piece
+        else:
+            out[prefix + theirs] = tensor
+    if bert.pooler is not None:
+        for ours, theirs in POOLER_NAMES:
+            out[prefix + theirs] = params[prefix + ours].detach()
+    for ours, theirs in HEAD_NAMES[type(model).__name__]:
+        out[theirs] = params[ours].detach()
+    # safetensors wants contiguous CPU tensors that share no memory (the Q/K/V chunks are views).
+    return {name: t.to("cpu", copy=True).contiguous() for name, t in out.items()}
+
+
+# ------------------------------------------------------------------------------------------ from HF
+@dataclass
+class LoadReport:
+    """What ``load_hf_state_dict`` did, by Hugging Face name."""
+
+    loaded: list[str] = field(default_factory=list)
+    initialised: list[str] = field(default_factory=list)
+    """Model tensors the checkpoint lacked (a fresh task head or pooler), left at their initial values."""
+    ignored: list[str] = field(default_factory=list)
+    """Checkpoint tensors this model has no place for (another class's head, buffers)."""
+
+
+def _normalise(state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Hugging Face names relative to BertModel for the encoder (``bert.`` dropped), head names as they are;
+    the old ``LayerNorm.gamma/beta`` spelling becomes ``weight/bias``."""
+    out: dict[str, Tensor] = {}
+    for name, tensor in state.items():
+        if name.startswith("bert.") and name[5:].startswith(_ENCODER_PREFIXES):
+            name = name[5:]
+        if "LayerNorm." in name:
+            name = name.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
+        out[name] = tensor
+    for alias, name in _ALIASES.items():
+        if alias in out and name not in out:
+            out[name] = out.pop(alias)
+    return out
+
+
+def _summary(names: list[str], limit: int = 4) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+@torch.no_grad()
+def load_hf_state_dict(model: nn.Module, state: dict[str, Tensor], *, ignore_mismatched_sizes: bool = False,
+                       source: str = "checkpoint") -> LoadReport:
+    """Copy Hugging Face-named tensors into ``model`` (any bertkit class), with or without the ``bert.`` prefix.
+
+    Missing or misshapen encoder tensors raise ``CheckpointError``; a missing task head or pooler is left
+    freshly initialised, and tensors of other heads are ignored (both reported with one log line). With
+    ``ignore_mismatched_sizes`` a head of another size (e.g. a different ``num_labels``) is re-initialised.
+    """
+    bert, prefix = _parts(model)
+    params = dict(model.named_parameters(remove_duplicate=False))
+    state = _normalise(state)
+    report = LoadReport()
+    used: set[str] = set()
+
+    def copy(ours: str, tensor: Tensor, theirs: str) -> None:
+        param = params[ours]
+        if param.shape != tensor.shape:
+            raise CheckpointError(
+                f"{source}: {theirs} has shape {tuple(tensor.shape)} but the model expects {tuple(param.shape)}; "
+                f"the config does not match the weights"
+            )
+        param.copy_(tensor)
+
+    # Encoder: everything must be there.
+    missing = []
+    for ours, theirs in encoder_names(bert.config):
+        names = theirs if isinstance(theirs, tuple) else (theirs,)
+        absent = [n for n in names if n not in state]
+        if absent:
+            missing.extend(absent)
+            continue
+        tensor = torch.cat([state[n] for n in names], dim=0) if len(names) > 1 else state[names[0]]
+        copy(prefix + ours, tensor, names[0] if len(names) == 1 else f"{names[0]}/key/value")
+        used.update(names)
+        report.loaded.extend(names)
+    if missing:
+        raise CheckpointError(
+            f"{source} lacks {len(missing)} encoder weights ({_summary(missing)}); "
+            f"it is truncated or not a BERT checkpoint for this config"
+        )
+
+    # Pooler and task head: each all or nothing, freshly initialised when absent.
+    pooler = [(prefix + ours, theirs) for ours, theirs in POOLER_NAMES] if bert.pooler is not None else []
+    for group, is_head in ((pooler, False), (HEAD_NAMES[type(model).__name__], True)):
+        present = [theirs for _, theirs in group if theirs in state]
+        if not present:
+            report.initialised.extend(theirs for _, theirs in group)
+            continue
+        if len(present) != len(group):
+            absent = [theirs for _, theirs in group if theirs not in state]
+            raise CheckpointError(f"{source} has part of a head but lacks {_summary(absent)}; is it truncated?")
+        mismatched = [(ours, theirs) for ours, theirs in group if params[ours].shape != state[theirs].shape]
+        if mismatched and is_head and ignore_mismatched_sizes:
+            report.initialised.extend(theirs for _, theirs in group)
+            used.update(theirs for _, theirs in group)
+            logger.warning("%s: head weights %s have another size than the model's; they were re-initialised",
+                           type(model).__name__, _summary([t for _, t in mismatched]))
+            continue
+        if mismatched and is_head:
+            ours, theirs = mismatched[0]
+            raise CheckpointError(
+                f"{source}: {theirs} has shape {tuple(state[theirs].shape)} but the model expects "
+                f"{tuple(params[ours].shape)}; pass a matching num_labels, or ignore_mismatched_sizes=True "
+                f"to train a new head"
+            )
+        for ours, theirs in group:
+            copy(ours, state[theirs], theirs)
+            used.add(theirs)
+            report.loaded.append(theirs)
+
+    # Everything else: encoder-shaped leftovers mean the config is wrong; head leftovers are ignored.
+    leftovers = [n for n in state if n not in used and n not in _BUFFERS and n not in _TIED]
+    stray = [n for n in leftovers if n.startswith(("embeddings.", "encoder."))]
+    if stray:
+        raise CheckpointError(
+            f"{source} has encoder weights the config does not describe ({_summary(stray)}); "
+            f"does config.json (num_hidden_layers) match the weights?"
+        )
+    report.ignored = leftovers
+    if report.initialised:
+        logger.warning("%s: %s not in the %s, newly initialised (train before use)",
+                       type(model).__name__, _summary(report.initialised), source)
+    if report.ignored:
+        logger.warning("%s: ignored %d weights the model does not use (%s)",
+                       type(model).__name__, len(report.ignored), _summary(report.ignored))
+    return report
+
+
+# ------------------------------------------------------------------------------------------ files
+def _read_safetensors(path: Path) -> dict[str, Tensor]:
+    try:
+        return load_file(path)
+    except (SafetensorError, OSError, ValueError) as exc:
+        raise CheckpointError(f"{path} is not a readable safetensors file ({exc}); is it truncated?") from None
+
+
+def _read_pytorch(path: Path) -> dict[str, Tensor]:
+    # weights_only=True: tensors and plain containers only; any other pickled object is refused, never run.
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise CheckpointError(
+            f"{path} holds pickled objects other than tensors; refusing to unpickle it ({first[:120]}); "
+            f"convert it to safetensors with a trusted tool"
+        ) from None
+    except (RuntimeError, OSError, EOFError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CheckpointError(f"{path} is not a readable PyTorch checkpoint ({first[:120]}); is it truncated?") from None
+    if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, Tensor) for k, v in state.items()):
+        raise CheckpointError(f"{path} is not a state dict of named tensors")
+    return state
+
+
+def _read_sharded(index: Path, reader) -> dict[str, Tensor]:
+    try:
+        weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"{index} is not a valid shard index ({exc})") from None
+    state: dict[str, Tensor] = {}
+    for shard in sorted(set(weight_map.values())):
+        shard_path = index.parent / shard
+        if not shard_path.is_file():
+            raise CheckpointError(f"{index} lists shard {shard}, which is missing")
+        state.update(reader(shard_path))
+    return state
+
+
+def weights_file(directory: Path) -> Path | None:
+    """The weights file of a model directory, safetensors first; None if there is none."""
+    for name in (SAFETENSORS_NAME, SAFETENSORS_INDEX, PYTORCH_NAME, PYTORCH_INDEX):
+        if (directory / name).is_file():
+            return directory / name
+    return None
+
+
+def read_state_dict(path: str | os.PathLike) -> dict[str, Tensor]:
+    """Tensors of a weights file or model directory: ``*.safetensors`` (or its shard index) or
+    ``pytorch_model.bin``/``*.bin``/``*.pt`` read with ``weights_only=True``. Other files are refused."""
+    path = Path(path)
+    if path.is_dir():
+        found = weights_file(path)
+        if found is None:
+            raise CheckpointError(f"{path} has no {SAFETENSORS_NAME} or {PYTORCH_NAME}; is it a model directory?")
+        path = found
+    if not path.is_file():
+        raise CheckpointError(f"weights file {path} does not exist")
+    name = path.name
+    if name.endswith(".safetensors"):
+        return _read_safetensors(path)
+    if name.endswith(".safetensors.index.json"):
+        return _read_sharded(path, _read_safetensors)
+    if name.endswith(".bin.index.json"):
+        return _read_sharded(path, _read_pytorch)
+    if name.endswith((".bin", ".pt", ".pth")):
+        return _read_pytorch(path)
+    raise CheckpointError(
+        f"{path} is not a supported weights file; use model.safetensors or pytorch_model.bin (pickles are never loaded)"
+    )
+
+
+def save_pretrained(model: nn.Module, directory: str | os.PathLike, tokenizer: Any = None) -> Path:
+    """Write ``config.json`` (``model_type: bert``, ``architectures: [<class>]``) and ``model.safetensors``
+    under Hugging Face names, each atomically, plus ``tokenizer.save_pretrained(directory)`` when given."""
+    bert, _ = _parts(model)
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    tensors = to_hf_state_dict(model)
+    with atomic_path(directory / SAFETENSORS_NAME) as tmp:
+        save_file(tensors, tmp, metadata={"format": "pt"})  # transformers refuses files without "format"
+    config = dataclasses.replace(bert.config, architectures=[type(model).__name__])
+    config.save(directory)
+    if tokenizer is not None:
+        tokenizer.save_pretrained(directory)
+    return directory
+
+
+def _resolve_head(head: str | type | None, config: BertConfig) -> type[nn.Module]:
+    if isinstance(head, type):
+        return head
+    if head is None:
+        names = config.architectures or ["BertModel"]
+        known = [n for n in names if n in HEAD_CLASSES]
+        if not known:
+            logger.warning("architectures %s are not bertkit classes; loading the encoder as BertModel", names)
+            return BertModel
+        return HEAD_CLASSES[known[0]]
+    if head not in HEAD_CLASSES:
+        raise ConfigError(f"unknown model class {head!r}; choose one of {', '.join(HEAD_CLASSES)}")
+    return HEAD_CLASSES[head]
+
+
+def _apply_overrides(config: BertConfig, overrides: dict[str, Any]) -> BertConfig:
+    known = {f.name for f in dataclasses.fields(BertConfig)} - {"extra"}
+    unknown = sorted(set(overrides) - known)
+    if unknown:
+        raise ConfigError(f"unknown config field(s) {', '.join(unknown)}; see bertkit.BertConfig")
+    overrides = dict(overrides)
+    # id2label fixes num_labels in BertConfig; a new label count drops the old names.
+    if "num_labels" in overrides and "id2label" not in overrides and config.id2label is not None \
+            and len(config.id2label) != overrides["num_labels"]:
+        overrides["id2label"] = None
+    return dataclasses.replace(config, **overrides)
+
+
+def load_model(path: str | os.PathLike, head: str | type | None = None, *, ignore_mismatched_sizes: bool = False,
+               **config_overrides: Any) -> nn.Module:
+    """Build and load a model from a Hugging Face-layout directory (or a weights file next to its config.json).
+
+    ``head`` is a bertkit class or its name (``"BertForSequenceClassification"``...); None picks the first of
+    ``config.architectures``. ``config_overrides`` replace config fields. The model is returned in eval mode,
+    as ``transformers`` does; call ``.train()`` to fine-tune.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"{path} does not exist")
+    directory = path if path.is_dir() else path.parent
+    weights = weights_file(path) if path.is_dir() else path
+    if not (directory / CONFIG_NAME).is_file() and not (directory / "bert_config.json").is_file():
+        raise CheckpointError(f"{directory} is not a model directory: it has no {CONFIG_NAME}")
+    if weights is None:
+        raise CheckpointError(f"{directory} has a config but no weights ({SAFETENSORS_NAME} or {PYTORCH_NAME})")
+    config = _apply_overrides(BertConfig.load(directory), config_overrides)
+    cls = _resolve_head(head, config)
+    state = read_state_dict(weights)
+    model = cls(config)
+    load_hf_state_dict(model, state, ignore_mismatched_sizes=ignore_mismatched_sizes, source=str(weights))
+    return model.eval()
