@@ -1,0 +1,23 @@
+"""Training machinery: optimizers and schedules, the shared loop, checkpoints, distributed, pre-training.
+
+``bertkit.training.pretrain`` (the pre-training entry point) is imported on demand: it needs the model and
+the data pipeline, which fine-tuning users of the loop do not.
+"""
+
+from bertkit.training.batches import ResumableBatches
+from bertkit.training.checkpoint import (
+    latest_valid_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+    save_checkpoint,
+    validate_checkpoint,
+)
+from bertkit.training.config import TrainConfig, parse_duration
+from bertkit.training.loop import TrainingDiverged, TrainResult, train
+from bertkit.training.optim import Lamb, build_optimizer, lr_multiplier, param_groups
+
+__all__ = [
+    "Lamb", "ResumableBatches", "TrainConfig", "TrainResult", "TrainingDiverged", "build_optimizer",
+    "latest_valid_checkpoint", "list_checkpoints", "load_checkpoint", "lr_multiplier", "param_groups",
+    "parse_duration", "save_checkpoint", "train", "validate_checkpoint",
+]

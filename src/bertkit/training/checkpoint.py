@@ -1,0 +1,188 @@
+"""Training checkpoints that never lose work.
+
+Layout of ``<output_dir>/checkpoint-<step>/``:
+
+* ``model.safetensors`` + ``config.json``: the weights, in Hugging Face layout for bertkit models (so a
+  checkpoint is also a model directory fine-tuning and ``transformers`` load), as the module names them
+  for any other module,
+* ``trainer_state.pt``: optimizer, scaler, step, RNG states, data-loader position and metrics so far, made
+  of tensors/numbers/strings/lists/dicts only so that it loads with ``torch.load(weights_only=True)``,
+* any extra files (tokenizer) written by a caller's hook,
+* ``manifest.json``, written last: size and SHA-256 of every other file.
+
+The directory is built as ``checkpoint-<step>.tmp`` and renamed when complete, so a crash mid-write leaves
+no directory that looks finished; a checkpoint whose files do not match its manifest (truncated, corrupt)
+is skipped by :func:`latest_valid_checkpoint` with a warning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_model, save_model
+from torch import nn
+
+from bertkit.errors import CheckpointError
+from bertkit import weights
+from bertkit.io import atomic_write_text
+from bertkit.model import PreTrainedMixin
+
+MANIFEST = "manifest.json"
+WEIGHTS = "model.safetensors"
+TRAINER_STATE = "trainer_state.pt"
+_NAME = re.compile(r"^checkpoint-(\d+)$")
+
+
+def _is_bertkit(model: nn.Module) -> bool:
+    return isinstance(model, PreTrainedMixin)
+
+
+def checkpoint_dir(output_dir: str | os.PathLike, step: int) -> Path:
+    return Path(output_dir) / f"checkpoint-{step}"
+
+
+def list_checkpoints(output_dir: str | os.PathLike) -> list[Path]:
+    """Finished checkpoint directories (not ``.tmp``), oldest step first."""
+    root = Path(output_dir)
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if p.is_dir() and (m := _NAME.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def save_checkpoint(output_dir: str | os.PathLike, step: int, model: nn.Module, trainer_state: dict[str, Any],
+                    *, extra_files: Callable[[Path], None] | None = None, keep_last: int | None = None) -> Path:
+    """Write ``checkpoint-<step>/`` atomically and return it; then delete all but the newest ``keep_last``.
+
+    ``model`` is the bare module (not a DDP wrapper). ``extra_files(directory)`` may add files (tokenizer).
+    """
+    final = checkpoint_dir(output_dir, step)
+    tmp = final.with_name(final.name + ".tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    layout = "hf" if _is_bertkit(model) else "native"
+    if layout == "hf":
+        weights.save_pretrained(model, tmp)  # the HF name table is lossless (fused QKV splits and re-joins)
+    else:
+        # safetensors' save_model stores tied weights once and load_model restores the ties.
+        save_model(model, str(tmp / WEIGHTS))
+    torch.save(trainer_state, tmp / TRAINER_STATE)
+    if extra_files is not None:
+        extra_files(tmp)
+    files = {}
+    for path in sorted(p for p in tmp.rglob("*") if p.is_file()):
+        with open(path, "rb+") as handle:  # data on disk before the manifest vouches for it
+            os.fsync(handle.fileno())
+        files[path.relative_to(tmp).as_posix()] = {"size": path.stat().st_size, "sha256": _sha256(path)}
+    atomic_write_text(tmp / MANIFEST, json.dumps({"format": 1, "step": step, "weights_layout": layout, "files": files}, indent=1) + "\n")
+    _fsync_dir(tmp)
+    if final.exists():  # a re-save of the same step (e.g. end of run right after a periodic save)
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    _fsync_dir(final.parent)
+    if keep_last is not None:
+        rotate_checkpoints(output_dir, keep_last)
+    return final
+
+
+def rotate_checkpoints(output_dir: str | os.PathLike, keep_last: int) -> list[Path]:
+    """Delete all but the newest ``keep_last`` checkpoints (and stale ``.tmp`` directories); return those deleted."""
+    root = Path(output_dir)
+    removed = []
+    for stale in root.glob("checkpoint-*.tmp"):
+        shutil.rmtree(stale, ignore_errors=True)
+        removed.append(stale)
+    for old in list_checkpoints(root)[:-keep_last] if keep_last > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)
+        removed.append(old)
+    return removed
+
+
+def validate_checkpoint(path: str | os.PathLike, *, checksums: bool = True) -> str | None:
+    """``None`` if the checkpoint matches its manifest, else a short reason why not."""
+    path = Path(path)
+    manifest_path = path / MANIFEST
+    if not manifest_path.is_file():
+        return "no manifest.json (the write did not finish)"
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        files = manifest["files"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"unreadable manifest.json ({exc})"
+    for required in (WEIGHTS, TRAINER_STATE):
+        if required not in files:
+            return f"manifest does not list {required}"
+    for name, meta in files.items():
+        file = path / name
+        if not file.is_file():
+            return f"{name} is missing"
+        if file.stat().st_size != meta["size"]:
+            return f"{name} has {file.stat().st_size} bytes, the manifest says {meta['size']} (truncated?)"
+        if checksums and _sha256(file) != meta["sha256"]:
+            return f"{name} does not match its SHA-256 in the manifest (corrupt)"
+    return None
+
+
+def latest_valid_checkpoint(output_dir: str | os.PathLike) -> Path | None:
+    """The newest checkpoint in ``output_dir`` that passes :func:`validate_checkpoint`; broken newer ones are
+    reported with a warning and skipped. ``None`` if there is none."""
+    for path in reversed(list_checkpoints(output_dir)):
+        problem = validate_checkpoint(path)
+        if problem is None:
+            return path
+        warnings.warn(f"skipping checkpoint {path}: {problem}; falling back to an older one", stacklevel=2)
+    return None
+
+
+def load_checkpoint(path: str | os.PathLike, model: nn.Module, *, map_location: str | torch.device = "cpu",
+                    validate: bool = True) -> dict[str, Any]:
+    """Load the weights of checkpoint ``path`` into ``model`` (in place) and return its trainer state."""
+    path = Path(path)
+    if validate:
+        problem = validate_checkpoint(path)
+        if problem is not None:
+            raise CheckpointError(f"checkpoint {path} is not usable: {problem}")
+    if _is_bertkit(model):
+        report = weights.load_hf_state_dict(model, weights.read_state_dict(path / WEIGHTS), source=str(path))
+        if report.initialised:
+            raise CheckpointError(f"checkpoint {path} lacks {report.initialised[:3]}; it was written for another head")
+        return torch.load(path / TRAINER_STATE, map_location=map_location, weights_only=True)
+    try:
+        missing, unexpected = load_model(model, str(path / WEIGHTS), strict=False, device=str(map_location))
+    except Exception as exc:  # safetensors raises plain errors on shape mismatches
+        raise CheckpointError(f"cannot load weights from {path / WEIGHTS}: {exc}") from None
+    if missing or unexpected:
+        raise CheckpointError(
+            f"checkpoint {path} does not fit this model (missing {sorted(missing)[:5]}, unexpected "
+            f"{sorted(unexpected)[:5]}); was it written for another model size or head?"
+        )
+    return torch.load(path / TRAINER_STATE, map_location=map_location, weights_only=True)

@@ -1,0 +1,198 @@
+"""TrainConfig: every knob of the shared training loop, typed, documented and validated.
+
+Pre-training (:class:`bertkit.training.pretrain.PretrainConfig`) and fine-tuning embed this dataclass; the
+CLI and TOML/YAML files fill the same fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bertkit.errors import ConfigError
+from bertkit.training.optim import OPTIMIZERS, SCHEDULES
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)d)?\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*"
+                       r"(?:(\d+(?:\.\d+)?)s?)?\s*$")
+
+
+def parse_duration(value: str | float | int | None) -> float | None:
+    """Seconds from ``3600``, ``"90m"``, ``"1h30m"``, ``"2d"``, ``"45s"``; ``None`` stays ``None``."""
+    if value is None or isinstance(value, (int, float)):
+        return None if value is None else float(value)
+    match = _DURATION.match(value)
+    if not value.strip() or match is None or not any(match.groups()):
+        raise ConfigError(f"cannot read duration {value!r}; write e.g. 3600, 45s, 90m, 1h30m or 2d")
+    d, h, m, s = (float(g) if g else 0.0 for g in match.groups())
+    return d * 86400 + h * 3600 + m * 60 + s
+
+
+@dataclass
+class TrainConfig:
+    """Options of :func:`bertkit.training.loop.train`, shared by pre-training and fine-tuning."""
+
+    output_dir: Path = Path("runs/train")
+    """Where checkpoints (``checkpoint-<step>/``), ``metrics.jsonl``, TensorBoard events and plots go."""
+    micro_batch_size: int = 32
+    """Sequences per forward/backward pass on one process."""
+    global_batch_size: int | None = None
+    """Sequences per optimizer update over all processes and accumulation steps. Must be a multiple of
+    ``micro_batch_size x world_size``; gradient accumulation is derived from it."""
+    grad_accum_steps: int | None = None
+    """Micro-batches accumulated per update on each process; give this or ``global_batch_size`` (default 1)."""
+    lr: float = 1e-4
+    """Peak learning rate (after warmup)."""
+    optimizer: str = "adamw"
+    """``adamw`` (decoupled weight decay, eps 1e-6) or ``lamb`` (layer-wise trust ratio, large batches)."""
+    weight_decay: float = 0.01
+    """Decoupled weight decay; biases and LayerNorm parameters are excluded."""
+    adam_beta1: float = 0.9
+    """First-moment decay of Adam/LAMB."""
+    adam_beta2: float = 0.999
+    """Second-moment decay of Adam/LAMB."""
+    adam_eps: float = 1e-6
+    """Adam/LAMB epsilon (BERT uses 1e-6, not PyTorch's 1e-8)."""
+    schedule: str = "linear"
+    """``linear`` (BERT: warmup then linear decay to 0), ``poly``, ``cosine`` or ``constant``."""
+    schedule_power: float = 1.0
+    """Exponent of the ``poly`` schedule (NVIDIA's LAMB recipe uses 0.5)."""
+    warmup_steps: int | None = None
+    """Updates of linear warmup; give this or ``warmup_ratio``."""
+    warmup_ratio: float | None = None
+    """Warmup as a fraction of ``max_steps`` (e.g. 0.1 for fine-tuning, 0.01 for pre-training)."""
+    max_steps: int | None = None
+    """Optimizer updates to run. With ``max_time`` alone, the schedule is stretched over the time budget."""
+    max_time: float | None = None
+    """Wall-clock budget in seconds (or ``"8h"``, ``"90m"``), summed over resumed runs."""
+    num_epochs: float | None = None
+    """Passes over a finite dataset; turned into ``max_steps`` by the caller through ``steps_per_epoch``."""
+    steps_per_epoch: int | None = None
+    """Updates per pass over a finite dataset; enables epoch-end callbacks (evaluate, save the best)."""
+    clip_grad_norm: float | None = 1.0
+    """Clip the global gradient norm to this value; ``None`` or 0 disables clipping."""
+    precision: str = "auto"
+    """``fp32``, ``bf16`` (autocast), ``fp16`` (autocast + loss scaling, CUDA only) or ``auto`` (bf16 on a
+    GPU that supports it, else fp32)."""
+    seed: int = 42
+    """Seed of model init, dropout and every generator the loop owns; process ``r`` uses ``seed + r``."""
+    eval_every: int = 0
+    """Run the evaluation callback every N updates (0: only at the end, if a callback is given)."""
+    save_every: int = 0
+    """Write a checkpoint every N updates (0: only at the end and on SIGTERM/SIGINT)."""
+    keep_last: int = 3
+    """Checkpoints kept on disk; older ones are deleted after a new one is complete."""
+    log_every: int = 10
+    """Log training metrics every N updates (JSONL, TensorBoard, progress bar)."""
+    max_bad_steps: int = 10
+    """Consecutive updates with a non-finite loss or gradient that stop the run (each one is skipped)."""
+    resume: str | None = None
+    """``auto``: continue from the latest valid checkpoint in ``output_dir`` if any; a path: from that
+    checkpoint; ``None``: start fresh (an existing checkpoint in ``output_dir`` is then an error)."""
+    device: str | None = None
+    """``cpu``, ``cuda``, ``cuda:1``...; default: this process's GPU if there is one, else CPU."""
+    progress: bool = True
+    """Show a progress bar (main process only)."""
+    tensorboard: bool = True
+    """Write TensorBoard event files (needs the ``tensorboard`` package; skipped with a notice if absent)."""
+    plot: bool = True
+    """Write ``curves.png`` at the end (needs ``matplotlib``; skipped with a notice if absent)."""
+    best_metric: str | None = None
+    """Evaluation metric that selects the best model (exported to ``output_dir/best``), e.g. ``accuracy``."""
+    best_mode: str = "max"
+    """``max`` if a larger ``best_metric`` is better (accuracy, F1), ``min`` for losses."""
+    eval_each_epoch: bool = True
+    """With a finite batch source, also evaluate when an epoch ends (fine-tuning)."""
+    ddp_find_unused_parameters: bool = False
+    """Let DistributedDataParallel tolerate parameters without gradients (e.g. a pooler a head ignores)."""
+    peak_flops: float | None = None
+    """Peak FLOP/s of one device for MFU; ``None`` leaves MFU out of the logs."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Free-form values stored with checkpoints (e.g. the data directory), for humans."""
+
+    def __post_init__(self) -> None:
+        self.output_dir = Path(self.output_dir)
+        self.max_time = parse_duration(self.max_time)
+        positive = ("micro_batch_size", "keep_last", "log_every", "max_bad_steps")
+        for name in positive:
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
+        for name in ("global_batch_size", "grad_accum_steps", "max_steps", "steps_per_epoch"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("eval_every", "save_every", "warmup_steps"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
+        if self.global_batch_size is not None and self.grad_accum_steps is not None:
+            raise ConfigError("give global_batch_size or grad_accum_steps, not both (one is derived from the other)")
+        if self.warmup_steps is not None and self.warmup_ratio is not None:
+            raise ConfigError("give warmup_steps or warmup_ratio, not both")
+        if self.warmup_ratio is not None and not 0 <= self.warmup_ratio < 1:
+            raise ConfigError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        if self.lr <= 0:
+            raise ConfigError(f"lr must be positive, got {self.lr}")
+        if self.weight_decay < 0:
+            raise ConfigError(f"weight_decay must be >= 0, got {self.weight_decay}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(f"unknown optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
+        if self.schedule not in SCHEDULES:
+            raise ConfigError(f"unknown schedule {self.schedule!r}; choose one of {', '.join(SCHEDULES)}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"unknown precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}")
+        if self.max_time is not None and self.max_time <= 0:
+            raise ConfigError(f"max_time must be positive, got {self.max_time}")
+        if self.num_epochs is not None:
+            if self.num_epochs <= 0:
+                raise ConfigError(f"num_epochs must be positive, got {self.num_epochs}")
+            if self.max_steps is None and self.steps_per_epoch is not None:
+                self.max_steps = max(1, round(self.num_epochs * self.steps_per_epoch))
+        if self.max_steps is None and self.max_time is None:
+            raise ConfigError("set max_steps, max_time or num_epochs: the run needs an end")
+        if self.best_mode not in ("max", "min"):
+            raise ConfigError(f"best_mode must be 'max' or 'min', got {self.best_mode!r}")
+        if self.clip_grad_norm is not None and self.clip_grad_norm < 0:
+            raise ConfigError(f"clip_grad_norm must be >= 0, got {self.clip_grad_norm}")
+
+    # ------------------------------------------------------------------------------ derived values
+    def accumulation(self, world_size: int = 1) -> int:
+        """Micro-batches per update on each process, derived for ``world_size`` processes."""
+        if self.global_batch_size is None:
+            return self.grad_accum_steps or 1
+        per_update = self.micro_batch_size * world_size
+        if self.global_batch_size % per_update:
+            raise ConfigError(
+                f"global_batch_size {self.global_batch_size} is not a multiple of micro_batch_size x processes "
+                f"= {self.micro_batch_size} x {world_size}; change one of them"
+            )
+        return self.global_batch_size // per_update
+
+    def effective_global_batch(self, world_size: int = 1) -> int:
+        return self.micro_batch_size * world_size * self.accumulation(world_size)
+
+    def warmup(self) -> int:
+        """Warmup updates, resolved from ``warmup_steps`` or ``warmup_ratio x max_steps``."""
+        if self.warmup_steps is not None:
+            return self.warmup_steps
+        if self.warmup_ratio is not None and self.max_steps is not None:
+            return int(self.warmup_ratio * self.max_steps)
+        return 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values only (strings, numbers, lists, dicts): safe for JSON and ``weights_only`` loading."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["output_dir"] = str(self.output_dir)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown training option(s): {', '.join(unknown)}")
+        return cls(**data)

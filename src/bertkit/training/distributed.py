@@ -1,0 +1,99 @@
+"""Data-parallel helpers: set up ``torch.distributed`` from ``torchrun``'s environment, and small collectives.
+
+Launch: ``torchrun --nproc_per_node=N -m bertkit.cli pretrain ...`` (one node) or, on each of M nodes,
+``torchrun --nnodes=M --node_rank=i --nproc_per_node=N --rdzv_backend=c10d --rdzv_endpoint=HOST:29500 ...``.
+Without ``torchrun`` (no ``WORLD_SIZE`` in the environment) everything here is a single-process no-op.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    """Where this process sits: global ``rank`` of ``world_size``, ``local_rank`` on its node, and its device."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def setup(device: str | None = None) -> DistEnv:
+    """Initialise the process group if launched by ``torchrun`` (gloo on CPU, nccl on GPU) and pick the device."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if device is None:
+        dev = torch.device("cuda", local_rank) if torch.cuda.is_available() else torch.device("cpu")
+    else:
+        dev = torch.device(device)
+        if dev.type == "cuda" and dev.index is None:
+            dev = torch.device("cuda", local_rank)
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    if world_size > 1 and not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if dev.type == "cuda" else "gloo")
+    return DistEnv(rank, world_size, local_rank, dev)
+
+
+def teardown() -> None:
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def barrier(env: DistEnv) -> None:
+    if env.distributed:
+        dist.barrier()
+
+
+def all_reduce_max(env: DistEnv, values: list[float]) -> list[float]:
+    """Element-wise max over processes (used to agree on stop flags)."""
+    if not env.distributed:
+        return values
+    tensor = torch.tensor(values, dtype=torch.float64, device=_comm_device(env))
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return tensor.tolist()
+
+
+def all_reduce_sum(env: DistEnv, values: list[float]) -> list[float]:
+    """Element-wise sum over processes (metric numerators and denominators)."""
+    if not env.distributed:
+        return values
+    tensor = torch.tensor(values, dtype=torch.float64, device=_comm_device(env))
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor.tolist()
+
+
+def all_gather_object(env: DistEnv, obj):
+    """``[obj of rank 0, obj of rank 1, ...]`` (a one-element list in a single process)."""
+    if not env.distributed:
+        return [obj]
+    out = [None] * env.world_size
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def broadcast_object(env: DistEnv, obj, src: int = 0):
+    if not env.distributed:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=src)
+    return box[0]
+
+
+def _comm_device(env: DistEnv) -> torch.device:
+    return env.device if dist.get_backend() == "nccl" else torch.device("cpu")

@@ -1,0 +1,157 @@
+"""Observability: JSONL metrics, TensorBoard events, loss/accuracy curves, throughput and MFU.
+
+TensorBoard (``tensorboard`` package) and the PNG (``matplotlib``) are optional: each is imported lazily
+and skipped with a one-line notice when missing. ``metrics.jsonl`` is always written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bertkit.config import BertConfig
+from bertkit.io import atomic_path, atomic_write_text
+
+METRICS_FILE = "metrics.jsonl"
+PLOT_FILE = "curves.png"
+
+
+def notice(message: str) -> None:
+    print(f"bertkit: {message}", file=sys.stderr)
+
+
+def pretraining_flops_per_token(config: BertConfig, seq_len: int, masked_per_sequence: float) -> float:
+    """Training FLOPs per token of BERT pre-training with the sparse MLM head.
+
+    The encoder's count comes from :meth:`BertConfig.flops_per_token`; the MLM head (H x H transform plus the
+    H x V tied decoder) runs only on the masked positions, so it adds ``masked/seq_len`` of its cost per token.
+    """
+    h, v = config.hidden_size, config.vocab_size
+    head_per_prediction = 3 * 2 * (h * h + h * v)
+    pooler_nsp = 3 * 2 * (h * h + 2 * h) / seq_len
+    return config.flops_per_token(seq_len) + head_per_prediction * masked_per_sequence / seq_len + pooler_nsp
+
+
+def measure_matmul_peak(device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
+                        size: int | None = None, seconds: float = 1.0) -> float:
+    """Measured dense-matmul FLOP/s of ``device``: the MFU denominator (a large square ``torch.mm``)."""
+    device = torch.device(device)
+    size = size or (2048 if device.type == "cpu" else 8192)
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    b = torch.randn(size, size, device=device, dtype=dtype)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    for _ in range(2):
+        torch.mm(a, b)
+    sync()
+    runs, start = 0, time.perf_counter()
+    while True:
+        torch.mm(a, b)
+        runs += 1
+        sync()
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds and runs >= 3:
+            break
+    return 2 * size**3 * runs / elapsed
+
+
+class MetricsLogger:
+    """Writes records ``{"step": int, "split": "train"|"eval", ...}`` to ``metrics.jsonl`` (and TensorBoard).
+
+    On resume, records after the resumed step are dropped from the file first, so that the file shows one
+    trajectory, the one the weights followed.
+    """
+
+    def __init__(self, output_dir: str | os.PathLike, *, enabled: bool = True, tensorboard: bool = True,
+                 resume_step: int | None = None) -> None:
+        self.dir = Path(output_dir)
+        self.enabled = enabled
+        self.path = self.dir / METRICS_FILE
+        self.history: list[dict[str, Any]] = []
+        self._tb = None
+        if not enabled:
+            return
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            kept = []
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:  # a line cut by a kill
+                    continue
+                if resume_step is not None and record.get("step", 0) <= resume_step:
+                    kept.append(record)
+            self.history = kept
+            atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in kept))
+        self._file = open(self.path, "a", encoding="utf-8")
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:
+                notice("tensorboard is not installed; skipping TensorBoard events (pip install tensorboard)")
+            else:
+                self._tb = SummaryWriter(log_dir=str(self.dir / "tensorboard"), purge_step=resume_step)
+
+    def log(self, record: dict[str, Any]) -> None:
+        if not self.enabled:
+            return
+        record = {k: (float(v) if isinstance(v, torch.Tensor) else v) for k, v in record.items()}
+        self.history.append(record)
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+        if self._tb is not None:
+            split = record.get("split", "train")
+            for key, value in record.items():
+                if key not in ("step", "split") and isinstance(value, (int, float)):
+                    self._tb.add_scalar(f"{split}/{key}", value, record["step"])
+
+    def close(self, plot: bool = True) -> None:
+        if not self.enabled:
+            return
+        self._file.close()
+        if self._tb is not None:
+            self._tb.close()
+        if plot and self.history:
+            plot_curves(self.history, self.dir / PLOT_FILE)
+
+
+def plot_curves(history: list[dict[str, Any]], path: Path) -> Path | None:
+    """Loss and accuracy curves (train and eval) as a PNG; ``None`` when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        notice("matplotlib is not installed; skipping the curves PNG (pip install matplotlib)")
+        return None
+    keys_loss = sorted({k for r in history for k in r if k.endswith("loss")})
+    keys_acc = sorted({k for r in history for k in r if k.endswith("acc") or k.endswith("accuracy")})
+    panels = [("loss", keys_loss), ("accuracy", keys_acc)]
+    panels = [p for p in panels if p[1]]
+    if not panels:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4), squeeze=False)
+    for ax, (title, keys) in zip(axes[0], panels):
+        for split in ("train", "eval"):
+            rows = [r for r in history if r.get("split", "train") == split]
+            for key in keys:
+                points = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
+                if points:
+                    xs, ys = zip(*points)
+                    ax.plot(xs, ys, label=f"{split} {key}", marker="o" if split == "eval" else None,
+                            markersize=3)
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=100)
+    plt.close(fig)
+    return path

@@ -1,0 +1,58 @@
+"""Numeric precision of a training run: autocast context and (for fp16) a gradient scaler.
+
+bf16 keeps fp32's exponent range, so it needs no loss scaling; fp16 overflows without it. Master weights
+and optimizer state stay fp32 in every mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from dataclasses import dataclass
+
+import torch
+
+from bertkit.errors import ConfigError
+
+
+@dataclass
+class Precision:
+    """A resolved precision: ``name`` is ``fp32``, ``bf16`` or ``fp16`` on ``device``."""
+
+    name: str
+    device: torch.device
+    scaler: torch.amp.GradScaler | None = None
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[self.name]
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """Context for the forward pass (and loss); a no-op in fp32."""
+        if self.name == "fp32":
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.dtype)
+
+
+def resolve_precision(name: str, device: torch.device) -> Precision:
+    """Check that ``name`` works on ``device`` and build the scaler fp16 needs. ``auto``: bf16 on a GPU
+    that supports it, else fp32."""
+    if name == "auto":
+        name = "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
+    if name == "fp16":
+        if device.type != "cuda":
+            raise ConfigError("fp16 training needs a CUDA GPU; use --precision fp32 (or bf16) on CPU")
+        return Precision("fp16", device, torch.amp.GradScaler("cuda"))
+    if name == "bf16":
+        if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+            raise ConfigError("this GPU does not support bf16; use --precision fp16 or fp32")
+        if device.type == "cpu":
+            warnings.warn("bf16 autocast on CPU is usually slower than fp32; it is meant for GPUs", stacklevel=2)
+        return Precision("bf16", device)
+    if name == "fp32":
+        if device.type == "cuda":
+            # TF32 matmuls on Ampere+: fp32 storage, ~8x the matmul throughput, BERT-safe precision.
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+        return Precision("fp32", device)
+    raise ConfigError(f"unknown precision {name!r}; choose fp32, bf16, fp16 or auto")
