@@ -1,0 +1,18 @@
+"""Pre-training data: corpus reading, BERT's instance creation, masking, shards and the resumable loader.
+
+See ``docs/data.md`` for the formats, the algorithm and its one deliberate deviation.
+"""
+
+from bertkit.data.corpus import CorpusOptions, CorpusStats, expand_inputs, read_documents, split_sentences
+from bertkit.data.instances import Instance, create_instances, create_instances_from_document, truncate_seq_pair
+from bertkit.data.loader import PretrainingBatchSampler, PretrainingCollator, PretrainingDataset, PretrainingLoader
+from bertkit.data.masking import MaskingSpec, mask_tokens
+from bertkit.data.prepare import PrepareConfig, prepare_dataset
+from bertkit.data.shards import open_dataset, verify
+
+__all__ = [
+    "CorpusOptions", "CorpusStats", "Instance", "MaskingSpec", "PrepareConfig", "PretrainingBatchSampler",
+    "PretrainingCollator", "PretrainingDataset", "PretrainingLoader", "create_instances",
+    "create_instances_from_document", "expand_inputs", "mask_tokens", "open_dataset", "prepare_dataset",
+    "read_documents", "split_sentences", "truncate_seq_pair", "verify",
+]

@@ -1,0 +1,298 @@
+"""``prepare_dataset``: raw corpus -> MLM+NSP shards, streaming, on all cores, byte-identical per seed.
+
+The main process scans the corpus (decode, clean, documents) and cuts the document stream into blocks of
+``block_bytes`` by content order. Each block is then processed independently, by any worker, with RNGs
+seeded from ``(seed, block index)``: sentence splitting, tokenization, a held-out split by document, and
+google-research/bert's algorithm (shuffle documents, ``dupe_factor`` passes, shuffle instances). Workers
+write their block's shard files themselves; at most ``2 x workers`` blocks are in flight, so memory is
+bounded by the block size, not the corpus.
+
+Deviation from the original, on purpose: the original draws the "random next" segment from any document
+of the whole corpus, which requires the corpus in memory. Here it comes from another document of the
+same block (a few MB of text, dozens to thousands of documents). The shuffle of instances is likewise
+within a block; the training loader shuffles globally.
+
+Independent jobs (``shard_index``/``num_shards``) each process the blocks ``b`` with
+``b % num_shards == shard_index`` into the same directory; ``dataset.json`` is re-indexed by listing
+the block files after each job. Blocks already written with the same settings are skipped, so an
+interrupted run resumes.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import logging
+import multiprocessing
+import os
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bertkit.data.corpus import Block, CorpusOptions, CorpusStats, document_sentences, expand_inputs, iter_blocks, read_documents
+from bertkit.data.instances import create_instances
+from bertkit.data.masking import MaskingSpec, continuation_table, derive_seed, static_masker
+from bertkit.data.shards import block_name, index_dataset, pack_instances, read_json, write_block
+from bertkit.errors import DataError
+
+log = logging.getLogger("bertkit.data")
+
+TOKENIZER_DIR = "tokenizer"
+CONTINUATION_FILE = "wordpiece_continuation.npy"
+_STREAM_SPLIT, _STREAM_TRAIN, _STREAM_EVAL = 1, 2, 3
+_TOKENIZE_BATCH = 4096
+
+
+@dataclass
+class PrepareConfig:
+    """Settings of a prepared dataset. Every field that changes the output enters the settings hash."""
+
+    inputs: list[str]
+    """Files, directories and globs of raw text."""
+    output: str
+    """Dataset directory to write (shards, ``dataset.json``, a copy of the tokenizer)."""
+    tokenizer: str
+    """Tokenizer directory or file, as ``Tokenizer.from_pretrained`` takes."""
+    max_seq_length: int = 128
+    """Longest instance, special tokens included."""
+    short_seq_prob: float = 0.1
+    """Probability that a document's target length is drawn short for a pass."""
+    dupe_factor: int = 10
+    """Passes over the corpus, each with fresh split points, random segments and masks."""
+    masked_lm_prob: float = 0.15
+    """Fraction of tokens to predict."""
+    max_predictions_per_seq: int | None = None
+    """Cap on masked tokens per instance; None: ``round(max_seq_length * masked_lm_prob)`` (20 for 128)."""
+    masking: str = "static"
+    """``static``: masks drawn now and stored (BERT); ``dynamic``: drawn per epoch by the loader (RoBERTa)."""
+    whole_word_mask: bool = False
+    """Mask all WordPieces of a word together."""
+    seed: int = 12345
+    """Seeds every random choice (the original's default)."""
+    eval_fraction: float = 0.01
+    """Probability that a document goes to the held-out ``eval`` split instead of ``train``."""
+    block_bytes: int = 4 << 20
+    """Text per block: the unit of parallelism, of random-next sampling and of instance shuffling."""
+    workers: int | None = None
+    """Worker processes; None: all cores."""
+    shard_index: int = 0
+    """This job's index among ``num_shards`` independent jobs."""
+    num_shards: int = 1
+    """Independent jobs that share the work (block ``b`` goes to job ``b % num_shards``)."""
+    corpus: CorpusOptions = field(default_factory=CorpusOptions)
+    """How raw files become documents."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.inputs, (str, os.PathLike)):
+            self.inputs = [str(self.inputs)]
+        if self.max_seq_length < 5:
+            raise DataError(f"--max-seq-length must be at least 5, got {self.max_seq_length}")
+        if self.dupe_factor < 1:
+            raise DataError(f"--dupe-factor must be at least 1, got {self.dupe_factor}")
+        for name in ("short_seq_prob", "masked_lm_prob", "eval_fraction"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise DataError(f"{name} must be between 0 and 1, got {getattr(self, name)}")
+        if self.masking not in ("static", "dynamic"):
+            raise DataError(f"--masking must be 'static' or 'dynamic', got {self.masking!r}")
+        if self.max_predictions_per_seq is None:
+            self.max_predictions_per_seq = max(1, round(self.max_seq_length * self.masked_lm_prob))
+        if not 0 < self.max_predictions_per_seq <= self.max_seq_length:
+            raise DataError("--max-predictions-per-seq must be between 1 and max_seq_length")
+        if self.workers is not None and self.workers < 1:
+            raise DataError(f"--workers must be at least 1, got {self.workers}")
+        if not 0 <= self.shard_index < self.num_shards:
+            raise DataError(f"--shard-index must be in [0, {self.num_shards}), got {self.shard_index}")
+        if self.block_bytes < 1:
+            raise DataError("block_bytes must be positive")
+
+    def output_settings(self) -> dict[str, Any]:
+        """The settings that define the dataset's content (not how many processes made it)."""
+        keys = ("max_seq_length", "short_seq_prob", "dupe_factor", "masked_lm_prob", "max_predictions_per_seq",
+                "masking", "whole_word_mask", "seed", "eval_fraction", "block_bytes")
+        settings = {k: getattr(self, k) for k in keys}
+        settings["corpus"] = asdict(self.corpus)
+        return settings
+
+
+def _settings_hash(settings: dict[str, Any], tokenizer_fingerprint: str, files: list[Path]) -> str:
+    # File names and sizes (not absolute paths) so that jobs on machines with other mount points agree.
+    payload = {"settings": settings, "tokenizer": tokenizer_fingerprint,
+               "files": [(p.name, p.stat().st_size) for p in files]}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------------------------------ worker side
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(tokenizer_dir: str, header: dict[str, Any], output: str) -> None:
+    from bertkit.tokenizer import Tokenizer
+
+    tokenizer = Tokenizer.from_pretrained(tokenizer_dir)
+    settings = header["settings"]
+    spec = MaskingSpec(
+        mask_id=tokenizer.mask_id,
+        vocab_size=tokenizer.vocab_size,
+        special_ids=frozenset({tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id}),
+        masked_lm_prob=settings["masked_lm_prob"],
+        max_predictions_per_seq=settings["max_predictions_per_seq"],
+        whole_word_mask=settings["whole_word_mask"],
+        is_continuation=continuation_table(tokenizer.vocab, tokenizer.vocab_size) if settings["whole_word_mask"] else None,
+    )
+    _WORKER.update(tokenizer=tokenizer, header=header, spec=spec, output=Path(output))
+
+
+def _tokenize(sentences: list[str]) -> list[list[int]]:
+    tokenizer = _WORKER["tokenizer"]
+    out: list[list[int]] = []
+    for start in range(0, len(sentences), _TOKENIZE_BATCH):
+        out.extend(tokenizer.ids_batch(sentences[start:start + _TOKENIZE_BATCH]))
+    return out
+
+
+def process_block(block: Block) -> dict[str, Any]:
+    """Everything for one block (in a worker): sentences, ids, split, instances, masks, shard files."""
+    header = _WORKER["header"]
+    settings = header["settings"]
+    tokenizer = _WORKER["tokenizer"]
+    seed = settings["seed"]
+    max_num_tokens = settings["max_seq_length"] - 3
+
+    documents = []
+    for raw in block.documents:
+        sentences = document_sentences(raw)
+        ids = _tokenize(sentences)
+        documents.append([s for s in ids if s])
+    split_rng = random.Random(derive_seed(seed, block.index, _STREAM_SPLIT))
+    parts: dict[str, list] = {"train": [], "eval": []}
+    for doc in documents:
+        # One draw per document, empty or not, so the split does not depend on tokenization details.
+        parts["eval" if split_rng.random() < settings["eval_fraction"] else "train"].append(doc)
+
+    masker = static_masker(_WORKER["spec"]) if settings["masking"] == "static" else None
+    stats = collections.Counter(
+        documents=sum(1 for d in documents if d),
+        sentences=sum(len(d) for d in documents),
+        long_sentences=sum(1 for d in documents for s in d if len(s) > max_num_tokens),
+        tokens=sum(len(s) for d in documents for s in d),
+    )
+    arrays = {}
+    for split, stream in (("train", _STREAM_TRAIN), ("eval", _STREAM_EVAL)):
+        instances = create_instances(
+            parts[split], max_seq_length=settings["max_seq_length"], short_seq_prob=settings["short_seq_prob"],
+            dupe_factor=settings["dupe_factor"], cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
+            rng=random.Random(derive_seed(seed, block.index, stream)), masker=masker,
+        )
+        stats[f"{split}_random_next"] += sum(x.is_random_next for x in instances)
+        stats[f"{split}_short_targets"] += sum(x.short_target for x in instances)
+        stats[f"{split}_masked"] += sum(len(x.masked_positions) for x in instances)
+        arrays[split] = pack_instances(
+            instances, vocab_size=tokenizer.vocab_size,
+            max_predictions=settings["max_predictions_per_seq"] if masker is not None else None,
+        )
+        del instances
+    return write_block(_WORKER["output"], block.index, arrays, settings_hash=header["settings_hash"], stats=dict(stats))
+
+
+# ------------------------------------------------------------------------------------------ main side
+def prepare_dataset(config: PrepareConfig, *, progress: bool = True) -> dict[str, Any]:
+    """Prepare (or resume preparing) a dataset; returns the content of its ``dataset.json``."""
+    from bertkit.tokenizer import Tokenizer
+
+    output = Path(config.output)
+    if output.exists() and not output.is_dir():
+        raise DataError(f"--output {output} exists and is not a directory")
+    files = expand_inputs(config.inputs)
+    tokenizer = Tokenizer.from_pretrained(config.tokenizer)
+    output.mkdir(parents=True, exist_ok=True)
+    tokenizer_dir = output / TOKENIZER_DIR
+    tokenizer.save_pretrained(tokenizer_dir)
+    settings = config.output_settings()
+    header = {
+        "settings": settings,
+        "settings_hash": _settings_hash(settings, tokenizer.fingerprint, files),
+        "tokenizer": {
+            "fingerprint": tokenizer.fingerprint, "vocab_size": tokenizer.vocab_size, "pad_id": tokenizer.pad_id,
+            "cls_id": tokenizer.cls_id, "sep_id": tokenizer.sep_id, "mask_id": tokenizer.mask_id,
+            "directory": TOKENIZER_DIR,
+        },
+    }
+    if config.whole_word_mask:
+        import numpy as np
+
+        from bertkit.io import atomic_path
+
+        with atomic_path(output / CONTINUATION_FILE) as tmp:
+            np.save(tmp, continuation_table(tokenizer.vocab, tokenizer.vocab_size))
+        header["continuation_file"] = CONTINUATION_FILE
+
+    stats = CorpusStats()
+    total_bytes = sum(p.stat().st_size for p in files)
+    workers = config.workers or os.cpu_count() or 1
+    done = _existing_blocks(output, header["settings_hash"])
+    bar = _progress_bar(total_bytes, progress)
+    blocks = iter_blocks(read_documents(files, config.corpus, stats), config.block_bytes)
+    num_blocks = 0
+    try:
+        if workers == 1:
+            _init_worker(str(tokenizer_dir), header, str(output))
+            for block in blocks:
+                num_blocks += 1
+                if _mine(block.index, config) and block.index not in done:
+                    process_block(block)
+                bar.update(block.nbytes)
+        else:
+            ctx = multiprocessing.get_context("spawn")
+            with ctx.Pool(workers, initializer=_init_worker, initargs=(str(tokenizer_dir), header, str(output))) as pool:
+                pending: collections.deque = collections.deque()
+                for block in blocks:
+                    num_blocks += 1
+                    if not _mine(block.index, config) or block.index in done:
+                        bar.update(block.nbytes)
+                        continue
+                    pending.append((pool.apply_async(process_block, (block,)), block.nbytes))
+                    del block
+                    while len(pending) >= 2 * workers:  # bounded in-flight work = bounded memory
+                        _finish(pending.popleft(), bar)
+                while pending:
+                    _finish(pending.popleft(), bar)
+    finally:
+        bar.close()
+    if num_blocks == 0:
+        raise DataError("the inputs contain no usable text (see the skipped files: "
+                        f"{'; '.join(stats.skipped[:3]) or 'none'})")
+    header["corpus_stats"] = stats.to_dict()
+    meta = index_dataset(output, header, expected_blocks=num_blocks)
+    for line in stats.warnings():
+        log.warning(line)
+    return meta
+
+
+def _mine(index: int, config: PrepareConfig) -> bool:
+    return index % config.num_shards == config.shard_index
+
+
+def _finish(item, bar) -> None:
+    result, nbytes = item
+    result.get()
+    bar.update(nbytes)
+
+
+def _existing_blocks(output: Path, settings_hash: str) -> set[int]:
+    done = set()
+    for path in output.glob("block-*.json"):
+        meta = read_json(path)
+        if meta.get("settings_hash") != settings_hash:
+            raise DataError(f"{output} already holds data prepared with other settings ({path.name}); "
+                            "choose a new --output directory or delete it")
+        if path.name == f"{block_name(meta['block'])}.json":
+            done.add(meta["block"])
+    return done
+
+
+def _progress_bar(total: int, enabled: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="B", unit_scale=True, desc="prepare-data", disable=not enabled, smoothing=0.05)
