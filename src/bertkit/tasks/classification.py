@@ -1,0 +1,281 @@
+"""Sentence and sentence-pair classification and regression (GLUE-style) on TSV, CSV or JSONL tables.
+
+Columns: ``text_column``, optional ``text_pair_column`` and ``label_column``; by default the first present of
+the usual names (GLUE's ``sentence``/``sentence1``/``#1 String``, ``sentence2``/``#2 String``, ``label``/
+``score``/``Quality``), so the GLUE files work as they are.
+
+Labels: any strings; the sorted distinct training labels (numbers sorted numerically) get ids 0..K-1 and are
+saved as ``config.id2label``. Regression (``num_labels == 1``, MSE) is chosen when every training label is a
+number and at least one is not a whole number (STS-B's ``3.800``), or explicitly with ``regression=True``.
+
+Long inputs, ``long_text="truncate"`` (default): Google BERT's rule, drop the last token of the longer text
+(the second on ties) until ``[CLS] A [SEP] B [SEP]`` fits ``max_seq_length``. ``long_text="windows"``: the
+first text is cut into windows of the remaining room whose starts are ``window_stride`` tokens apart (the step,
+as SQuAD's ``doc_stride``; windows overlap when it is smaller than the room); a second text is kept whole up
+to half the room. Every window carries the example's label in training; at prediction the logits of an
+example's windows are averaged.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from bertkit.errors import DataError
+from bertkit.tasks import metrics
+from bertkit.tasks.base import (
+    Feature, LabelMap, build_pair, pad_and_stack, to_numpy_rows, truncate_pair, window_starts, write_jsonl,
+)
+from bertkit.tasks.readers import pick_column, read_table
+
+TEXT_COLUMNS = ("sentence", "sentence1", "#1 String", "text", "text_a", "premise", "question", "sentence_a")
+PAIR_COLUMNS = ("sentence2", "#2 String", "text_pair", "text_b", "hypothesis", "sentence_b")
+LABEL_COLUMNS = ("label", "score", "Quality", "labels", "gold_label", "target")
+
+
+@dataclass
+class ClassificationExample:
+    """One row: its text(s), its raw label string (``None`` when unlabelled) and ``file:line``."""
+
+    text: str
+    text_pair: str | None
+    label: str | None
+    where: str
+
+
+@dataclass
+class ClassificationPrediction:
+    """A predicted label with its class probabilities, or a regression score (``label`` is then ``None``)."""
+
+    label: str | None
+    score: float
+    probabilities: dict[str, float] | None = None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        return np.isfinite(float(text))
+    except ValueError:
+        return False
+
+
+@dataclass
+class ClassificationTask:
+    """Classification/regression over one text or a text pair; head ``BertForSequenceClassification``."""
+
+    text_column: str | int | None = None
+    text_pair_column: str | int | None = None
+    """``None``: use a default pair column if present; ``""``: single text even if the file has a pair."""
+    label_column: str | int | None = None
+    format: str | None = None
+    """``tsv``, ``csv`` or ``jsonl``; ``None`` guesses from the suffix."""
+    regression: bool | None = None
+    """``None``: decided by ``fit_labels`` from the training labels (see the module docstring)."""
+    long_text: str = "truncate"
+    window_stride: int = 128
+    main_metric: str | None = None
+    """Defaults to ``accuracy`` (classification) or ``pearson`` (regression); ``f1`` or ``mcc`` also work."""
+    label_map: LabelMap | None = None
+
+    name: str = field(default="classification", init=False)
+    head: str = field(default="BertForSequenceClassification", init=False)
+    model_input_names: tuple[str, ...] = field(
+        default=("input_ids", "token_type_ids", "attention_mask", "labels"), init=False)
+
+    def __post_init__(self) -> None:
+        if self.long_text not in ("truncate", "windows"):
+            raise DataError(f"long_text must be 'truncate' or 'windows', got {self.long_text!r}")
+        if self.window_stride < 1:
+            raise DataError(f"window_stride must be at least 1, got {self.window_stride}")
+        if self.main_metric is None:
+            self.main_metric = "pearson" if self.regression else "accuracy"
+
+    # ------------------------------------------------------------------------------------ reading
+
+    def read(self, path: str | os.PathLike, *, labeled: bool = True) -> list[ClassificationExample]:
+        """Examples of a table; with ``labeled=False`` the label column is ignored (GLUE test files)."""
+        columns, rows = read_table(path, self.format)
+        text = pick_column(path, columns, self.text_column, TEXT_COLUMNS, "text")
+        pair = None
+        if self.text_pair_column != "":
+            pair = pick_column(path, columns, self.text_pair_column, PAIR_COLUMNS, "text pair",
+                               required=self.text_pair_column is not None)
+        label = pick_column(path, columns, self.label_column, LABEL_COLUMNS, "label") if labeled else None
+        examples = []
+        for row in rows:
+            values = row.fields
+            for column in (text, pair, label):
+                if column is not None and column not in values:  # JSONL rows may lack keys
+                    raise DataError(f"{row.where}: missing field {column!r}")
+            examples.append(ClassificationExample(
+                text=values[text], text_pair=values[pair] if pair else None,
+                label=values[label].strip() if label else None, where=row.where))
+        return examples
+
+    # ------------------------------------------------------------------------------------ labels
+
+    def fit_labels(self, examples: Sequence[ClassificationExample]) -> None:
+        """Decide classification vs regression and build the label map from the training examples."""
+        labels = [e.label for e in examples]
+        if any(label is None or label == "" for label in labels):
+            bad = next(e for e in examples if not e.label)
+            raise DataError(f"{bad.where}: empty label in the training data")
+        if self.regression is None:
+            numeric = all(_is_number(label) for label in labels)
+            self.regression = numeric and any(float(label) != int(float(label)) for label in labels)
+            if self.main_metric == "accuracy" and self.regression:
+                self.main_metric = "pearson"
+        if self.regression:
+            for e in examples:
+                if not _is_number(e.label):
+                    raise DataError(f"{e.where}: regression label {e.label!r} is not a number")
+            self.label_map = None
+        else:
+            self.label_map = LabelMap.fit(labels)
+
+    @property
+    def num_labels(self) -> int:
+        if self.regression:
+            return 1
+        if self.label_map is None:
+            raise DataError("labels are unknown: call fit_labels on the training data or load them from a config")
+        return len(self.label_map)
+
+    def config_updates(self) -> dict[str, Any]:
+        """Fields of ``BertConfig`` that describe this head."""
+        if self.regression:
+            return {"num_labels": 1, "problem_type": "regression", "id2label": None}
+        return {"num_labels": self.num_labels, "problem_type": "single_label_classification",
+                "id2label": self.label_map.id2label()}
+
+    def load_config(self, config: Any) -> None:
+        """Restore the label map (or regression) from a fine-tuned model's ``BertConfig``."""
+        if config.problem_type == "regression" or (config.num_labels == 1 and not config.id2label):
+            self.regression, self.label_map = True, None
+            if self.main_metric == "accuracy":
+                self.main_metric = "pearson"
+        else:
+            if not config.id2label:
+                raise DataError("the model config has no id2label; it was not fine-tuned for classification")
+            self.regression, self.label_map = False, LabelMap.from_id2label(config.id2label)
+
+    # ------------------------------------------------------------------------------------ features
+
+    def featurize(self, examples: Sequence[ClassificationExample], tokenizer: Any,
+                  max_seq_length: int) -> list[Feature]:
+        """Model inputs; ``labels`` is present when the examples are labelled and the labels are fitted."""
+        pairs = examples[0].text_pair is not None if examples else False
+        room = max_seq_length - (3 if pairs else 2)
+        if room < 2:
+            raise DataError(f"max_seq_length {max_seq_length} leaves no room for text")
+        ids_a = tokenizer.ids_batch([e.text for e in examples])
+        ids_b = tokenizer.ids_batch([e.text_pair or "" for e in examples]) if pairs else [None] * len(examples)
+        features: list[Feature] = []
+        for index, (example, a, b) in enumerate(zip(examples, ids_a, ids_b)):
+            label = self._label_id(example)
+            if self.long_text == "truncate" or len(a) + len(b or ()) <= room:
+                a, b = truncate_pair(a, b, room)
+                windows = [(a, b)]
+            else:
+                b = None if b is None else b[: room // 2]
+                width = room - len(b or ())
+                windows = [(a[start:start + width], b) for start in window_starts(len(a), width, self.window_stride)]
+            for wa, wb in windows:
+                feature = build_pair(wa, wb, tokenizer.cls_id, tokenizer.sep_id)
+                feature["example_index"] = index
+                if label is not None:
+                    feature["labels"] = label
+                features.append(feature)
+        return features
+
+    def _label_id(self, example: ClassificationExample) -> int | float | None:
+        if example.label is None:
+            return None
+        if self.regression:
+            if not _is_number(example.label):
+                raise DataError(f"{example.where}: regression label {example.label!r} is not a number")
+            return float(example.label)
+        if self.label_map is None:
+            return None
+        return self.label_map.encode(example.label, example.where)
+
+    def collate(self, features: Sequence[Feature], pad_id: int = 0) -> dict[str, torch.Tensor]:
+        names = [n for n in self.model_input_names if n in features[0]]
+        dtypes = {"labels": torch.float32 if self.regression else torch.long}
+        return pad_and_stack(features, names, {"input_ids": pad_id}, dtypes)
+
+    def unbatch(self, outputs: Any, batch: Mapping[str, torch.Tensor]) -> list[np.ndarray]:
+        """Per-feature logits rows from a head output (an object or dict with ``logits``)."""
+        logits = outputs["logits"] if isinstance(outputs, Mapping) else outputs.logits
+        return to_numpy_rows(logits)
+
+    # ------------------------------------------------------------------------------------ predictions
+
+    def postprocess(self, examples: Sequence[ClassificationExample], features: Sequence[Feature],
+                    rows: Sequence[np.ndarray]) -> list[ClassificationPrediction]:
+        """One prediction per example; the logits of an example's windows are averaged first."""
+        if len(features) != len(rows):
+            raise ValueError(f"{len(features)} features but {len(rows)} output rows")
+        grouped: dict[int, list[np.ndarray]] = defaultdict(list)
+        for feature, row in zip(features, rows):
+            grouped[feature["example_index"]].append(np.asarray(row, dtype=np.float64))
+        predictions = []
+        for index in range(len(examples)):
+            if index not in grouped:
+                raise ValueError(f"no model output for example {index}")
+            logits = np.mean(grouped[index], axis=0).reshape(-1)
+            if self.regression:
+                predictions.append(ClassificationPrediction(None, float(logits[0])))
+                continue
+            probs = np.exp(logits - logits.max())
+            probs /= probs.sum()
+            best = int(np.argmax(probs))
+            predictions.append(ClassificationPrediction(
+                self.label_map.labels[best], float(probs[best]),
+                {name: float(p) for name, p in zip(self.label_map.labels, probs)}))
+        return predictions
+
+    def evaluate(self, predictions: Sequence[ClassificationPrediction],
+                 examples: Sequence[ClassificationExample]) -> dict[str, float]:
+        """Accuracy, MCC and (two labels) F1 of the second label, or Pearson/Spearman/MSE for regression."""
+        if len(predictions) != len(examples):
+            raise ValueError(f"{len(predictions)} predictions for {len(examples)} examples")
+        if self.regression:
+            gold = [float(e.label) for e in examples]
+            pred = [p.score for p in predictions]
+            result = {"pearson": metrics.pearson(pred, gold), "spearman": metrics.spearman(pred, gold),
+                      "mse": float(np.mean((np.asarray(pred) - np.asarray(gold)) ** 2))}
+            result["pearson_spearman"] = (result["pearson"] + result["spearman"]) / 2
+            return result
+        gold = [e.label for e in examples]
+        pred = [p.label for p in predictions]
+        result = {"accuracy": metrics.accuracy(pred, gold), "mcc": metrics.matthews_corrcoef(pred, gold)}
+        if len(self.label_map) == 2:
+            result["f1"] = metrics.f1_binary(pred, gold, positive=self.label_map.labels[1])
+            result["accuracy_f1"] = (result["accuracy"] + result["f1"]) / 2
+        return result
+
+    def write_predictions(self, predictions: Sequence[ClassificationPrediction],
+                          directory: str | os.PathLike,
+                          examples: Sequence[ClassificationExample] | None = None) -> list[Path]:
+        """``predictions.jsonl``: one object per example with ``label`` and ``probabilities``, or ``score``."""
+        def row(i: int, p: ClassificationPrediction) -> dict[str, Any]:
+            out: dict[str, Any] = {"index": i}
+            if examples is not None:
+                out["text"] = examples[i].text
+                if examples[i].text_pair is not None:
+                    out["text_pair"] = examples[i].text_pair
+            if p.label is None:
+                out["score"] = p.score
+            else:
+                out.update(label=p.label, score=p.score, probabilities=p.probabilities)
+            return out
+
+        return [write_jsonl((row(i, p) for i, p in enumerate(predictions)), Path(directory) / "predictions.jsonl")]

@@ -1,0 +1,281 @@
+"""Named-entity recognition (token classification) on CoNLL-style column files.
+
+Input: one word per line, columns separated by spaces or tabs, the tag in the last column (CoNLL-2003:
+``word POS chunk NER``); a blank line ends a sentence; ``-DOCSTART-`` lines are skipped. Every line of a file
+must have the same number of columns. Tags may follow IOB1, IOB2 or BIOES: the model learns the tags as they
+are written, and entities are decoded from them with ``conlleval``'s chunk rules (see ``metrics``).
+
+Word labels and sub-tokens: each word is WordPiece-tokenized on its own (the same pieces BERT's tokenizer
+gives inside the sentence, since it splits on whitespace first). Only the **first sub-token** of a word
+carries its label in training and is read at prediction; the other pieces get -100 (ignored by the loss). A
+word that tokenizes to nothing (say, only a zero-width character) is not seen by the model and is predicted
+``O``.
+
+Long sentences: when the pieces do not fit ``max_seq_length - 2``, the sentence is split at word boundaries
+into windows whose starts are about ``window_stride`` tokens apart (the step between starts), so windows
+overlap by the rest. Each word's prediction comes from the window where it has the most context on both
+sides (SQuAD's max-context rule), and the windows are rejoined into one word-level tag sequence.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from bertkit.errors import DataError
+from bertkit.io import atomic_open
+from bertkit.tasks import metrics
+from bertkit.tasks.base import Feature, LabelMap, pad_and_stack, to_numpy_rows, write_jsonl
+
+IGNORE_INDEX = -100
+
+
+@dataclass
+class NerExample:
+    """A sentence: its words, their tags (``None`` when unlabelled), and the file and line of its first word."""
+
+    words: list[str]
+    tags: list[str] | None
+    path: str
+    line: int
+
+    def where(self, word: int = 0) -> str:
+        return f"{self.path}:{self.line + word}"
+
+
+@dataclass
+class NerPrediction:
+    """Word-level tags and the entities decoded from them (``end`` is exclusive, in words)."""
+
+    words: list[str]
+    tags: list[str]
+    entities: list[dict[str, Any]]
+
+
+def read_conll(path: str | os.PathLike, *, labeled: bool = True) -> list[NerExample]:
+    """Sentences of a CoNLL column file. With ``labeled=False`` only the first column (the word) is used,
+    so a file of bare words (one column) can be tagged.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: no such file")
+    try:
+        lines = path.read_text(encoding="utf-8-sig").splitlines()
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    examples: list[NerExample] = []
+    words: list[str] = []
+    tags: list[str] = []
+    first_line = 0
+    width: int | None = None
+    width_line = 0
+
+    def flush() -> None:
+        if words:
+            examples.append(NerExample(list(words), list(tags) if labeled else None, str(path), first_line))
+        words.clear()
+        tags.clear()
+
+    for number, line in enumerate(lines, start=1):
+        columns = line.split()
+        if not columns:
+            flush()
+            continue
+        if columns[0] == "-DOCSTART-":
+            flush()
+            continue
+        if width is None:
+            width, width_line = len(columns), number
+            if labeled and width < 2:
+                raise DataError(f"{path}:{number}: one column only; a labelled CoNLL file needs the word "
+                                f"first and the tag last (or read it unlabelled)")
+        elif len(columns) != width:
+            raise DataError(f"{path}:{number}: {len(columns)} columns, but line {width_line} has {width}")
+        if not words:
+            first_line = number
+        words.append(columns[0])
+        tags.append(columns[-1])
+    flush()
+    if not examples:
+        raise DataError(f"{path}: no sentences found (the file is empty or has only -DOCSTART- lines)")
+    return examples
+
+
+@dataclass
+class NerTask:
+    """Word-level tagging of CoNLL sentences; head ``BertForTokenClassification``."""
+
+    window_stride: int = 128
+    """Tokens between the starts of the windows of a sentence too long for one sequence."""
+    label_map: LabelMap | None = None
+    main_metric: str = "f1"
+
+    name: str = field(default="ner", init=False)
+    head: str = field(default="BertForTokenClassification", init=False)
+    model_input_names: tuple[str, ...] = field(
+        default=("input_ids", "token_type_ids", "attention_mask", "labels"), init=False)
+
+    def __post_init__(self) -> None:
+        if self.window_stride < 1:
+            raise DataError(f"window_stride must be at least 1, got {self.window_stride}")
+
+    def read(self, path: str | os.PathLike, *, labeled: bool = True) -> list[NerExample]:
+        return read_conll(path, labeled=labeled)
+
+    def fit_labels(self, examples: Sequence[NerExample]) -> None:
+        self.label_map = LabelMap.fit(tag for e in examples for tag in (e.tags or ()))
+
+    @property
+    def num_labels(self) -> int:
+        if self.label_map is None:
+            raise DataError("tags are unknown: call fit_labels on the training data or load them from a config")
+        return len(self.label_map)
+
+    def config_updates(self) -> dict[str, Any]:
+        return {"num_labels": self.num_labels, "id2label": self.label_map.id2label(), "problem_type": None}
+
+    def load_config(self, config: Any) -> None:
+        if not config.id2label:
+            raise DataError("the model config has no id2label; it was not fine-tuned for tagging")
+        self.label_map = LabelMap.from_id2label(config.id2label)
+
+    # ------------------------------------------------------------------------------------ features
+
+    def featurize(self, examples: Sequence[NerExample], tokenizer: Any, max_seq_length: int) -> list[Feature]:
+        """One feature per window of each sentence (one window unless the sentence is too long).
+
+        Bookkeeping keys: ``example_index``, ``word_positions`` (for each word of the sentence that the window
+        holds, the position of its first sub-token, or -1), ``first_word`` and ``max_context`` (per held
+        word: whether this window gives it the most context).
+        """
+        room = max_seq_length - 2
+        if room < 1:
+            raise DataError(f"max_seq_length {max_seq_length} leaves no room for words")
+        flat = [w for e in examples for w in e.words]
+        flat_ids = tokenizer.ids_batch(flat) if flat else []
+        features: list[Feature] = []
+        cursor = 0
+        for index, example in enumerate(examples):
+            word_ids = [ids[:room] for ids in flat_ids[cursor:cursor + len(example.words)]]
+            cursor += len(example.words)
+            tag_ids = None
+            if example.tags is not None and self.label_map is not None:
+                tag_ids = [self.label_map.encode(t, example.where(i)) for i, t in enumerate(example.tags)]
+            spans = _word_windows([len(ids) for ids in word_ids], room, self.window_stride)
+            best = _max_context_windows([len(ids) for ids in word_ids], spans)
+            for number, (start, end) in enumerate(spans):
+                input_ids = [tokenizer.cls_id]
+                labels = [IGNORE_INDEX]
+                positions = []
+                for w in range(start, end):
+                    positions.append(len(input_ids) if word_ids[w] else -1)
+                    input_ids += word_ids[w]
+                    if tag_ids is not None and word_ids[w]:
+                        labels += [tag_ids[w]] + [IGNORE_INDEX] * (len(word_ids[w]) - 1)
+                input_ids.append(tokenizer.sep_id)
+                labels.append(IGNORE_INDEX)
+                feature: Feature = {
+                    "input_ids": input_ids, "token_type_ids": [0] * len(input_ids),
+                    "attention_mask": [1] * len(input_ids), "example_index": index, "first_word": start,
+                    "word_positions": positions, "max_context": [best[w] == number for w in range(start, end)],
+                }
+                if tag_ids is not None:
+                    feature["labels"] = labels
+                features.append(feature)
+        return features
+
+    def collate(self, features: Sequence[Feature], pad_id: int = 0) -> dict[str, torch.Tensor]:
+        names = [n for n in self.model_input_names if n in features[0]]
+        return pad_and_stack(features, names, {"input_ids": pad_id, "labels": IGNORE_INDEX})
+
+    def unbatch(self, outputs: Any, batch: Mapping[str, torch.Tensor]) -> list[np.ndarray]:
+        """Per-feature ``[length, num_labels]`` logits, padding cut off."""
+        logits = outputs["logits"] if isinstance(outputs, Mapping) else outputs.logits
+        return to_numpy_rows(logits, batch["attention_mask"].sum(dim=1).tolist())
+
+    # ------------------------------------------------------------------------------------ predictions
+
+    def postprocess(self, examples: Sequence[NerExample], features: Sequence[Feature],
+                    rows: Sequence[np.ndarray]) -> list[NerPrediction]:
+        if len(features) != len(rows):
+            raise ValueError(f"{len(features)} features but {len(rows)} output rows")
+        tags = [["O"] * len(e.words) for e in examples]
+        for feature, row in zip(features, rows):
+            sentence = tags[feature["example_index"]]
+            for offset, (position, best) in enumerate(zip(feature["word_positions"], feature["max_context"])):
+                if best and position >= 0:
+                    sentence[feature["first_word"] + offset] = self.label_map.labels[int(np.argmax(row[position]))]
+        predictions = []
+        for example, sentence in zip(examples, tags):
+            entities = [{"type": t, "start": s, "end": e, "text": " ".join(example.words[s:e])}
+                        for t, s, e in metrics.get_entities(sentence)]
+            predictions.append(NerPrediction(list(example.words), sentence, entities))
+        return predictions
+
+    def evaluate(self, predictions: Sequence[NerPrediction], examples: Sequence[NerExample]) -> dict[str, float]:
+        """conlleval's entity-level precision/recall/F1 (overall and per type) and token accuracy."""
+        if len(predictions) != len(examples):
+            raise ValueError(f"{len(predictions)} predictions for {len(examples)} sentences")
+        return metrics.entity_scores([p.tags for p in predictions], [e.tags for e in examples])
+
+    def write_predictions(self, predictions: Sequence[NerPrediction], directory: str | os.PathLike,
+                          examples: Sequence[NerExample] | None = None) -> list[Path]:
+        """``predictions.jsonl`` (words, tags, entities per sentence) and ``predictions.conll`` (``word tag``,
+        or ``word gold predicted`` when labelled examples are given: the input of ``conlleval``)."""
+        directory = Path(directory)
+        jsonl = write_jsonl(({"words": p.words, "tags": p.tags, "entities": p.entities} for p in predictions),
+                            directory / "predictions.jsonl")
+        conll = directory / "predictions.conll"
+        with atomic_open(conll) as handle:
+            for i, p in enumerate(predictions):
+                gold = examples[i].tags if examples is not None else None
+                for w, (word, tag) in enumerate(zip(p.words, p.tags)):
+                    handle.write(f"{word} {gold[w]} {tag}\n" if gold else f"{word} {tag}\n")
+                handle.write("\n")
+        return [jsonl, conll]
+
+
+def _word_windows(lengths: Sequence[int], room: int, stride: int) -> list[tuple[int, int]]:
+    """Windows ``(first word, last word + 1)`` of at most ``room`` tokens, split at word boundaries.
+
+    Each window holds as many words as fit; the next one starts at the first word at least ``stride`` tokens
+    after the current start (never later than the current end, so no word is skipped).
+    """
+    n = len(lengths)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).tolist()
+    windows: list[tuple[int, int]] = []
+    start = 0
+    while True:
+        end = start
+        while end < n and offsets[end + 1] - offsets[start] <= room:
+            end += 1
+        end = max(end, start + 1)  # never empty: a single word is capped to ``room`` pieces upstream
+        windows.append((start, end))
+        if end >= n:
+            return windows
+        nxt = start + 1
+        while nxt < end and offsets[nxt] - offsets[start] < stride:
+            nxt += 1
+        start = nxt
+
+
+def _max_context_windows(lengths: Sequence[int], windows: Sequence[tuple[int, int]]) -> list[int]:
+    """For each word, the window where ``min(tokens left, tokens right) + 0.01 * window tokens`` is largest."""
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).tolist()
+    best = [0] * len(lengths)
+    best_score = [-1.0] * len(lengths)
+    for number, (start, end) in enumerate(windows):
+        size = offsets[end] - offsets[start]
+        for w in range(start, end):
+            left = offsets[w] - offsets[start]
+            right = offsets[end] - offsets[w + 1]
+            score = min(left, right) + 0.01 * size
+            if score > best_score[w]:
+                best[w], best_score[w] = number, score
+    return best
