@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import pickle
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -269,19 +270,30 @@ def _read_safetensors(path: Path) -> dict[str, Tensor]:
         raise CheckpointError(f"{path} is not a readable safetensors file ({exc}); is it truncated?") from None
 
 
+def _torch_reason(exc: Exception) -> str:
+    """The informative line of torch.load's long multi-line error messages."""
+    text = str(exc)
+    if "WeightsUnpickler error:" in text:
+        text = text.split("WeightsUnpickler error:", 1)[1]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return (lines[0].split(". ")[0] if lines else type(exc).__name__)[:160]
+
+
 def _read_pytorch(path: Path) -> dict[str, Tensor]:
     # weights_only=True: tensors and plain containers only; any other pickled object is refused, never run.
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's pickle-protocol notes; our error below says what matters
+            state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         raise CheckpointError(
-            f"{path} holds pickled objects other than tensors; refusing to unpickle it ({first[:120]}); "
+            f"{path} holds pickled objects other than tensors ({_torch_reason(exc)}); refusing to unpickle it, "
             f"convert it to safetensors with a trusted tool"
         ) from None
     except (RuntimeError, OSError, EOFError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CheckpointError(f"{path} is not a readable PyTorch checkpoint ({first[:120]}); is it truncated?") from None
+        raise CheckpointError(
+            f"{path} is not a readable PyTorch checkpoint ({_torch_reason(exc)}); is it truncated?"
+        ) from None
     if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, Tensor) for k, v in state.items()):
         raise CheckpointError(f"{path} is not a state dict of named tensors")
     return state

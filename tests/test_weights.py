@@ -1,0 +1,235 @@
+"""Checkpoint I/O: Hugging Face names and layout, round trips, cross-class loading, and bad input."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+
+from bertkit.config import BertConfig
+from bertkit.errors import CheckpointError, ConfigError
+from bertkit.model import (
+    BertForMaskedLM,
+    BertForPreTraining,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    BertModel,
+)
+from bertkit.weights import load_model, read_state_dict, to_hf_state_dict
+
+HEADS = [BertModel, BertForPreTraining, BertForMaskedLM, BertForSequenceClassification,
+         BertForTokenClassification, BertForQuestionAnswering]
+
+
+def tiny(**overrides) -> BertConfig:
+    values = dict(vocab_size=61, max_position_embeddings=16, num_labels=3)
+    values.update(overrides)
+    return BertConfig.preset("tiny", **values)
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def inputs():
+    ids = torch.randint(1, 61, (2, 7), generator=torch.Generator().manual_seed(1))
+    mask = torch.ones_like(ids)
+    mask[1, 5:] = 0
+    return ids, torch.zeros_like(ids), mask
+
+
+def outputs(model, ids, types, mask) -> list[torch.Tensor]:
+    out = model(ids, types, mask)
+    return [v for v in vars(out).values() if isinstance(v, torch.Tensor)]
+
+
+@pytest.mark.parametrize("cls", HEADS, ids=lambda c: c.__name__)
+def test_round_trip_gives_identical_outputs(cls, tmp_path):
+    model = cls(tiny()).eval()
+    model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["model_type"] == "bert" and config["architectures"] == [cls.__name__]
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]  # no temporary files left
+    loaded = load_model(tmp_path)  # class picked from architectures
+    assert type(loaded) is cls and not loaded.training
+    for a, b in zip(outputs(model, *inputs()), outputs(loaded, *inputs())):
+        assert torch.equal(a, b)
+    if hasattr(loaded, "mlm"):
+        assert loaded.mlm.decoder.weight is loaded.bert.embeddings.word_embeddings.weight
+
+
+def test_saved_names_are_hugging_face_names(tmp_path):
+    model = BertForPreTraining(tiny())
+    model.save_pretrained(tmp_path)
+    with safe_open(tmp_path / "model.safetensors", "pt") as f:
+        keys = set(f.keys())
+        assert f.metadata() == {"format": "pt"}
+    H = 128
+    assert "bert.encoder.layer.1.attention.self.query.weight" in keys
+    assert "bert.embeddings.LayerNorm.gamma" not in keys and "bert.embeddings.LayerNorm.weight" in keys
+    assert {"cls.predictions.bias", "cls.predictions.transform.LayerNorm.weight", "cls.seq_relationship.weight",
+            "bert.pooler.dense.weight"} <= keys
+    # the tied decoder is not stored twice (Hugging Face ties it on load)
+    assert "cls.predictions.decoder.weight" not in keys
+    assert not any(".layers." in k or "qkv" in k for k in keys)
+    tensors = load_file(tmp_path / "model.safetensors")
+    qkv = model.bert.encoder.layers[1].attention.qkv
+    assert torch.equal(tensors["bert.encoder.layer.1.attention.self.query.weight"], qkv.weight[:H])
+    assert torch.equal(tensors["bert.encoder.layer.1.attention.self.key.weight"], qkv.weight[H:2 * H])
+    assert torch.equal(tensors["bert.encoder.layer.1.attention.self.value.bias"], qkv.bias[2 * H:])
+    # a bare BertModel is saved without the bert. prefix, as transformers.BertModel does
+    assert all(not k.startswith("bert.") for k in to_hf_state_dict(BertModel(tiny())))
+
+
+def test_encoder_checkpoint_into_head_initialises_head_with_notice(tmp_path, caplog):
+    encoder = BertModel(tiny()).eval()
+    encoder.save_pretrained(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="bertkit.weights"):
+        model = BertForSequenceClassification.from_pretrained(tmp_path)
+    notices = [r.getMessage() for r in caplog.records]
+    assert len(notices) == 1 and "classifier.weight" in notices[0] and "\n" not in notices[0]
+    ids, types, mask = inputs()
+    torch.testing.assert_close(model.bert(ids, types, mask).last_hidden_state,
+                               encoder(ids, types, mask).last_hidden_state, atol=0, rtol=0)
+
+
+def test_head_checkpoint_into_encoder_ignores_head_with_notice(tmp_path, caplog):
+    full = BertForPreTraining(tiny()).eval()
+    full.save_pretrained(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="bertkit.weights"):
+        encoder = BertModel.from_pretrained(tmp_path)
+    notices = [r.getMessage() for r in caplog.records]
+    assert len(notices) == 1 and "ignored 7 weights" in notices[0]
+    ids, types, mask = inputs()
+    assert torch.equal(encoder(ids, types, mask).pooler_output, full.bert(ids, types, mask).pooler_output)
+
+
+def test_prefix_variants_and_legacy_names(tmp_path):
+    model = BertForMaskedLM(tiny()).eval()
+    state = to_hf_state_dict(model)
+    # old-style checkpoint: gamma/beta LayerNorm names, an explicit decoder weight and decoder.bias alias
+    legacy = {}
+    for k, v in state.items():
+        k = k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta")
+        legacy[k] = v
+    legacy["cls.predictions.decoder.weight"] = state["bert.embeddings.word_embeddings.weight"].clone()
+    legacy["cls.predictions.decoder.bias"] = legacy.pop("cls.predictions.bias")
+    legacy["bert.embeddings.position_ids"] = torch.arange(16)[None]
+    tiny().save(tmp_path)
+    save_file(legacy, tmp_path / "model.safetensors")
+    loaded = BertForMaskedLM.from_pretrained(tmp_path)
+    for a, b in zip(outputs(model, *inputs()), outputs(loaded, *inputs())):
+        assert torch.equal(a, b)
+    # encoder keys without the bert. prefix load into a head class too
+    bare = {k.removeprefix("bert."): v for k, v in state.items()}
+    save_file(bare, tmp_path / "model.safetensors")
+    loaded = BertForMaskedLM.from_pretrained(tmp_path)
+    assert torch.equal(outputs(loaded, *inputs())[0], outputs(model, *inputs())[0])
+
+
+def test_pytorch_bin_is_read_with_weights_only(tmp_path):
+    model = BertModel(tiny()).eval()
+    tiny().save(tmp_path)
+    torch.save(to_hf_state_dict(model), tmp_path / "pytorch_model.bin")
+    loaded = load_model(tmp_path)
+    assert torch.equal(outputs(loaded, *inputs())[0], outputs(model, *inputs())[0])
+
+
+class _Evil:
+    def __reduce__(self):
+        return (os.system, (f"touch {_Evil.marker}",))
+
+
+def test_pickle_with_code_is_refused_and_never_run(tmp_path):
+    _Evil.marker = tmp_path / "pwned"
+    tiny().save(tmp_path)
+    import pickle
+
+    with open(tmp_path / "pytorch_model.bin", "wb") as f:
+        pickle.dump({"embeddings.word_embeddings.weight": _Evil()}, f)
+    with pytest.raises(CheckpointError, match="refusing to unpickle") as err:
+        load_model(tmp_path)
+    assert "\n" not in str(err.value)
+    assert not _Evil.marker.exists()
+    with open(tmp_path / "weights.pkl", "wb") as f:
+        pickle.dump({}, f)
+    with pytest.raises(CheckpointError, match="not a supported weights file"):
+        read_state_dict(tmp_path / "weights.pkl")
+
+
+def test_truncated_and_missing_weights(tmp_path):
+    model = BertModel(tiny())
+    model.save_pretrained(tmp_path)
+    path = tmp_path / "model.safetensors"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match="truncated"):
+        load_model(tmp_path)
+    state = to_hf_state_dict(model)
+    del state["encoder.layer.1.output.dense.weight"]
+    save_file(state, path)
+    with pytest.raises(CheckpointError, match=r"lacks 1 encoder weights \(encoder.layer.1.output.dense.weight\)"):
+        load_model(tmp_path)
+    path.unlink()
+    with pytest.raises(CheckpointError, match="no weights"):
+        load_model(tmp_path)
+
+
+def test_config_that_does_not_match_the_weights(tmp_path):
+    BertModel(tiny()).save_pretrained(tmp_path)
+    with pytest.raises(CheckpointError, match="shape"):
+        load_model(tmp_path, hidden_size=64, num_attention_heads=2, intermediate_size=256)
+    with pytest.raises(CheckpointError, match="num_hidden_layers"):
+        load_model(tmp_path, num_hidden_layers=1)
+    with pytest.raises(CheckpointError, match="lacks"):
+        load_model(tmp_path, num_hidden_layers=3)
+    with pytest.raises(ConfigError, match="unknown config field"):
+        load_model(tmp_path, hidden_sise=64)
+
+
+def test_not_a_model_directory(tmp_path):
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(CheckpointError, match="not a model directory"):
+        load_model(tmp_path)
+    with pytest.raises(CheckpointError, match="does not exist"):
+        load_model(tmp_path / "nope")
+    (tmp_path / "config.json").write_text("{not json")
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    with pytest.raises(ConfigError):
+        load_model(tmp_path)
+
+
+def test_label_count_change(tmp_path):
+    BertForSequenceClassification(tiny(id2label={0: "neg", 1: "pos"})).save_pretrained(tmp_path)
+    assert load_model(tmp_path).config.id2label == {0: "neg", 1: "pos"}
+    with pytest.raises(CheckpointError, match="num_labels"):
+        load_model(tmp_path, num_labels=5)
+    model = load_model(tmp_path, num_labels=5, ignore_mismatched_sizes=True)
+    assert model.classifier.out_features == 5 and model.config.id2label is None
+
+
+def test_overrides_and_explicit_head(tmp_path):
+    BertForPreTraining(tiny()).save_pretrained(tmp_path)
+    model = load_model(tmp_path, head="BertForTokenClassification", attn_implementation="eager",
+                       hidden_dropout_prob=0.0)
+    assert isinstance(model, BertForTokenClassification)
+    assert model.bert.attn_implementation == "eager" and model.config.hidden_dropout_prob == 0.0
+    with pytest.raises(ConfigError, match="unknown model class"):
+        load_model(tmp_path, head="GPT2")
+
+
+def test_tokenizer_is_saved_alongside(tmp_path):
+    class FakeTokenizer:
+        def save_pretrained(self, directory):
+            Path(directory, "vocab.txt").write_text("[PAD]\n")
+
+    BertModel(tiny()).save_pretrained(tmp_path / "out", tokenizer=FakeTokenizer())
+    assert sorted(os.listdir(tmp_path / "out")) == ["config.json", "model.safetensors", "vocab.txt"]
