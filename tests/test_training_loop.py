@@ -1,0 +1,130 @@
+"""The shared training loop on a toy model: learning, accumulation, resume, non-finite steps, signals, eval."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+import torch
+
+from bertkit.errors import CheckpointError
+from bertkit.training import ResumableBatches, TrainConfig, TrainingDiverged, list_checkpoints, train
+from training_helpers import ToyModel, collate, toy_dataset
+
+FAST = dict(progress=False, tensorboard=False, plot=False, lr=1e-2, warmup_steps=2)
+
+
+def run(tmp_path, *, model=None, data_seed=1, dropout=0.1, **overrides):
+    torch.manual_seed(0)
+    model = model or ToyModel(dropout=dropout)
+    micro = overrides.pop("micro_batch_size", 8)
+    batches = ResumableBatches(toy_dataset(), micro, collate, seed=data_seed, repeat=True)
+    cfg = TrainConfig(output_dir=tmp_path, micro_batch_size=micro, **{**FAST, **overrides})
+    return model, train(model, batches, cfg, evaluate=overrides.pop("evaluate", None))
+
+
+def weights(model):
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def test_loss_goes_down_and_metrics_are_written(tmp_path):
+    _, result = run(tmp_path, max_steps=60, log_every=10)
+    losses = [r["loss"] for r in result.history if r["split"] == "train"]
+    assert len(losses) == 6 and losses[-1] < 0.5 * losses[0]
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in lines] == [10, 20, 30, 40, 50, 60]
+    assert {"loss", "lr", "grad_norm", "tokens_per_s", "epoch"} <= set(lines[0])
+    assert result.stop_reason == "max_steps" and result.checkpoint == tmp_path / "checkpoint-60"
+
+
+def test_accumulation_matches_a_larger_micro_batch(tmp_path):
+    a, _ = run(tmp_path / "a", max_steps=8, micro_batch_size=4, grad_accum_steps=2, dropout=0.0)
+    b, _ = run(tmp_path / "b", max_steps=8, micro_batch_size=8, dropout=0.0)
+    for name, value in a.state_dict().items():
+        assert torch.allclose(value, b.state_dict()[name], atol=1e-5), name
+
+
+class Killer(ToyModel):
+    """Sends itself SIGTERM during forward call number ``at``."""
+
+    def __init__(self, at: int, **kwargs):
+        super().__init__(**kwargs)
+        self.at = at
+
+    def forward(self, x, y):
+        if self.calls == self.at:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return super().forward(x, y)
+
+
+def test_resume_from_a_checkpoint_is_bit_exact(tmp_path):
+    full, _ = run(tmp_path / "full", max_steps=12, save_every=4, log_every=1)
+    torch.manual_seed(0)
+    _, stopped = run(tmp_path / "part", model=Killer(at=5), max_steps=12, save_every=4, log_every=1)
+    assert stopped.stop_reason == "signal" and stopped.step == 6
+    # A fresh model with other initial weights continues from checkpoint-6.
+    resumed, result = run(tmp_path / "part", max_steps=12, save_every=4, log_every=1, resume="auto",
+                          model=ToyModel(dim=8))
+    assert result.step == 12
+    for name, value in full.state_dict().items():
+        assert torch.equal(value, resumed.state_dict()[name]), name
+    assert losses(tmp_path / "full") == losses(tmp_path / "part") and len(losses(tmp_path / "full")) == 12
+
+
+def losses(directory):
+    lines = (directory / "metrics.jsonl").read_text().splitlines()
+    return [(r["step"], r["loss"]) for r in map(json.loads, lines) if r["split"] == "train"]
+
+
+def test_refuses_to_overwrite_a_run_without_resume(tmp_path):
+    run(tmp_path, max_steps=2)
+    with pytest.raises(CheckpointError, match="--resume"):
+        run(tmp_path, max_steps=4)
+
+
+def test_non_finite_steps_are_skipped_and_counted(tmp_path):
+    with pytest.warns(UserWarning, match="skipped"):
+        model, result = run(tmp_path, model=ToyModel(nan_at={3, 4}), max_steps=10)
+    assert result.step == 10 and result.skipped_steps == 2
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_repeated_non_finite_steps_stop_with_the_last_good_checkpoint_intact(tmp_path):
+    model = ToyModel(nan_at=set(range(6, 100)))
+    with pytest.warns(UserWarning, match="non-finite"), pytest.raises(TrainingDiverged, match="checkpoint-5"):
+        run(tmp_path, model=model, max_steps=50, save_every=5, max_bad_steps=4)
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["checkpoint-5"]
+
+
+def test_sigterm_saves_a_checkpoint_and_stops(tmp_path):
+    _, result = run(tmp_path, model=Killer(at=6), max_steps=50)
+    assert result.stop_reason == "signal" and result.step == 7
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["checkpoint-7"]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers restored
+
+
+def test_max_time_stops_the_run(tmp_path):
+    _, result = run(tmp_path, max_time=0.3, max_steps=None)
+    assert result.stop_reason == "max_time" and result.step > 0 and result.checkpoint is not None
+
+
+def test_evaluation_epochs_and_best_export(tmp_path):
+    scores = iter([0.2, 0.9, 0.5])
+    seen = []
+
+    def evaluate(model):
+        assert not model.training
+        seen.append(model.training)
+        return {"accuracy": next(scores)}
+
+    # 64 examples / 16 per batch = 4 updates per epoch; 12 updates = 3 epochs, evaluated at each end.
+    model = ToyModel()
+    batches = ResumableBatches(toy_dataset(), 16, collate, seed=0)
+    cfg = TrainConfig(output_dir=tmp_path, micro_batch_size=16, num_epochs=3, steps_per_epoch=len(batches),
+                      best_metric="accuracy", **FAST)
+    result = train(model, batches, cfg, evaluate=evaluate)
+    evals = [r for r in result.history if r["split"] == "eval"]
+    assert [r["step"] for r in evals] == [4, 8, 12] and result.best_metric == 0.9
+    assert (tmp_path / "best" / "model.safetensors").is_file() and model.training
