@@ -5,10 +5,20 @@ See ``docs/data.md`` for the formats, the algorithm and its one deliberate devia
 
 from bertkit.data.corpus import CorpusOptions, CorpusStats, expand_inputs, read_documents, split_sentences
 from bertkit.data.instances import Instance, create_instances, create_instances_from_document, truncate_seq_pair
-from bertkit.data.loader import PretrainingBatchSampler, PretrainingCollator, PretrainingDataset, PretrainingLoader
 from bertkit.data.masking import MaskingSpec, mask_tokens
 from bertkit.data.prepare import PrepareConfig, prepare_dataset
 from bertkit.data.shards import open_dataset, verify
+
+_LOADER = {"PretrainingBatchSampler", "PretrainingCollator", "PretrainingDataset", "PretrainingLoader"}
+
+
+def __getattr__(name: str):
+    # The loader needs torch; preparing data does not, so spawned preparation workers start fast.
+    if name in _LOADER:
+        from bertkit.data import loader
+
+        return getattr(loader, name)
+    raise AttributeError(f"module 'bertkit.data' has no attribute {name!r}")
 
 __all__ = [
     "CorpusOptions", "CorpusStats", "Instance", "MaskingSpec", "PrepareConfig", "PretrainingBatchSampler",
