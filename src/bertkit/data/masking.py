@@ -14,6 +14,9 @@ Faithful to google-research/bert ``create_masked_lm_predictions`` (reference sec
   with 0.1;
 - predictions are returned sorted by position.
 
+Same distribution, cheaper draws: without whole words the group shuffle is a uniform k-subset and is
+drawn with ``rng.sample``; the 80/10/10 draws follow the selection instead of interleaving with it.
+
 The random source is always passed in (a ``random.Random``), never global, so the same call sequence
 gives the same masks: static masking seeds it per corpus block, dynamic masking per (seed, epoch,
 instance index).
@@ -87,43 +90,52 @@ def continuation_table(vocab: dict[str, int], vocab_size: int | None = None) -> 
 
 def mask_tokens(tokens: Sequence[int], spec: MaskingSpec, rng: random.Random) -> MaskedTokens:
     """Choose and replace masked-LM targets in one ``[CLS] A [SEP] B [SEP]`` instance (see module doc)."""
-    tokens = [int(t) for t in tokens]
+    tokens = list(tokens)
     special = spec.special_ids
-    continuation = spec.is_continuation if spec.whole_word_mask else None
+    num_to_predict = min(spec.max_predictions_per_seq, max(1, int(round(len(tokens) * spec.masked_lm_prob))))
+    if spec.whole_word_mask:
+        order = _whole_word_order(tokens, spec, rng, num_to_predict)
+    else:
+        # Single-token groups are never skipped, so "shuffle all, take the first k" is a uniform
+        # k-subset: ``sample`` draws the same distribution with k instead of len(tokens) random numbers.
+        candidates = [i for i, t in enumerate(tokens) if t not in special]
+        order = rng.sample(candidates, min(num_to_predict, len(candidates)))
+    output = list(tokens)
+    chosen: list[int] = []
+    for i in order:
+        # 80 % [MASK]; of the rest half unchanged (so the model cannot trust an unmasked token) and
+        # half a random token (so it must keep a representation of every position).
+        if rng.random() < MASK_PROB:
+            output[i] = spec.mask_id
+        elif rng.random() < KEEP_PROB_OF_REST:
+            pass
+        else:
+            output[i] = rng.randint(0, spec.vocab_size - 1)
+        chosen.append(i)
+    chosen.sort()
+    return MaskedTokens(tokens=output, positions=chosen, labels=[tokens[i] for i in chosen])
+
+
+def _whole_word_order(tokens: list[int], spec: MaskingSpec, rng: random.Random, num_to_predict: int) -> list[int]:
+    """Positions to mask, in choice order: shuffled word groups, skipping any that would overshoot."""
+    continuation = spec.is_continuation
     groups: list[list[int]] = []
     for i, token in enumerate(tokens):
-        if token in special:
+        if token in spec.special_ids:
             continue
-        if continuation is not None and groups and token < len(continuation) and continuation[token]:
+        if groups and token < len(continuation) and continuation[token]:
             groups[-1].append(i)
         else:
             groups.append([i])
     rng.shuffle(groups)
-
-    num_to_predict = min(spec.max_predictions_per_seq, max(1, int(round(len(tokens) * spec.masked_lm_prob))))
-    output = list(tokens)
-    chosen: list[int] = []
-    covered: set[int] = set()
+    order: list[int] = []
     for group in groups:
-        if len(chosen) >= num_to_predict:
+        if len(order) >= num_to_predict:
             break
-        if len(chosen) + len(group) > num_to_predict:
+        if len(order) + len(group) > num_to_predict:
             continue
-        if any(i in covered for i in group):
-            continue
-        for i in group:
-            covered.add(i)
-            # 80 % [MASK]; of the rest half unchanged (so the model cannot trust an unmasked token) and
-            # half a random token (so it must keep a representation of every position).
-            if rng.random() < MASK_PROB:
-                output[i] = spec.mask_id
-            elif rng.random() < KEEP_PROB_OF_REST:
-                pass
-            else:
-                output[i] = rng.randint(0, spec.vocab_size - 1)
-            chosen.append(i)
-    chosen.sort()
-    return MaskedTokens(tokens=output, positions=chosen, labels=[tokens[i] for i in chosen])
+        order.extend(group)
+    return order
 
 
 def derive_seed(*keys: int) -> int:
