@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from bertkit.errors import DataError
+from bertkit.errors import ConfigError, DataError
 from bertkit.tasks import metrics
 from bertkit.tasks.base import (
     Feature, LabelMap, build_pair, pad_and_stack, to_numpy_rows, truncate_pair, window_starts, write_jsonl,
@@ -91,9 +91,9 @@ class ClassificationTask:
 
     def __post_init__(self) -> None:
         if self.long_text not in ("truncate", "windows"):
-            raise DataError(f"long_text must be 'truncate' or 'windows', got {self.long_text!r}")
+            raise ConfigError(f"long_text must be 'truncate' or 'windows', got {self.long_text!r}")
         if self.window_stride < 1:
-            raise DataError(f"window_stride must be at least 1, got {self.window_stride}")
+            raise ConfigError(f"window_stride must be at least 1, got {self.window_stride}")
         if self.main_metric is None:
             self.main_metric = "pearson" if self.regression else "accuracy"
 
@@ -174,7 +174,7 @@ class ClassificationTask:
         pairs = examples[0].text_pair is not None if examples else False
         room = max_seq_length - (3 if pairs else 2)
         if room < 2:
-            raise DataError(f"max_seq_length {max_seq_length} leaves no room for text")
+            raise ConfigError(f"max_seq_length {max_seq_length} leaves no room for text")
         ids_a = tokenizer.ids_batch([e.text for e in examples])
         ids_b = tokenizer.ids_batch([e.text_pair or "" for e in examples]) if pairs else [None] * len(examples)
         features: list[Feature] = []

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from bertkit.errors import DataError
+from bertkit.errors import ConfigError, DataError
 from bertkit.io import atomic_open
 from bertkit.tasks import metrics
 from bertkit.tasks.base import Feature, LabelMap, pad_and_stack, to_numpy_rows, write_jsonl
@@ -123,7 +123,7 @@ class NerTask:
 
     def __post_init__(self) -> None:
         if self.window_stride < 1:
-            raise DataError(f"window_stride must be at least 1, got {self.window_stride}")
+            raise ConfigError(f"window_stride must be at least 1, got {self.window_stride}")
 
     def read(self, path: str | os.PathLike, *, labeled: bool = True) -> list[NerExample]:
         return read_conll(path, labeled=labeled)
@@ -156,7 +156,7 @@ class NerTask:
         """
         room = max_seq_length - 2
         if room < 1:
-            raise DataError(f"max_seq_length {max_seq_length} leaves no room for words")
+            raise ConfigError(f"max_seq_length {max_seq_length} leaves no room for words")
         flat = [w for e in examples for w in e.words]
         flat_ids = tokenizer.ids_batch(flat) if flat else []
         features: list[Feature] = []

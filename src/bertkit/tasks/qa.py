@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from bertkit.errors import DataError
+from bertkit.errors import ConfigError, DataError
 from bertkit.tasks import metrics
 from bertkit.tasks.base import Feature, pad_and_stack, window_starts, write_json
 
@@ -179,7 +179,7 @@ class QuestionAnsweringTask:
     def __post_init__(self) -> None:
         for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
             if getattr(self, name) < 1:
-                raise DataError(f"{name} must be at least 1, got {getattr(self, name)}")
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
 
     def read(self, path: str | os.PathLike, *, labeled: bool = True, training: bool = False) -> list[SquadExample]:
         """Examples of a SQuAD file; ``training=True`` checks and skips misaligned answers (counted in
@@ -210,7 +210,7 @@ class QuestionAnsweringTask:
         """
         room = max_seq_length - min(self.max_query_length, max_seq_length) - 3
         if room < 1:
-            raise DataError(f"max_seq_length {max_seq_length} leaves no room for the context after a "
+            raise ConfigError(f"max_seq_length {max_seq_length} leaves no room for the context after a "
                             f"{self.max_query_length}-token question; lower max_query_length")
         contexts = list(dict.fromkeys(e.context for e in examples))
         encoded = dict(zip(contexts, tokenizer.encode_batch(contexts, add_special_tokens=False)))
