@@ -45,3 +45,56 @@ def toy_dataset(n: int = 64, dim: int = 8, seed: int = 0) -> list[tuple[torch.Te
 
 def collate(items):
     return {"x": torch.stack([i[0] for i in items]), "y": torch.stack([i[1] for i in items])}
+
+
+def make_pretraining_dataset(directory, *, n_train: int = 96, n_eval: int = 16, seq: int = 32, vocab: int = 100,
+                             max_predictions: int = 5, seed: int = 0):
+    """A small prepared dataset in bertkit.data's shard format, built without a tokenizer.
+
+    Ids 0-4 are [PAD] [UNK] [CLS] [SEP] [MASK]; B follows A (label 0) when it continues A's arithmetic
+    sequence of ids, so both MLM and NSP are learnable.
+    """
+    import random
+    from pathlib import Path
+
+    from bertkit.data.instances import Instance
+    from bertkit.data.shards import index_dataset, pack_instances, write_block
+
+    directory = Path(directory)
+    rng = random.Random(seed)
+    pad, unk, cls, sep, mask = range(5)
+
+    def instance() -> Instance:
+        a_len = rng.randint(3, (seq - 3) // 2)
+        b_len = rng.randint(3, seq - 3 - a_len)
+        start, stride = rng.randrange(5, vocab), rng.choice([1, 2, 3])
+        run = [5 + (start - 5 + stride * i) % (vocab - 5) for i in range(a_len + b_len)]
+        is_random = rng.random() < 0.5
+        b = [rng.randrange(5, vocab) for _ in range(b_len)] if is_random else run[a_len:]
+        tokens = [cls] + run[:a_len] + [sep] + b + [sep]
+        candidates = [i for i, t in enumerate(tokens) if t not in (cls, sep)]
+        positions = sorted(rng.sample(candidates, min(max_predictions, max(1, round(0.15 * len(tokens))))))
+        labels = [tokens[i] for i in positions]
+        for i in positions:
+            tokens[i] = mask
+        return Instance(tokens, a_len, is_random, positions, labels)
+
+    splits = {
+        "train": pack_instances([instance() for _ in range(n_train)], vocab_size=vocab, max_predictions=max_predictions),
+        "eval": pack_instances([instance() for _ in range(n_eval)], vocab_size=vocab, max_predictions=max_predictions),
+    }
+    header = {
+        "settings": {"max_seq_length": seq, "max_predictions_per_seq": max_predictions, "masking": "static",
+                     "whole_word_mask": False, "masked_lm_prob": 0.15, "seed": seed},
+        "settings_hash": "synthetic",
+        "tokenizer": {"fingerprint": "synthetic", "vocab_size": vocab, "pad_id": pad, "cls_id": cls, "sep_id": sep,
+                      "mask_id": mask, "directory": "tokenizer"},
+    }
+    write_block(directory, 0, splits, settings_hash="synthetic", stats={})
+    tok = directory / "tokenizer"
+    tok.mkdir(parents=True, exist_ok=True)
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(5, vocab)]
+    (tok / "vocab.txt").write_text("\n".join(words) + "\n")
+    (tok / "tokenizer_config.json").write_text('{"do_lower_case": true}\n')
+    index_dataset(directory, header, expected_blocks=1)
+    return directory

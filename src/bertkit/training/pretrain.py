@@ -1,0 +1,282 @@
+"""BERT pre-training (masked LM + next sentence prediction) on a dataset prepared by ``bertkit.data``.
+
+``pretrain(PretrainConfig(...))`` builds the model (or loads it for phase 2), the resumable shard stream
+and the held-out evaluation, runs :func:`bertkit.training.loop.train`, and exports the final model as a
+Hugging Face directory (``<output>/final``: config.json, model.safetensors, tokenizer files) that
+bertkit's fine-tuning and ``transformers.BertForPreTraining`` both load.
+
+Two phases as in the paper: phase 1 on a dataset prepared at 128 tokens, then phase 2 with
+``init_from=<phase 1>/final`` on a dataset prepared at 512, with its own schedule and output directory;
+the position table already has 512 rows, so nothing is resized.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bertkit.config import PRESETS, BertConfig
+from bertkit.errors import ConfigError, DataError
+from bertkit.io import atomic_write_text
+from bertkit.training import distributed
+from bertkit.training.config import TrainConfig
+from bertkit.training.loop import TrainResult, train
+from bertkit.training.metrics import measure_matmul_peak, notice, pretraining_flops_per_token
+
+FINAL_DIR = "final"
+
+
+@dataclass
+class PretrainConfig:
+    """What to pre-train on and where; ``train`` holds the loop's options (batch, lr, steps...)."""
+
+    data: str
+    """A dataset directory written by ``bertkit prepare-data`` (shards, ``dataset.json``, ``tokenizer/``)."""
+    output: str
+    """Run directory: checkpoints, metrics, curves and ``final/`` (the exported model)."""
+    model_config: str = "mini"
+    """A preset (tiny, mini, small, medium, base, large) or a ``config.json``; ``vocab_size`` and
+    ``pad_token_id`` are taken from the dataset's tokenizer."""
+    init_from: str | None = None
+    """Start from these weights (a model directory or checkpoint) instead of random: phase 2, or continued
+    pre-training. Its ``config.json`` then defines the model and ``model_config`` is ignored."""
+    attn_implementation: str | None = None
+    """``sdpa`` (default) or ``eager`` attention."""
+    eval_batches: int = 50
+    """Held-out batches per evaluation (the dataset's ``eval`` split); 0 disables evaluation."""
+    num_workers: int = 0
+    """Data-loader worker processes per training process (masks and order do not depend on it)."""
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(max_steps=1000))
+    """The loop's options; ``train.output_dir`` is set to ``output``."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.train, Mapping):
+            self.train = TrainConfig.from_dict(dict(self.train))
+        self.train.output_dir = Path(self.output)
+        if self.eval_batches < 0 or self.num_workers < 0:
+            raise ConfigError("eval_batches and num_workers must be >= 0")
+        if not Path(self.data).is_dir():
+            raise DataError(f"--data {self.data} is not a directory; prepare one with `bertkit prepare-data`")
+        if self.init_from is not None and not Path(self.init_from).exists():
+            raise ConfigError(f"--init-from {self.init_from} does not exist")
+        if self.init_from is None and self.model_config not in PRESETS and not Path(self.model_config).exists():
+            raise ConfigError(f"--model-config {self.model_config!r} is neither a preset ({', '.join(PRESETS)}) "
+                              "nor a config.json")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "train"}
+        out["train"] = self.train.to_dict()
+        return out
+
+
+_PRETRAIN_KEYS = {f.name for f in dataclasses.fields(PretrainConfig)} - {"train"}
+_TRAIN_KEYS = {f.name for f in dataclasses.fields(TrainConfig)}
+
+
+def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
+    """Options from a TOML or YAML file: flat keys, or pre-training keys plus a ``[train]`` table."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    text = path.read_text(encoding="utf-8")
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            try:
+                import yaml
+            except ImportError:
+                raise ConfigError("reading YAML needs PyYAML (pip install pyyaml), or write the file as TOML") from None
+            data = yaml.safe_load(text) or {}
+        else:
+            data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError) as exc:
+        raise ConfigError(f"cannot parse {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a table of options")
+    nested = data.pop("train", {}) or {}
+    flat = {k.replace("-", "_"): v for k, v in {**data, **nested}.items()}
+    unknown = sorted(set(flat) - _PRETRAIN_KEYS - _TRAIN_KEYS)
+    if unknown:
+        raise ConfigError(f"{path}: unknown option(s) {', '.join(unknown)}")
+    return flat
+
+
+def build_config(options: Mapping[str, Any]) -> PretrainConfig:
+    """A :class:`PretrainConfig` from flat options (config file merged with command-line flags)."""
+    options = {k: v for k, v in options.items() if v is not None}
+    train_options = {k: v for k, v in options.items() if k in _TRAIN_KEYS and k != "output_dir"}
+    pre = {k: v for k, v in options.items() if k in _PRETRAIN_KEYS}
+    for required in ("data", "output"):
+        if required not in pre:
+            raise ConfigError(f"--{required} is required (on the command line or in the config file)")
+    train_options["output_dir"] = pre["output"]
+    return PretrainConfig(**pre, train=TrainConfig(**train_options))
+
+
+# ------------------------------------------------------------------------------------------ data stream
+class ShardStream:
+    """Endless micro-batches from :class:`bertkit.data.PretrainingLoader`, epoch after epoch.
+
+    Its state counts *global* micro-batches (this process's count x world size), so a checkpoint resumes on
+    another number of processes as long as the global batch is unchanged.
+    """
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+
+    @property
+    def epoch(self) -> int:
+        return self.loader.epoch
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        while True:
+            yield from self.loader
+
+    def state_dict(self) -> dict[str, int]:
+        state = dict(self.loader.state_dict())
+        state["global_position"] = state.pop("position") * self.loader.world_size
+        state.pop("world_size", None)
+        return state
+
+    def load_state_dict(self, state: Mapping[str, int]) -> None:
+        state = dict(state)
+        world = self.loader.world_size
+        if state["global_position"] % world:
+            raise DataError(f"cannot split the saved data position ({state['global_position']} micro-batches) over "
+                            f"{world} processes; keep the global batch a multiple of micro-batch x processes")
+        state["position"] = state.pop("global_position") // world
+        state["world_size"] = world
+        self.loader.load_state_dict(state)
+
+
+# ------------------------------------------------------------------------------------------ metrics
+def pretraining_metrics(output: Any, batch: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+    """MLM/NSP losses and accuracies of one micro-batch (accuracies as exact (correct, count) pairs)."""
+    nsp_labels = batch["next_sentence_label"]
+    return {
+        "mlm_loss": output.mlm_loss.detach(),
+        "nsp_loss": output.nsp_loss.detach(),
+        "mlm_acc": (output.mlm_correct, output.mlm_count),
+        "nsp_acc": ((output.nsp_logits.argmax(-1) == nsp_labels).sum(), nsp_labels.numel()),
+    }
+
+
+def make_evaluator(directory: str, batch_size: int, num_batches: int, device: torch.device):
+    """``evaluate(model)``: MLM and NSP loss/accuracy over the first ``num_batches`` held-out batches.
+
+    Losses are weighted by predictions (MLM) and sequences (NSP), so the result does not depend on how the
+    held-out set is cut into batches. ``None`` when the dataset has no eval split.
+    """
+    from bertkit.data import PretrainingDataset, PretrainingLoader
+
+    try:
+        dataset = PretrainingDataset(directory, "eval")
+    except DataError:
+        return None
+    if len(dataset) == 0 or num_batches == 0:
+        return None
+    loader = PretrainingLoader(directory, batch_size, split="eval", shuffle=False, drop_last=False, dataset=dataset)
+
+    def evaluate(model: torch.nn.Module) -> dict[str, float]:
+        loader.epoch, loader.position = 0, 0
+        mlm_loss = mlm_correct = mlm_count = nsp_loss = nsp_correct = sequences = 0.0
+        for i, batch in enumerate(loader):
+            if i >= num_batches:
+                break
+            batch = {k: v.to(device) for k, v in batch.items()}
+            out = model(**batch)
+            count = float(out.mlm_count)
+            n = batch["input_ids"].shape[0]
+            mlm_loss += float(out.mlm_loss) * count
+            mlm_correct += float(out.mlm_correct)
+            mlm_count += count
+            nsp_loss += float(out.nsp_loss) * n
+            nsp_correct += float((out.nsp_logits.argmax(-1) == batch["next_sentence_label"]).sum())
+            sequences += n
+        return {"mlm_loss": mlm_loss / max(mlm_count, 1), "mlm_acc": mlm_correct / max(mlm_count, 1),
+                "nsp_loss": nsp_loss / max(sequences, 1), "nsp_acc": nsp_correct / max(sequences, 1),
+                "loss": mlm_loss / max(mlm_count, 1) + nsp_loss / max(sequences, 1)}
+
+    return evaluate
+
+
+# ------------------------------------------------------------------------------------------ entry point
+def build_model(config: PretrainConfig, meta: Mapping[str, Any]):
+    """A fresh ``BertForPreTraining`` sized for the dataset's tokenizer, or the ``init_from`` weights."""
+    from bertkit import weights
+    from bertkit.model import BertForPreTraining
+
+    tok = meta["tokenizer"]
+    if config.init_from is not None:
+        model_config = BertConfig.load(config.init_from)
+    else:
+        model_config = BertConfig.resolve(config.model_config)
+    model_config = dataclasses.replace(model_config, vocab_size=tok["vocab_size"], pad_token_id=tok["pad_id"],
+                                       architectures=["BertForPreTraining"])
+    seq = meta["settings"]["max_seq_length"]
+    if seq > model_config.max_position_embeddings:
+        raise ConfigError(f"the dataset's sequences have {seq} tokens but the model has only "
+                          f"{model_config.max_position_embeddings} positions")
+    model = BertForPreTraining(model_config, attn_implementation=config.attn_implementation)
+    if config.init_from is not None:
+        source = Path(config.init_from)
+        weights.load_hf_state_dict(model, weights.read_state_dict(source), source=str(source))
+    return model
+
+
+def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) -> TrainResult:
+    """Run (or resume) pre-training as ``config`` says; see the module docstring."""
+    from bertkit.data import PretrainingLoader, open_dataset
+
+    env = env or distributed.setup(config.train.device)
+    meta = open_dataset(config.data)
+    tokenizer_dir = Path(config.data) / meta["tokenizer"].get("directory", "tokenizer")
+    torch.manual_seed(config.train.seed)  # model initialisation, identical on every process
+    model = build_model(config, meta)
+    loader = PretrainingLoader(config.data, config.train.micro_batch_size, split="train", seed=config.train.seed,
+                               rank=env.rank, world_size=env.world_size, num_workers=config.num_workers,
+                               pin_memory=env.device.type == "cuda")
+    batches = ShardStream(loader)
+    evaluate = make_evaluator(config.data, config.train.micro_batch_size, config.eval_batches, env.device) \
+        if env.is_main else None
+    settings = meta["settings"]
+    seq = settings["max_seq_length"]
+    flops = pretraining_flops_per_token(model.config, seq, settings["max_predictions_per_seq"])
+    if config.train.peak_flops is None and env.is_main:
+        dtype = torch.bfloat16 if config.train.precision == "bf16" else torch.float32
+        config.train.peak_flops = measure_matmul_peak(env.device, dtype, seconds=0.5)
+        notice(f"measured matmul peak {config.train.peak_flops / 1e12:.2f} TFLOP/s per device (MFU denominator); "
+               f"{flops / 1e6:.1f} MFLOPs per token")
+    if env.is_main:
+        out = Path(config.output)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / "pretrain_config.json", json.dumps(config.to_dict(), indent=2, default=str) + "\n")
+        per_epoch = len(loader) * env.world_size // config.train.accumulation(env.world_size)
+        if config.train.max_steps and per_epoch and config.train.max_steps > per_epoch:
+            notice(f"{config.train.max_steps} steps is {config.train.max_steps / per_epoch:.1f} epochs of "
+                   f"{per_epoch} updates over the prepared data")
+
+    def copy_tokenizer(directory: Path) -> None:
+        for file in tokenizer_dir.iterdir():
+            if file.is_file():
+                shutil.copyfile(file, directory / file.name)
+
+    result = train(model, batches, config.train, evaluate=evaluate, output_metrics=pretraining_metrics,
+                   flops_per_token=flops, extra_files=copy_tokenizer, env=env)
+    if env.is_main and result.stop_reason != "signal":
+        final = Path(config.output) / FINAL_DIR
+        if final.exists():
+            shutil.rmtree(final)
+        model.save_pretrained(final)
+        copy_tokenizer(final)
+        notice(f"exported the model to {final} (Hugging Face layout)")
+    distributed.barrier(env)
+    return result
