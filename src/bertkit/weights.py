@@ -163,8 +163,9 @@ def _normalise(state: dict[str, Tensor]) -> dict[str, Tensor]:
             name = name.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
         out[name] = tensor
     for alias, name in _ALIASES.items():
-        if alias in out and name not in out:
-            out[name] = out.pop(alias)
+        if alias in out:
+            tensor = out.pop(alias)
+            out.setdefault(name, tensor)  # when both are stored they are the same (tied) tensor
     return out
 
 
@@ -275,7 +276,8 @@ def _torch_reason(exc: Exception) -> str:
     text = str(exc)
     if "WeightsUnpickler error:" in text:
         text = text.split("WeightsUnpickler error:", 1)[1]
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [line.strip() for line in text.splitlines()
+             if line.strip() and not line.startswith(("Weights only load failed", "Check the documentation"))]
     return (lines[0].split(". ")[0] if lines else type(exc).__name__)[:160]
 
 
@@ -356,6 +358,9 @@ def save_pretrained(model: nn.Module, directory: str | os.PathLike, tokenizer: A
     with atomic_path(directory / SAFETENSORS_NAME) as tmp:
         save_file(tensors, tmp, metadata={"format": "pt"})  # transformers refuses files without "format"
     config = dataclasses.replace(bert.config, architectures=[type(model).__name__])
+    if type(model).__name__ == "BertForQuestionAnswering" and config.num_labels != 2:
+        # transformers sizes qa_outputs by num_labels and needs 2 (start, end)
+        config = dataclasses.replace(config, num_labels=2, id2label=None)
     config.save(directory)
     if tokenizer is not None:
         tokenizer.save_pretrained(directory)
