@@ -8,9 +8,9 @@ Input formats (``CorpusOptions.format``):
   document is a whole file (or one book between Gutenberg markers), cut at a paragraph boundary when it
   exceeds ``max_document_bytes``.
 - ``jsonl``: one JSON object per line; its ``text_field`` is one document, treated as prose.
-- ``auto`` (default): ``.jsonl``/``.ndjson`` files are JSONL; otherwise the first lines are sniffed: if
-  fewer than half of the non-blank lines end like a sentence (``. ! ? " ' ) ...``) the file is
-  hard-wrapped prose, else BERT's line format.
+- ``auto`` (default): ``.jsonl``/``.ndjson`` files are JSONL; otherwise the first 400 lines are sniffed:
+  if fewer than half of the lines that are followed by another non-blank line end like a sentence
+  (``. ! ? " ' ) ...``), the file is hard-wrapped prose, else BERT's line format.
 
 Cleaning (``strip_gutenberg``, on by default): when a ``*** START OF THE PROJECT GUTENBERG ...`` line
 appears in a file's first lines, everything up to it is the license header and is dropped, and
@@ -193,11 +193,14 @@ def _decode(line: bytes, stats: CorpusStats) -> str | None:
 
 
 def _sniff_format(head: list[bytes]) -> str:
-    lines = [ln.strip() for ln in head if ln.strip()]
-    if not lines:
+    # Only lines followed by another non-blank line tell: in BERT's format they are whole sentences,
+    # in hard-wrapped prose most of them stop mid-sentence.
+    lines = [ln.strip() for ln in head]
+    inner = [a for a, b in zip(lines, lines[1:]) if a and b]
+    if not inner:
         return "lines"
-    ends = sum(1 for ln in lines if ln.decode("utf-8", "replace").endswith(_SENTENCE_END))
-    return "lines" if ends >= 0.5 * len(lines) else "prose"
+    ends = sum(1 for ln in inner if ln.decode("utf-8", "replace").endswith(_SENTENCE_END))
+    return "lines" if ends >= 0.5 * len(inner) else "prose"
 
 
 class _DocumentBuilder:
