@@ -1,0 +1,46 @@
+"""The service's limits: how much one request may ask, and how requests are batched."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from bertkit.errors import ConfigError
+
+
+@dataclass
+class ServeLimits:
+    """Caps on requests (answered 413 or 422 with a one-line reason) and the batching knobs."""
+
+    max_body_bytes: int = 1_000_000
+    """Largest request body; larger ones get 413 before they are parsed."""
+    max_items: int = 64
+    """Texts (or pairs, or questions) in one request."""
+    max_chars: int = 10_000
+    """Characters of one text; a question-answering context or a text to tag may have ``max_long_chars``."""
+    max_long_chars: int = 100_000
+    max_tokens: int | None = None
+    """WordPiece tokens of one input with its ``[CLS]``/``[SEP]``; None: the model's maximum (512). Texts to
+    tag and question contexts are windowed instead, up to ``max_long_tokens``."""
+    max_long_tokens: int = 8192
+    max_top_k: int = 50
+    attention_max_tokens: int = 128
+    """Tokens of a text whose attention maps are returned (the answer grows with the square)."""
+    batch_size: int = 32
+    """Inputs per forward pass."""
+    batch_window_ms: float = 5.0
+    """How long the batcher waits for more requests after the first one arrives."""
+    max_batch_items: int = 128
+    """Inputs gathered from concurrent requests into one pipeline call."""
+    request_timeout_s: float = 30.0
+    """A request not answered by then gets 504 and its queued work is dropped."""
+    max_queue: int = 1024
+    """Requests waiting for the model; more get 503 (the server is overloaded) at once."""
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if value is not None and value <= 0:
+                raise ConfigError(f"serve limit {name} must be positive, got {value}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

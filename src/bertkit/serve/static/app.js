@@ -1,0 +1,327 @@
+// The page calls the service's JSON endpoints and draws what comes back. No framework, no build step.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const state = { pipelines: [], attention: null };
+const ENTITY_COLOURS = ["#fde68a", "#bfdbfe", "#bbf7d0", "#fbcfe8", "#ddd6fe", "#fed7aa", "#a5f3fc"];
+const MASK = /\[mask\]/i;
+
+async function post(path, body) {
+  const response = await fetch(path, {
+    method: "POST",
+    headers: { "Content-Type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  const data = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(data.error || `${path} answered ${response.status}`);
+  return data;
+}
+
+function el(tag, attributes = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attributes)) {
+    if (key === "class") node.className = value;
+    else if (key === "style") node.style.cssText = value;
+    else node.setAttribute(key, value);
+  }
+  for (const child of children) node.append(child);
+  return node;
+}
+
+function barRow(name, value, extra) {
+  const row = el("div", { class: "bar-row" },
+    el("span", { class: "name" }, name),
+    el("span", { class: "bar" }, el("span", { style: `width:${(100 * value).toFixed(1)}%` })),
+    el("span", { class: "value" }, `${(100 * value).toFixed(1)}%`));
+  if (extra) row.append(el("span", { class: "sequence" }, extra));
+  return row;
+}
+
+function show(id, visible) { $(id).hidden = !visible; }
+
+function setStatus(message, isError = false) {
+  $("status").textContent = message;
+  $("status").classList.toggle("error", isError);
+}
+
+// ------------------------------------------------------------------ model info
+async function init() {
+  try {
+    const info = await (await fetch("/info")).json();
+    state.pipelines = info.pipelines;
+    const m = info.model;
+    $("model").textContent = `${m.architecture}: ${m.layers} layers, ${m.heads} heads, width ${m.hidden_size}` +
+      ` · can do ${info.pipelines.join(", ")}`;
+    show("next-row", has("next-sentence"));
+    show("question-row", has("answer"));
+    if (!has("fill-mask")) {
+      // An encoder without the MLM head: a plain sentence for the attention map and the task heads.
+      $("text-hint").textContent = "";
+      $("text").value = "George Washington lived in Mount Vernon, Virginia, and led the Continental Army.";
+      if (has("answer")) $("question").value = "Where did George Washington live?";
+    }
+  } catch (error) {
+    setStatus(`Cannot reach the service: ${error.message}`, true);
+  }
+}
+
+const has = (pipeline) => state.pipelines.includes(pipeline);
+
+// ------------------------------------------------------------------ the form
+async function analyse(event) {
+  event.preventDefault();
+  const text = $("text").value.trim();
+  if (!text) { setStatus("Type a sentence first.", true); return; }
+  $("submit").disabled = true;
+  setStatus("Thinking…");
+  const jobs = [runAttention(text)];
+  if (has("fill-mask") && MASK.test(text)) jobs.push(runFillMask(text));
+  else show("predictions-card", false);
+  const next = $("next").value.trim();
+  if (has("next-sentence") && next) jobs.push(runNextSentence(text, next));
+  else show("next-card", false);
+  if (has("classify")) jobs.push(runClassify(text));
+  if (has("tag")) jobs.push(runTag(text));
+  const question = $("question").value.trim();
+  if (has("answer") && question) jobs.push(runAnswer(question, text));
+  const results = await Promise.allSettled(jobs);
+  const failed = results.filter((r) => r.status === "rejected");
+  if (failed.length) setStatus(failed.map((r) => r.reason.message).join(" · "), true);
+  else setStatus("");
+  if (has("fill-mask") && !MASK.test(text) && !failed.length) {
+    setStatus("Tip: add [MASK] to the text to see BERT's guesses.");
+  }
+  $("submit").disabled = false;
+}
+
+async function runFillMask(text) {
+  const { results } = await post("/fill-mask", { texts: [text], top_k: 5 });
+  const box = $("predictions");
+  box.replaceChildren();
+  results[0].forEach((candidates, index) => {
+    const group = el("div", { class: "mask-group" });
+    if (results[0].length > 1) group.append(el("h3", { class: "small muted" }, `[MASK] ${index + 1}`));
+    for (const c of candidates) {
+      const row = barRow(c.text, c.score, c.sequence);
+      row.classList.add("prediction");
+      group.append(row);
+    }
+    box.append(group);
+  });
+  show("predictions-card", true);
+}
+
+async function runNextSentence(first, second) {
+  const { results } = await post("/next-sentence", { pairs: [[first, second]] });
+  $("next-result").replaceChildren(barRow("follows", results[0].probability));
+  show("next-card", true);
+}
+
+async function runClassify(text) {
+  const { results } = await post("/classify", { texts: [text] });
+  const prediction = results[0];
+  const box = $("classes");
+  box.replaceChildren();
+  if (prediction.probabilities) {
+    const sorted = Object.entries(prediction.probabilities).sort((a, b) => b[1] - a[1]);
+    for (const [label, p] of sorted) box.append(barRow(label, p));
+  } else {
+    box.append(el("p", {}, `Score: ${prediction.score.toFixed(4)}`));
+  }
+  show("classify-card", true);
+}
+
+function markSpans(text, spans) {
+  // spans: [{start, end, label, colour}] sorted and disjoint; the rest of the text stays plain.
+  const nodes = [];
+  let cursor = 0;
+  for (const span of spans) {
+    if (span.start > cursor) nodes.push(text.slice(cursor, span.start));
+    const mark = el("mark", { style: `background:${span.colour}` }, text.slice(span.start, span.end));
+    if (span.label) mark.append(el("span", { class: "tag" }, span.label));
+    nodes.push(mark);
+    cursor = span.end;
+  }
+  nodes.push(text.slice(cursor));
+  return nodes;
+}
+
+async function runTag(text) {
+  const { results } = await post("/tag", { texts: [text] });
+  const entities = results[0].entities;
+  const types = [...new Set(entities.map((e) => e.type))];
+  const colour = (type) => ENTITY_COLOURS[types.indexOf(type) % ENTITY_COLOURS.length];
+  $("entities").replaceChildren(...markSpans(text,
+    entities.map((e) => ({ start: e.start, end: e.end, label: e.type, colour: colour(e.type) }))));
+  $("entity-legend").replaceChildren(...(entities.length
+    ? types.map((t) => el("mark", { style: `background:${colour(t)}` }, t))
+    : [el("span", { class: "muted" }, "No entities found.")]));
+  show("entities-card", true);
+}
+
+async function runAnswer(question, context) {
+  const { results } = await post("/answer", { inputs: [{ question, context }], top_k: 3 });
+  const [best, ...others] = results[0];
+  const box = $("answer");
+  if (best && best.start !== null) {
+    box.replaceChildren(...markSpans(context, [{ start: best.start, end: best.end,
+      label: `${(100 * best.score).toFixed(0)}%`, colour: "#bbf7d0" }]));
+  } else {
+    box.replaceChildren(el("span", { class: "muted" }, "The model finds no answer in the text."));
+  }
+  $("answer-alternatives").replaceChildren(...others.filter((a) => a.text).map((a) =>
+    el("li", {}, `${a.text} (${(100 * a.score).toFixed(1)}%)`)));
+  show("answer-card", true);
+}
+
+// ------------------------------------------------------------------ attention
+async function runAttention(text) {
+  const data = await post("/attention", { text });
+  state.attention = data;
+  const layers = data.attentions.length;
+  const heads = data.attentions[0].length;
+  const layer = $("layer");
+  const head = $("head");
+  const keepLayer = Math.min(Number(layer.value || layers - 1), layers - 1);
+  const keepHead = head.value || "mean";
+  layer.replaceChildren(...Array.from({ length: layers }, (_, i) => el("option", { value: i }, String(i + 1))));
+  head.replaceChildren(el("option", { value: "mean" }, "all (mean)"),
+    ...Array.from({ length: heads }, (_, i) => el("option", { value: i }, String(i + 1))));
+  layer.value = String(keepLayer);
+  head.value = keepHead === "mean" || Number(keepHead) < heads ? keepHead : "mean";
+  show("attention-card", true);
+  drawAttention();
+}
+
+function currentMatrix() {
+  const { attentions } = state.attention;
+  const layer = attentions[Number($("layer").value)];
+  const head = $("head").value;
+  if (head !== "mean") return layer[Number(head)];
+  const n = layer[0].length;
+  return Array.from({ length: n }, (_, i) => Array.from({ length: n },
+    (_, j) => layer.reduce((sum, h) => sum + h[i][j], 0) / layer.length));
+}
+
+function drawAttention() {
+  if (!state.attention) return;
+  const view = document.querySelector('input[name="view"]:checked').value;
+  show("heatmap-wrap", view === "heatmap");
+  show("lines-wrap", view === "lines");
+  const matrix = currentMatrix();
+  if (view === "heatmap") drawHeatmap(matrix);
+  else drawLines(matrix);
+  $("attention-card").dataset.ready = "true";
+}
+
+function colourFor(value) {
+  // white to the accent blue; a square root makes small weights visible
+  const t = Math.sqrt(Math.max(0, Math.min(1, value)));
+  const mix = (a, b) => Math.round(a + (b - a) * t);
+  return `rgb(${mix(255, 36)},${mix(255, 86)},${mix(255, 199)})`;
+}
+
+function drawHeatmap(matrix) {
+  const tokens = state.attention.tokens;
+  const n = tokens.length;
+  const canvas = $("heatmap");
+  const context = canvas.getContext("2d");
+  context.font = "12px system-ui, sans-serif";
+  const label = Math.min(110, Math.max(...tokens.map((t) => context.measureText(t).width)) + 8);
+  const available = Math.max(200, $("heatmap-wrap").clientWidth - label - 4);
+  const cell = Math.max(8, Math.min(28, Math.floor(available / n)));
+  const width = label + cell * n;
+  const height = label + cell * n;
+  const ratio = window.devicePixelRatio || 1;
+  canvas.width = width * ratio;
+  canvas.height = height * ratio;
+  canvas.style.width = `${width}px`;
+  canvas.style.height = `${height}px`;
+  context.setTransform(ratio, 0, 0, ratio, 0, 0);
+  context.clearRect(0, 0, width, height);
+  context.font = "12px system-ui, sans-serif";
+  context.fillStyle = "#1d2330";
+  context.textBaseline = "middle";
+  for (let i = 0; i < n; i++) {
+    context.textAlign = "right";
+    context.fillText(tokens[i], label - 4, label + cell * i + cell / 2, label - 6);
+    context.save();
+    context.translate(label + cell * i + cell / 2, label - 4);
+    context.rotate(-Math.PI / 2);
+    context.textAlign = "left";
+    context.fillText(tokens[i], 0, 0, label - 6);
+    context.restore();
+  }
+  for (let i = 0; i < n; i++) {
+    for (let j = 0; j < n; j++) {
+      context.fillStyle = colourFor(matrix[i][j]);
+      context.fillRect(label + cell * j, label + cell * i, cell, cell);
+    }
+  }
+  canvas.onmousemove = canvas.onclick = (event) => {
+    const box = canvas.getBoundingClientRect();
+    const j = Math.floor((event.clientX - box.left - label) / cell);
+    const i = Math.floor((event.clientY - box.top - label) / cell);
+    $("attention-readout").textContent = i >= 0 && j >= 0 && i < n && j < n
+      ? `${tokens[i]} → ${tokens[j]}: ${(100 * matrix[i][j]).toFixed(1)}%` : "";
+  };
+}
+
+function drawLines(matrix) {
+  const tokens = state.attention.tokens;
+  const n = tokens.length;
+  const svg = $("lines");
+  const ns = "http://www.w3.org/2000/svg";
+  const rowHeight = 22;
+  const width = Math.min(520, Math.max(280, $("lines-wrap").clientWidth - 4));
+  const height = rowHeight * n + 10;
+  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  svg.setAttribute("width", width);
+  svg.setAttribute("height", height);
+  svg.replaceChildren();
+  const left = 110;
+  const right = width - 110;
+  const y = (i) => 10 + rowHeight * i + rowHeight / 2;
+  const group = document.createElementNS(ns, "g");
+  svg.append(group);
+  const draw = (focus) => {
+    group.replaceChildren();
+    for (let i = 0; i < n; i++) {
+      if (focus !== null && i !== focus) continue;
+      for (let j = 0; j < n; j++) {
+        const weight = matrix[i][j];
+        if (weight < 0.02) continue;
+        const line = document.createElementNS(ns, "line");
+        line.setAttribute("x1", left); line.setAttribute("y1", y(i));
+        line.setAttribute("x2", right); line.setAttribute("y2", y(j));
+        line.setAttribute("stroke", "#2456c7");
+        line.setAttribute("stroke-opacity", Math.min(1, weight * (focus === null ? 1 : 1.5)).toFixed(3));
+        line.setAttribute("stroke-width", (1 + 3 * weight).toFixed(2));
+        group.append(line);
+      }
+    }
+  };
+  tokens.forEach((token, i) => {
+    for (const [x, anchor] of [[left - 6, "end"], [right + 6, "start"]]) {
+      const label = document.createElementNS(ns, "text");
+      label.setAttribute("x", x);
+      label.setAttribute("y", y(i) + 4);
+      label.setAttribute("text-anchor", anchor);
+      label.textContent = token;
+      if (anchor === "end") {
+        label.addEventListener("mouseenter", () => { draw(i); label.classList.add("active"); });
+        label.addEventListener("mouseleave", () => { draw(null); label.classList.remove("active"); });
+        label.addEventListener("click", () => draw(i));
+      }
+      svg.append(label);
+    }
+  });
+  draw(null);
+}
+
+$("form").addEventListener("submit", analyse);
+$("layer").addEventListener("change", drawAttention);
+$("head").addEventListener("change", drawAttention);
+for (const radio of document.querySelectorAll('input[name="view"]')) radio.addEventListener("change", drawAttention);
+window.addEventListener("resize", () => { if (state.attention) drawAttention(); });
+init();
