@@ -12,6 +12,7 @@ The model knows nothing of files: ``from_pretrained``/``save_pretrained`` delega
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -111,7 +112,7 @@ def activation(name: str):
     if name == "gelu":
         return F.gelu
     if name in ("gelu_new", "gelu_pytorch_tanh"):
-        return lambda x: F.gelu(x, approximate="tanh")
+        return functools.partial(F.gelu, approximate="tanh")
     if name == "relu":
         return F.relu
     raise ConfigError(f"hidden_act {name!r} is not supported")
@@ -316,9 +317,11 @@ class BertModel(PreTrainedMixin, nn.Module):
         """``input_ids [B, L]``; ``token_type_ids`` 0/1 segments (default all 0); ``attention_mask`` 1 for real
         tokens and 0 for padding (default all 1)."""
         mask = None
-        # One host sync per forward (not per layer) so that unpadded batches reach SDPA with no mask.
-        if attention_mask is not None and not bool(attention_mask.all()):
-            mask = attention_mask[:, None, None, :].bool()
+        if attention_mask is not None:
+            # Unpadded batches reach SDPA with no mask (fastest kernel); the check costs one host sync per
+            # forward, so under torch.compile (where it would break the graph) the mask is always passed.
+            if torch.compiler.is_compiling() or not bool(attention_mask.all()):
+                mask = attention_mask[:, None, None, :].bool()
         x = self.embeddings(input_ids, token_type_ids)
         x, hidden_states, attentions = self.encoder(x, mask, output_hidden_states, output_attentions)
         pooled = self.pooler(x) if self.pooler is not None else None
