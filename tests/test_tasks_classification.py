@@ -277,3 +277,12 @@ def test_end_to_end_with_tiny_model(tokenizer):
     predictions = task.postprocess(examples, features, task.unbatch(out, batch))
     assert {p.label for p in predictions} <= {"0", "1"}
     assert set(task.evaluate(predictions, examples)) == {"accuracy", "mcc", "f1", "accuracy_f1"}
+
+
+def test_mixed_singles_and_pairs_in_one_call(tokenizer):
+    examples = [ClassificationExample("one two three four five six", None, None, "i:0"),
+                ClassificationExample("one two three four five six", "seven", None, "i:1")]
+    features = ClassificationTask().featurize(examples, tokenizer, 8)
+    assert [len(f["input_ids"]) for f in features] == [8, 8]
+    assert features[0]["token_type_ids"] == [0] * 8
+    assert features[1]["token_type_ids"][-2:] == [1, 1] and "labels" not in features[0]

@@ -171,14 +171,16 @@ class ClassificationTask:
     def featurize(self, examples: Sequence[ClassificationExample], tokenizer: Any,
                   max_seq_length: int) -> list[Feature]:
         """Model inputs; ``labels`` is present when the examples are labelled and the labels are fitted."""
-        pairs = examples[0].text_pair is not None if examples else False
-        room = max_seq_length - (3 if pairs else 2)
-        if room < 2:
+        if max_seq_length < 5:
             raise ConfigError(f"max_seq_length {max_seq_length} leaves no room for text")
         ids_a = tokenizer.ids_batch([e.text for e in examples])
-        ids_b = tokenizer.ids_batch([e.text_pair or "" for e in examples]) if pairs else [None] * len(examples)
+        ids_b: list[list[int] | None] = [None] * len(examples)
+        paired = [i for i, e in enumerate(examples) if e.text_pair is not None]
+        for i, ids in zip(paired, tokenizer.ids_batch([examples[i].text_pair for i in paired]) if paired else []):
+            ids_b[i] = ids
         features: list[Feature] = []
         for index, (example, a, b) in enumerate(zip(examples, ids_a, ids_b)):
+            room = max_seq_length - (2 if b is None else 3)
             label = self._label_id(example)
             if self.long_text == "truncate" or len(a) + len(b or ()) <= room:
                 a, b = truncate_pair(a, b, room)
