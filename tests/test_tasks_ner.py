@@ -198,3 +198,24 @@ def test_bioes_tags_round_trip(tokenizer):
             row[position, label] = 1.0
     [prediction] = task.postprocess([example], [feature], [row])
     assert [(e["text"], e["type"]) for e in prediction.entities] == [("New York", "LOC"), ("Paris", "LOC")]
+
+
+def test_oracle_on_real_conll_valid_scores_one(tokenizer):
+    """Logits that repeat each feature's own labels give back every gold tag, windows included."""
+    if not CONLL.is_dir():
+        pytest.skip("../shared/data/conll2003 is absent")
+    task = NerTask(window_stride=16)
+    examples = read_conll(CONLL / "valid.txt")
+    task.fit_labels(examples)
+    features = task.featurize(examples, tokenizer, 48)  # short windows: long sentences get split
+    assert len(features) > len(examples)
+    rows = []
+    for f in features:
+        row = np.zeros((len(f["input_ids"]), task.num_labels), dtype=np.float32)
+        labelled = [p for p, label in enumerate(f["labels"]) if label != IGNORE_INDEX]
+        row[labelled, [f["labels"][p] for p in labelled]] = 1.0
+        rows.append(row)
+    predictions = task.postprocess(examples, features, rows)
+    scores = task.evaluate(predictions, examples)
+    assert scores["f1"] == 1.0 and scores["accuracy"] == 1.0
+    assert scores["support_PER"] == 1842  # CoNLL-2003 dev: 1842 PER entities
