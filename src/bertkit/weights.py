@@ -255,7 +255,7 @@ def load_hf_state_dict(model: nn.Module, state: dict[str, Tensor], *, ignore_mis
         )
     report.ignored = leftovers
     if report.initialised:
-        logger.warning("%s: %s not in the %s, newly initialised (train before use)",
+        logger.warning("%s: %s not in %s; newly initialised, train before use",
                        type(model).__name__, _summary(report.initialised), source)
     if report.ignored:
         logger.warning("%s: ignored %d weights the model does not use (%s)",
