@@ -181,6 +181,9 @@ def test_truncated_and_missing_weights(tmp_path):
     path.unlink()
     with pytest.raises(CheckpointError, match="no weights"):
         load_model(tmp_path)
+    (tmp_path / "bert_model.ckpt.index").write_bytes(b"")  # Google's TF1 release layout
+    with pytest.raises(CheckpointError, match="TensorFlow"):
+        load_model(tmp_path)
 
 
 def test_config_that_does_not_match_the_weights(tmp_path):

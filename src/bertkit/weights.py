@@ -411,6 +411,9 @@ def load_model(path: str | os.PathLike, head: str | type | None = None, *, ignor
     if not (directory / CONFIG_NAME).is_file() and not (directory / "bert_config.json").is_file():
         raise CheckpointError(f"{directory} is not a model directory: it has no {CONFIG_NAME}")
     if weights is None:
+        if any(directory.glob("*.ckpt.index")) or (directory / "tf_model.h5").is_file():
+            raise CheckpointError(f"{directory} holds TensorFlow weights, which bertkit does not read; convert them "
+                                  f"to {SAFETENSORS_NAME} with transformers (BertForPreTraining.from_pretrained(..., from_tf=True))")
         raise CheckpointError(f"{directory} has a config but no weights ({SAFETENSORS_NAME} or {PYTORCH_NAME})")
     config = _apply_overrides(BertConfig.load(directory), config_overrides)
     cls = _resolve_head(head, config)
