@@ -75,8 +75,10 @@ class Loaded:
         """Whether the model has a trained head for ``pipeline`` (``embed`` and ``attention``: always)."""
         if pipeline in ("embed", "attention"):
             return True
+        from bertkit.model import HEAD_CLASSES
+
         classes, names, _ = PIPELINES[pipeline]
-        if type(self.model).__name__ not in classes:
+        if not isinstance(self.model, tuple(HEAD_CLASSES[c] for c in classes)):
             return False
         return self.checkpoint_names is None or all(name in self.checkpoint_names for name in names)
 
@@ -91,7 +93,7 @@ class Loaded:
             return
         classes, _, what = PIPELINES[pipeline]
         kind = type(self.model).__name__
-        if kind in classes:
+        if self.checkpoint_names is not None and kind in classes:
             reason = f"its checkpoint has no trained weights for {what}"
         else:
             reason = f"it is a {kind}; {pipeline.replace('_', '-')} needs {what} ({' or '.join(classes)})"
@@ -255,7 +257,8 @@ def embed(
 
         batches = tqdm(batches, desc="embed", unit="batch")
     for batch in batches:
-        inputs = {k: v.to(device) for k, v in collate_encodings([encodings[i] for i in batch]).items()}
+        padded = collate_encodings([encodings[i] for i in batch], pad_id=loaded.tokenizer.pad_id)
+        inputs = {k: v.to(device) for k, v in padded.items()}
         out = encoder(**inputs, output_hidden_states=len(layer_ids) > 1 or layer_ids != [-1])
         states = [out.last_hidden_state] if out.hidden_states is None else [out.hidden_states[i] for i in layer_ids]
         hidden = torch.cat(states, dim=-1).float()
@@ -658,7 +661,8 @@ def attentions(text: TextInput, model: "str | os.PathLike | Loaded", *, max_leng
     loaded = _as_loaded(model)
     _check_texts([text])
     encoding = _encode(loaded, [text], max_length)[0]
-    inputs = {k: v.to(loaded.device) for k, v in collate_encodings([encoding]).items()}
+    padded = collate_encodings([encoding], pad_id=loaded.tokenizer.pad_id)
+    inputs = {k: v.to(loaded.device) for k, v in padded.items()}
     out = loaded.encoder(**inputs, output_attentions=True)
     maps = torch.stack([a[0] for a in out.attentions]).float().cpu().numpy()
     return AttentionMaps(list(encoding.tokens), [tuple(o) for o in encoding.offsets], maps)
