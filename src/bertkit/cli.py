@@ -109,6 +109,255 @@ def embed_command(
     print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} embeddings to {output}", file=sys.stderr)
 
 
+# ---------------------------------------------------------------------- inference pipelines, serve, export
+# (issue 6; this block is the inference helper's: fill-mask, next-sentence, classify, tag, answer,
+#  attention, serve, export onnx)
+def _pipeline_inputs(texts: list[str] | None, input: str | None, pairs: bool = False) -> list:
+    """Texts from the arguments or from ``--input`` (a file, ``-`` for stdin), one per line; with
+    ``pairs``, a TAB splits a line into (text, text_pair)."""
+    if texts and input:
+        fail("give texts as arguments or --input FILE, not both")
+    lines = list(texts) if texts else read_lines(input) if input else []
+    if not lines:
+        fail("give a text as an argument, or --input FILE with one input per line (- for stdin)")
+    if pairs:
+        return [tuple(line.split("\t", 1)) if "\t" in line else line for line in lines]
+    return lines
+
+
+def _print_json(obj) -> None:
+    import json
+
+    print(json.dumps(obj, ensure_ascii=False))
+
+
+_MODEL = typer.Option(..., "--model", "-m", help="Model directory (Hugging Face layout).")
+_INPUT = typer.Option(None, "--input", "-i", help="Text file with one input per line; - for stdin.")
+_JSON = typer.Option(False, "--json", help="Print one JSON object per input instead of text.")
+_BATCH = typer.Option(32, "--batch-size", help="Inputs per forward pass.")
+
+
+@app.command("fill-mask")
+def fill_mask_command(
+    texts: list[str] = typer.Argument(None, help="Texts with one or more [MASK]."),
+    model: str = _MODEL, input: str = _INPUT, as_json: bool = _JSON, batch_size: int = _BATCH,
+    top_k: int = typer.Option(5, "--top-k", "-k", help="Candidates per mask."),
+) -> None:
+    """Predict the words hidden behind [MASK] (needs a model with its masked-LM head).
+
+    Example: bertkit fill-mask --model ./bert "Paris is the [MASK] of France."
+    """
+    from bertkit.inference import fill_mask
+
+    items = _pipeline_inputs(texts, input)
+    for text, masks in zip(items, fill_mask(items, model, top_k=top_k, batch_size=batch_size)):
+        if as_json:
+            _print_json({"text": text, "masks": [[c.to_dict() for c in m] for m in masks]})
+            continue
+        print(text)
+        for number, candidates in enumerate(masks, start=1):
+            label = f"[MASK] {number}: " if len(masks) > 1 else ""
+            for c in candidates:
+                print(f"  {label}{c.text:<16} {100 * c.score:6.2f}%  {c.sequence}")
+
+
+@app.command("next-sentence")
+def next_sentence_command(
+    first: str = typer.Argument(None, help="Sentence A."), second: str = typer.Argument(None, help="Sentence B."),
+    model: str = _MODEL, input: str = _INPUT, as_json: bool = _JSON, batch_size: int = _BATCH,
+) -> None:
+    """Probability that sentence B follows sentence A (needs a pre-training model with its NSP head).
+
+    Example: bertkit next-sentence --model ./bert "I went home." "Then I slept."
+    With --input, each line is A<TAB>B.
+    """
+    from bertkit.inference import next_sentence
+
+    if first is not None and second is None:
+        fail("give two sentences (A and B), or --input FILE with A<TAB>B per line")
+    pairs = _pipeline_inputs([f"{first}\t{second}"] if first is not None else None, input, pairs=True)
+    for i, pair in enumerate(pairs):
+        if not isinstance(pair, tuple):
+            fail(f"line {i + 1} has no TAB between sentence A and sentence B")
+    probs = next_sentence([a for a, _ in pairs], [b for _, b in pairs], model, batch_size=batch_size)
+    for (a, b), p in zip(pairs, probs):
+        if as_json:
+            _print_json({"first": a, "second": b, "probability": p})
+        else:
+            print(f"{p:.4f}\t{a}\t{b}")
+
+
+@app.command("classify")
+def classify_command(
+    texts: list[str] = typer.Argument(None, help="Texts to classify (a TAB separates a pair)."),
+    model: str = _MODEL, input: str = _INPUT, as_json: bool = _JSON, batch_size: int = _BATCH,
+) -> None:
+    """Label texts or text pairs with a fine-tuned classifier (or score them, for regression).
+
+    Example: bertkit classify --model ./sst2-model --input reviews.txt --json
+    """
+    from bertkit.inference import classify
+
+    items = _pipeline_inputs(texts, input, pairs=True)
+    for item, p in zip(items, classify(items, model, batch_size=batch_size)):
+        text, pair = (item, None) if isinstance(item, str) else item
+        if as_json:
+            _print_json({"text": text, **({"text_pair": pair} if pair is not None else {}), "label": p.label,
+                         "score": p.score, "probabilities": p.probabilities})
+        elif p.label is None:
+            print(f"{p.score:.4f}\t{text}" + (f"\t{pair}" if pair is not None else ""))
+        else:
+            print(f"{p.label}\t{p.score:.4f}\t{text}" + (f"\t{pair}" if pair is not None else ""))
+
+
+@app.command("tag")
+def tag_command(
+    texts: list[str] = typer.Argument(None, help="Texts to tag."),
+    model: str = _MODEL, input: str = _INPUT, as_json: bool = _JSON, batch_size: int = _BATCH,
+) -> None:
+    """Find entities (or any word tags) with a fine-tuned token classifier; offsets are characters.
+
+    Example: bertkit tag --model ./ner-model "George Washington lived in Mount Vernon."
+    """
+    from bertkit.inference import tag
+
+    items = _pipeline_inputs(texts, input)
+    for result in tag(items, model, batch_size=batch_size):
+        if as_json:
+            _print_json(result.to_dict())
+            continue
+        marked, cursor = [], 0
+        for e in result.entities:
+            marked += [result.text[cursor:e.start], f"[{e.text}]{e.type}"]
+            cursor = e.end
+        print("".join(marked) + result.text[cursor:])
+
+
+@app.command("answer")
+def answer_command(
+    question: str = typer.Option(None, "--question", "-q", help="The question."),
+    context: str = typer.Option(None, "--context", "-c", help="The text that holds the answer."),
+    context_file: str = typer.Option(None, "--context-file", help="Read the context from this file."),
+    input: str = typer.Option(None, "--input", "-i", help="JSON lines {\"question\", \"context\"}; - for stdin."),
+    model: str = _MODEL, as_json: bool = _JSON, batch_size: int = _BATCH,
+    top_k: int = typer.Option(1, "--top-k", "-k", help="Answers per question."),
+    allow_no_answer: bool = typer.Option(False, help="SQuAD v2 models: answer nothing when no span is likely."),
+) -> None:
+    """Answer questions from a context with a fine-tuned extractive QA model (long contexts are windowed).
+
+    Example: bertkit answer --model ./squad-model -q "Who led the army?" --context-file history.txt
+    """
+    import json
+    from pathlib import Path
+
+    from bertkit.inference import answer
+
+    if input:
+        rows = []
+        for number, line in enumerate(read_lines(input), start=1):
+            try:
+                row = json.loads(line)
+                rows.append((str(row["question"]), str(row["context"])))
+            except (ValueError, KeyError, TypeError):
+                fail(f"{input}:{number}: expected a JSON object with question and context")
+    else:
+        if context_file:
+            if not Path(context_file).is_file():
+                fail(f"context file {context_file} does not exist")
+            context = Path(context_file).read_text(encoding="utf-8")
+        if not question or not context:
+            fail("give --question and --context (or --context-file), or --input FILE of JSON lines")
+        rows = [(question, context)]
+    results = answer([q for q, _ in rows], [c for _, c in rows], model, top_k=top_k, batch_size=batch_size,
+                     allow_no_answer=allow_no_answer)
+    for (q, _), found in zip(rows, results):
+        found = found if isinstance(found, list) else [found]
+        if as_json:
+            payload = [a.to_dict() for a in found]
+            _print_json({"question": q, **payload[0]} if top_k == 1 else {"question": q, "answers": payload})
+            continue
+        for a in found:
+            where = f"chars {a.start}-{a.end}" if a.start is not None else "no answer"
+            print(f"{a.text or '(no answer)'}\t{100 * a.score:.1f}%\t{where}\t{q}")
+
+
+@app.command("attention")
+def attention_command(
+    text: str = typer.Argument(..., help="The text to look at."),
+    model: str = _MODEL, as_json: bool = _JSON,
+    layer: int = typer.Option(-1, help="Layer (Python index, -1 = last)."),
+    head: int = typer.Option(None, help="Head (default: the mean over heads)."),
+    top: int = typer.Option(3, help="Most attended tokens to list per token."),
+) -> None:
+    """Show where each token attends in one layer (all layers and heads with --json).
+
+    Example: bertkit attention --model ./bert --layer 5 --head 2 "The cat sat on the mat."
+    """
+    from bertkit.inference import attentions
+
+    maps = attentions(text, model)
+    if as_json:
+        _print_json({"tokens": maps.tokens, "offsets": maps.offsets, "attentions": maps.attentions.round(5).tolist()})
+        return
+    layers, heads = maps.attentions.shape[:2]
+    if not -layers <= layer < layers or (head is not None and not -heads <= head < heads):
+        fail(f"the model has {layers} layers of {heads} heads; got layer {layer}, head {head}")
+    matrix = maps.attentions[layer].mean(0) if head is None else maps.attentions[layer, head]
+    for token, row in zip(maps.tokens, matrix):
+        best = row.argsort()[::-1][:top]
+        print(f"{token:>14} -> " + ", ".join(f"{maps.tokens[j]} {row[j]:.2f}" for j in best))
+
+
+@app.command("serve")
+def serve_command(
+    model: str = _MODEL,
+    host: str = typer.Option("127.0.0.1", help="Address to bind; the default serves this machine only."),
+    port: int = typer.Option(8000, help="TCP port."),
+    batch_size: int = typer.Option(32, help="Inputs per forward pass."),
+    max_items: int = typer.Option(64, help="Inputs in one request."),
+    timeout: float = typer.Option(30.0, help="Seconds before a request is answered 504."),
+) -> None:
+    """Serve the model over HTTP (JSON API with OpenAPI docs at /docs, web page at /).
+
+    Example: bertkit serve --model ./bert --port 8000, then open http://127.0.0.1:8000/
+    """
+    from bertkit.serve import ServeLimits, serve
+
+    serve(model, host=host, port=port,
+          limits=ServeLimits(batch_size=batch_size, max_items=max_items, request_timeout_s=timeout))
+
+
+export_app = typer.Typer(help="Export a model to other runtimes.", no_args_is_help=True)
+app.add_typer(export_app, name="export")
+
+
+@export_app.command("onnx")
+def export_onnx_command(
+    model: str = _MODEL,
+    output: str = typer.Option(..., "--output", "-o", help="The .onnx file to write."),
+    head: str = typer.Option("auto", help="auto (the checkpoint's head) | encoder | a class name like BertForMaskedLM."),
+    opset: int = typer.Option(17, help="ONNX opset version."),
+    verify: bool = typer.Option(True, help="Run the file with onnxruntime and compare with PyTorch."),
+) -> None:
+    """Export to ONNX with dynamic batch and sequence axes (inputs input_ids, token_type_ids, attention_mask).
+
+    Example: bertkit export onnx --model ./sst2-model --output sst2.onnx
+    """
+    from bertkit.export import check_onnx_installed, export_onnx, output_names, verify_onnx
+    from bertkit.weights import load_model
+
+    check_onnx_installed()
+    loaded = load_model(model, head={"auto": None, "encoder": "BertModel"}.get(head, head))
+    path = export_onnx(loaded, output, opset=opset)
+    print(f"wrote {path} ({type(loaded).__name__}: outputs {', '.join(output_names(loaded))})", file=sys.stderr)
+    if verify:
+        diff = verify_onnx(loaded, path)
+        print(f"onnxruntime matches PyTorch: max abs diff {diff:.2e}", file=sys.stderr)
+        if diff > 1e-4:
+            fail(f"the exported graph differs from the model by {diff:.2e} (more than 1e-4)")
+# ---------------------------------------------------------------------- end of inference block
+
+
 # ---------------------------------------------------------------------------------------- pretrain (training)
 @app.command("pretrain")
 def pretrain_command(
