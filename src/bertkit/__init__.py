@@ -1,1 +1,69 @@
-"""bertkit: BERT from scratch on PyTorch."""
+"""bertkit: BERT from scratch on PyTorch. The public Python API, re-exported (nothing is defined here).
+
+Names are resolved on first use, so ``import bertkit`` is cheap and data-preparation worker processes
+that import ``bertkit.data`` do not pay for torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    # configuration and errors
+    "BertConfig": "bertkit.config",
+    "PRESETS": "bertkit.config",
+    "BertkitError": "bertkit.errors",
+    "ConfigError": "bertkit.errors",
+    "TokenizerError": "bertkit.errors",
+    "CheckpointError": "bertkit.errors",
+    "DataError": "bertkit.errors",
+    # tokenizer
+    "Tokenizer": "bertkit.tokenizer",
+    "Encoding": "bertkit.tokenizer",
+    "collate_encodings": "bertkit.tokenizer",
+    # model and checkpoints
+    "BertModel": "bertkit.model",
+    "BertForPreTraining": "bertkit.model",
+    "BertForMaskedLM": "bertkit.model",
+    "BertForSequenceClassification": "bertkit.model",
+    "BertForTokenClassification": "bertkit.model",
+    "BertForQuestionAnswering": "bertkit.model",
+    "load_model": "bertkit.weights",
+    "save_pretrained": "bertkit.weights",
+    # pre-training data
+    "PrepareConfig": "bertkit.data",
+    "prepare_dataset": "bertkit.data",
+    "open_dataset": "bertkit.data",
+    "PretrainingLoader": "bertkit.data",
+    # training
+    "TrainConfig": "bertkit.training",
+    "train": "bertkit.training",
+    # fine-tuning tasks
+    "get_task": "bertkit.tasks",
+    # inference pipelines
+    "load": "bertkit.inference",
+    "embed": "bertkit.inference",
+    "fill_mask": "bertkit.inference",
+    "next_sentence": "bertkit.inference",
+    "classify": "bertkit.inference",
+    "tag": "bertkit.inference",
+    "answer": "bertkit.inference",
+    "attentions": "bertkit.inference",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'bertkit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
