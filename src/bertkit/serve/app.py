@@ -229,6 +229,8 @@ def _describe_validation(errors: Sequence[dict]) -> str:
     if first.get("type") == "json_invalid":
         return f"the request body is not valid JSON ({first.get('ctx', {}).get('error', first.get('msg'))})"
     where = ".".join(str(part) for part in first.get("loc", ()) if part != "body") or "body"
+    if where == "body" and first.get("type") == "missing":
+        return "the request body is empty: send a JSON object"
     more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
     return f"{where}: {first.get('msg', 'invalid value')}{more}"
 
