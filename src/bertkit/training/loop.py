@@ -420,7 +420,7 @@ def train(
         progress.close()
     if stop_reason != "signal":
         run_evaluation()
-    if last_saved_step != step or last_saved is None:
+    if last_saved_step != step:  # the same decision on every process (last_saved is the main's only)
         save(stop_reason)
     logger.close(plot=config.plot)
     if env.is_main:

@@ -1,0 +1,68 @@
+"""Data parallelism: 2 CPU processes (gloo, torchrun) follow the single-process trajectory at the same global
+batch, write checkpoints once, and a checkpoint resumes on another number of processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bertkit.config import BertConfig
+from training_helpers import make_pretraining_dataset
+
+TORCHRUN = Path(sys.executable).with_name("torchrun")
+
+SCRIPT = """
+import sys, torch
+torch.set_num_threads(1)
+from bertkit.training.pretrain import build_config, pretrain
+data, output, model_config, steps, resume = sys.argv[1:6]
+cfg = build_config(dict(data=data, output=output, model_config=model_config, micro_batch_size=4,
+                        global_batch_size=8, max_steps=int(steps), lr=1e-3, warmup_steps=2, log_every=1,
+                        save_every=4, eval_batches=0, progress=False, tensorboard=False, plot=False,
+                        peak_flops=1e12, resume=resume or None, device="cpu"))
+pretrain(cfg)
+"""
+
+
+def run(tmp_path: Path, procs: int, output: str, steps: int = 8, resume: str = "") -> list[tuple[int, float]]:
+    script = tmp_path / "run.py"
+    script.write_text(SCRIPT)
+    args = [str(tmp_path / "data"), str(tmp_path / output), str(tmp_path / "config.json"), str(steps), resume]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    if procs == 1:
+        cmd = [sys.executable, str(script), *args]
+    else:
+        cmd = [str(TORCHRUN), "--standalone", f"--nproc_per_node={procs}", str(script), *args]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = [json.loads(line) for line in (tmp_path / output / "metrics.jsonl").read_text().splitlines()]
+    return [(r["step"], r["loss"]) for r in records if r["split"] == "train"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not TORCHRUN.exists(), reason="torchrun is not installed next to this python")
+def test_two_processes_follow_the_single_process_trajectory(tmp_path):
+    make_pretraining_dataset(tmp_path / "data", n_train=128, n_eval=0, seq=24, vocab=60)
+    # No dropout: the processes' dropout streams differ by design; everything else must match.
+    BertConfig.preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0).save(tmp_path)
+    single = run(tmp_path, 1, "single")
+    double = run(tmp_path, 2, "double")
+    assert [s for s, _ in single] == [s for s, _ in double] == list(range(1, 9))
+    for (_, a), (_, b) in zip(single, double):
+        assert b == pytest.approx(a, rel=1e-5)
+    assert len({loss for _, loss in single}) == len(single)  # the weights move: no constant trajectory
+    checkpoints = sorted(p.name for p in (tmp_path / "double").iterdir() if p.name.startswith("checkpoint"))
+    assert checkpoints == ["checkpoint-4", "checkpoint-8"]
+
+    # Resume the 2-process checkpoint-4 in one process: same data position, same trajectory.
+    shutil.rmtree(tmp_path / "double" / "checkpoint-8")
+    resumed = run(tmp_path, 1, "double", resume="auto")
+    for (_, a), (_, b) in zip(single, resumed):
+        assert b == pytest.approx(a, rel=1e-5)
+    assert [s for s, _ in resumed] == list(range(1, 9))
