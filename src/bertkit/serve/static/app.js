@@ -74,16 +74,19 @@ async function analyse(event) {
   if (!text) { setStatus("Type a sentence first.", true); return; }
   $("submit").disabled = true;
   setStatus("Thinking…");
-  const jobs = [runAttention(text)];
-  if (has("fill-mask") && MASK.test(text)) jobs.push(runFillMask(text));
+  // Each panel is redrawn by its own request; a failed request hides its panel (no stale results).
+  const guard = (card, promise) => promise.catch((error) => { show(card, false); throw error; });
+  const jobs = [guard("attention-card", runAttention(text))];
+  if (has("fill-mask") && MASK.test(text)) jobs.push(guard("predictions-card", runFillMask(text)));
   else show("predictions-card", false);
   const next = $("next").value.trim();
-  if (has("next-sentence") && next) jobs.push(runNextSentence(text, next));
+  if (has("next-sentence") && next) jobs.push(guard("next-card", runNextSentence(text, next)));
   else show("next-card", false);
-  if (has("classify")) jobs.push(runClassify(text));
-  if (has("tag")) jobs.push(runTag(text));
+  if (has("classify")) jobs.push(guard("classify-card", runClassify(text)));
+  if (has("tag")) jobs.push(guard("entities-card", runTag(text)));
   const question = $("question").value.trim();
-  if (has("answer") && question) jobs.push(runAnswer(question, text));
+  if (has("answer") && question) jobs.push(guard("answer-card", runAnswer(question, text)));
+  else show("answer-card", false);
   const results = await Promise.allSettled(jobs);
   const failed = results.filter((r) => r.status === "rejected");
   if (failed.length) setStatus(failed.map((r) => r.reason.message).join(" · "), true);
