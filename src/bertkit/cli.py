@@ -54,6 +54,59 @@ def main(argv: list[str] | None = None) -> int:
 # Subcommands are registered below, one block per library area, each calling the library.
 
 
+# ---------------------------------------------------------------------------------------- tokenizer
+@app.command("tokenize")
+def tokenize_command(
+    text: str = typer.Argument(..., help="Text to tokenize."),
+    model: str = typer.Option(..., "--model", "-m", help="Model directory, vocab.txt or tokenizer.json."),
+    pair: str = typer.Option(None, "--pair", help="Optional second text (segment B)."),
+    json_output: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Show the WordPieces of a text: tokens, ids, segments and character offsets into the text.
+
+    Example: bertkit tokenize --model ./bert "Naïve café, 北京!" --json
+    """
+    import json
+
+    from bertkit.tokenizer import Tokenizer
+
+    enc = Tokenizer.from_pretrained(model).encode(text, pair)
+    if json_output:
+        keys = ("tokens", "ids", "type_ids", "offsets", "word_ids", "special_tokens_mask")
+        print(json.dumps({k: getattr(enc, k) for k in keys}, ensure_ascii=False))
+        return
+    print(f"{'#':>4}  {'token':<20} {'id':>6}  seg  span")
+    for i, (tok, id_, seg, (start, end)) in enumerate(zip(enc.tokens, enc.ids, enc.type_ids, enc.offsets)):
+        source = (text, pair)[enc.sequence_ids[i]] if enc.sequence_ids[i] is not None else ""
+        print(f"{i:>4}  {tok:<20} {id_:>6}  {seg:>3}  {start}:{end} {source[start:end]!r}")
+
+
+tokenizer_app = typer.Typer(help="Learn WordPiece vocabularies.", no_args_is_help=True)
+app.add_typer(tokenizer_app, name="tokenizer")
+
+
+@tokenizer_app.command("train")
+def tokenizer_train_command(
+    input: list[str] = typer.Option(..., "--input", "-i", help="Text files or directories of *.txt (repeatable)."),
+    vocab_size: int = typer.Option(30522, "--vocab-size", help="Vocabulary size, the 5 special tokens included."),
+    output: str = typer.Option(..., "--output", "-o", help="Directory for vocab.txt, tokenizer.json and configs."),
+    min_frequency: int = typer.Option(2, "--min-frequency", help="Drop merges seen fewer times."),
+    lowercase: bool = typer.Option(True, "--lowercase/--no-lowercase", help="Uncased (lowercase + strip accents)."),
+) -> None:
+    """Learn a BERT WordPiece vocabulary ([PAD] [UNK] [CLS] [SEP] [MASK] get ids 0-4) and save it.
+
+    Example: bertkit tokenizer train --input ../shared/data/gutenberg/books --vocab-size 8000 --output ./tok
+    """
+    from bertkit.tokenizer import Tokenizer
+
+    tok = Tokenizer.train(input, vocab_size=vocab_size, min_frequency=min_frequency, lowercase=lowercase)
+    tok.save_pretrained(output)
+    print(f"wrote a {tok.vocab_size}-token vocabulary to {output} (fingerprint {tok.fingerprint})", file=sys.stderr)
+
+
+# ---------------------------------------------------------------------------------------- end of tokenizer block
+
+
 # ---------------------------------------------------------------------------------------- inference
 def read_lines(path: str) -> list[str]:
     """Non-empty lines of a UTF-8 text file, or of stdin when ``path`` is ``-``."""
