@@ -227,19 +227,11 @@ _FIELDS = tuple(Encoding.__dataclass_fields__)
 
 
 class _LazyEncoding(Encoding):
-    """An ``Encoding`` view of a ``tokenizers.Encoding``: each field is converted on first access."""
-
-    __slots__ = ("_enc", "_cache")
+    """An ``Encoding`` view of a ``tokenizers.Encoding``: each field is converted on first access, then cached
+    in the instance ``__dict__`` (so later reads are plain attribute lookups)."""
 
     def __init__(self, enc: tokenizers.Encoding) -> None:
         self._enc = enc
-        self._cache: dict[str, list] = {}
-
-    def _get(self, name: str) -> list:
-        value = self._cache.get(name)
-        if value is None:
-            value = self._cache[name] = getattr(self._enc, name)
-        return value
 
     def __len__(self) -> int:
         return len(self._enc)
@@ -248,18 +240,23 @@ class _LazyEncoding(Encoding):
         return f"Encoding(ids={self.ids!r}, tokens={self.tokens!r})"
 
 
-def _lazy_field(name: str) -> property:
-    def get(self: _LazyEncoding) -> list:
-        return self._get(name)
+class _LazyField:
+    """Non-data descriptor: reads the field from the ``tokenizers.Encoding`` once, then the instance dict wins."""
 
-    def set_(self: _LazyEncoding, value: list) -> None:
-        self._cache[name] = value
+    __slots__ = ("name",)
 
-    return property(get, set_, doc=f"``{name}`` of the encoding.")
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: _LazyEncoding | None, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = getattr(obj._enc, self.name)
+        return value
 
 
 for _name in _FIELDS:
-    setattr(_LazyEncoding, _name, _lazy_field(_name))
+    setattr(_LazyEncoding, _name, _LazyField(_name))
 
 
 def collate_encodings(encodings: Sequence[Encoding], pad_id: int = 0) -> dict[str, torch.Tensor]:
