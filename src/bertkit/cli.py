@@ -475,6 +475,141 @@ def pretrain_command(
         raise typer.Exit(130)
 
 
+# ---------------------------------------------------------------------------------------- finetune / evaluate / predict
+# (issue 5; the fine-tuning helper's block: all logic is in bertkit.training.finetune)
+_TEXT_COLUMN = typer.Option(None, "--text-column", help="Classification: column of the text [GLUE names: sentence, sentence1, #1 String...].")
+_PAIR_COLUMN = typer.Option(None, "--text-pair-column", help="Classification: column of the second text ('' = none) [sentence2, #2 String...].")
+_LABEL_COLUMN = typer.Option(None, "--label-column", help="Classification: column of the label [label, score, Quality...].")
+
+
+def _task_options(text_column: str | None, text_pair_column: str | None, label_column: str | None,
+                  **more) -> dict:
+    """Task options given on the command line (a column is a name, or digits for a 0-based index)."""
+    columns = dict(text_column=text_column, text_pair_column=text_pair_column, label_column=label_column)
+    options = {k: v for k, v in columns.items() if v is not None}
+    options.update({k: v for k, v in more.items() if v is not None})
+    return options
+
+
+def _show_warnings() -> None:
+    import logging
+
+    logging.basicConfig(format="bertkit: %(message)s", level=logging.WARNING)
+
+
+@app.command("finetune")
+def finetune_command(
+    config: str = typer.Option(None, "--config", "-c", help="TOML/YAML file with any of these options (flags win)."),
+    task: str = typer.Option(None, "--task", "-t", help="classification | regression | ner | qa."),
+    model: str = typer.Option(None, "--model", "-m", help="Starting model directory (Hugging Face layout, with tokenizer)."),
+    train: str = typer.Option(None, "--train", help="Training file (TSV/CSV/JSONL table, CoNLL, SQuAD JSON)."),
+    dev: str = typer.Option(None, "--dev", help="Dev file: evaluated every epoch, picks the saved model."),
+    output: str = typer.Option(None, "--output", "-o", help="Output directory for the fine-tuned model and metrics."),
+    epochs: float = typer.Option(None, help="Passes over the training data [3; qa 2]."),
+    max_steps: int = typer.Option(None, help="Stop after this many updates instead of --epochs."),
+    lr: float = typer.Option(None, help="Peak learning rate [5e-5; qa 3e-5]."),
+    micro_batch_size: int = typer.Option(None, help="Features per forward/backward pass [32]."),
+    global_batch_size: int = typer.Option(None, help="Features per update (gradient accumulation is derived) [= micro]."),
+    max_seq_length: int = typer.Option(None, help="Longest feature in tokens [128; qa 384]."),
+    warmup_ratio: float = typer.Option(None, help="Share of updates with linear warmup [0.1]."),
+    weight_decay: float = typer.Option(None, help="AdamW weight decay, not on biases/LayerNorm [0.01]."),
+    seed: int = typer.Option(None, help="Seed of head init, dropout and batch order [42]."),
+    precision: str = typer.Option(None, help="auto | fp32 | bf16 | fp16 [auto]."),
+    text_column: str = _TEXT_COLUMN, text_pair_column: str = _PAIR_COLUMN, label_column: str = _LABEL_COLUMN,
+    main_metric: str = typer.Option(None, help="Metric that picks the best epoch [accuracy; pearson; ner/qa f1]."),
+    doc_stride: int = typer.Option(None, help="qa: tokens between the starts of context windows [128]."),
+    early_stopping_patience: int = typer.Option(None, help="Stop after N evaluations without improvement."),
+    eval_batch_size: int = typer.Option(None, help="Features per forward pass when evaluating [64]."),
+    max_train_examples: int = typer.Option(None, help="Use only the first N training examples."),
+    group_by_length: bool = typer.Option(None, "--group-by-length/--random-batches",
+                                         help="Length-grouped batches (default) or plain random ones."),
+    save_every: int = typer.Option(None, help="Resumable checkpoint every N updates [only at the end]."),
+    device: str = typer.Option(None, help="cpu | cuda | cuda:N [GPU if any]."),
+    resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run (state in OUTPUT.partial/)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output directory."),
+    progress: bool = typer.Option(True, help="Show a progress bar."),
+) -> None:
+    """Fine-tune a BERT model for classification, regression, NER or SQuAD-style QA.
+
+    Example: bertkit finetune --task classification --model ./minilm --train sst2/train.tsv --dev sst2/dev.tsv
+    --output runs/sst2 --epochs 3 --lr 5e-5 --micro-batch-size 32
+    """
+    from bertkit.training.finetune import FinetuneConfig, finetune, read_config_file
+
+    _show_warnings()
+    options = read_config_file(config) if config else {}
+    task_options = dict(options.pop("task_options", {}) or {})
+    task_options.update(_task_options(text_column, text_pair_column, label_column, main_metric=main_metric,
+                                      doc_stride=doc_stride))
+    flags = dict(task=task, model=model, train_file=train, dev_file=dev, output=output, epochs=epochs,
+                 max_steps=max_steps, lr=lr, micro_batch_size=micro_batch_size, global_batch_size=global_batch_size,
+                 max_seq_length=max_seq_length, warmup_ratio=warmup_ratio, weight_decay=weight_decay, seed=seed,
+                 precision=precision, early_stopping_patience=early_stopping_patience,
+                 eval_batch_size=eval_batch_size, max_train_examples=max_train_examples,
+                 group_by_length=group_by_length, save_every=save_every, device=device)
+    options.update({k: v for k, v in flags.items() if v is not None})
+    for required, flag in (("task", "--task"), ("model", "--model"), ("train_file", "--train"), ("output", "--output")):
+        if required not in options:
+            fail(f"{flag} is required (on the command line or in the config file)")
+    options.update(task_options=task_options, resume=resume or options.get("resume", False),
+                   overwrite=overwrite or options.get("overwrite", False), progress=progress)
+    result = finetune(FinetuneConfig(**options))
+    if result.output is None:
+        print(f"bertkit: stopped by a signal at step {result.train.step}; continue with the same command plus "
+              "--resume.", file=sys.stderr)
+        raise typer.Exit(130)
+    if result.metrics:
+        _print_json(result.metrics)
+
+
+@app.command("evaluate")
+def evaluate_command(
+    model: str = typer.Option(..., "--model", "-m", help="Fine-tuned model directory."),
+    data: str = typer.Option(..., "--data", "-d", help="Labelled file in the task's format."),
+    task: str = typer.Option(None, "--task", "-t", help="classification | regression | ner | qa [the model's]."),
+    text_column: str = _TEXT_COLUMN, text_pair_column: str = _PAIR_COLUMN, label_column: str = _LABEL_COLUMN,
+    max_seq_length: int = typer.Option(None, help="Longest feature in tokens [as in training]."),
+    batch_size: int = typer.Option(64, help="Features per forward pass."),
+    predictions: str = typer.Option(None, "--predictions", help="Also write the task's prediction files here."),
+    device: str = typer.Option("cpu", help="cpu | cuda | cuda:N."),
+) -> None:
+    """Print a fine-tuned model's metrics on a labelled file as JSON.
+
+    Example: bertkit evaluate --model runs/sst2 --data sst2/dev.tsv
+    """
+    from bertkit.training.finetune import evaluate_model
+
+    _show_warnings()
+    scores = evaluate_model(model, data, task=task, task_options=_task_options(text_column, text_pair_column,
+                            label_column), max_seq_length=max_seq_length, batch_size=batch_size, device=device,
+                            predictions_dir=predictions)
+    _print_json(scores)
+
+
+@app.command("predict")
+def predict_command(
+    model: str = typer.Option(..., "--model", "-m", help="Fine-tuned model directory."),
+    input: str = typer.Option(..., "--input", "-i", help="File in the task's format (labels, if any, are ignored)."),
+    output: str = typer.Option(..., "--output", "-o", help="JSONL file: one prediction per input, with scores."),
+    task: str = typer.Option(None, "--task", "-t", help="classification | regression | ner | qa [the model's]."),
+    text_column: str = _TEXT_COLUMN, text_pair_column: str = _PAIR_COLUMN,
+    max_seq_length: int = typer.Option(None, help="Longest feature in tokens [as in training]."),
+    batch_size: int = typer.Option(64, help="Features per forward pass."),
+    device: str = typer.Option("cpu", help="cpu | cuda | cuda:N."),
+) -> None:
+    """Write one JSON line per input row, sentence or question, with the predicted label/tags/answer and scores.
+
+    Example: bertkit predict --model runs/sst2 --input sst2/test.tsv --output predictions.jsonl
+    """
+    from bertkit.training.finetune import predict
+
+    _show_warnings()
+    count = predict(model, input, output, task=task, task_options=_task_options(text_column, text_pair_column, None),
+                    max_seq_length=max_seq_length, batch_size=batch_size, device=device)
+    print(f"wrote {count} predictions to {output}", file=sys.stderr)
+# ---------------------------------------------------------------------------------------- end of finetune block
+
+
 # --------------------------------------------------------------------------------------------- data
 @app.command("prepare-data")
 def prepare_data_command(
@@ -521,3 +656,25 @@ def prepare_data_command(
     state = "complete" if meta["complete"] else f"{len(meta['blocks'])} of {meta['expected_blocks']} blocks so far"
     print(f"wrote {train['num_instances']} train + {held['num_instances']} eval instances "
           f"({train['num_tokens'] + held['num_tokens']} tokens) to {output} ({state})", file=sys.stderr)
+
+
+# --------------------------------------------------------------------------------------------- demo
+@app.command("demo")
+def demo_command(
+    output: str = typer.Option("runs/demo", help="Run directory (replaced if it exists)."),
+    corpus: str = typer.Option("data/corpus", help="Raw text to pre-train on."),
+    labeled_train: str = typer.Option("data/polarity/train.tsv", help="Labeled sentences to fine-tune on."),
+    labeled_dev: str = typer.Option("data/polarity/dev.tsv", help="Labeled sentences to evaluate on."),
+    pretrain_time: str = typer.Option("8m", help="Wall-clock budget of pre-training (e.g. 90s, 8m, 1h)."),
+    finetune_epochs: float = typer.Option(2.0, help="Fine-tuning epochs for each starting point."),
+    model: str = typer.Option("mini", help="Model preset to pre-train."),
+    seed: int = typer.Option(1234, help="Seed of every random choice."),
+) -> None:
+    """Train a vocabulary, pre-train a mini BERT on the shipped books, compare fill-mask and fine-tuning.
+
+    Example: bertkit demo --output runs/demo --pretrain-time 8m
+    """
+    from bertkit.demo import DemoConfig, run_demo
+
+    run_demo(DemoConfig(corpus=corpus, labeled_train=labeled_train, labeled_dev=labeled_dev, output=output,
+                        pretrain_time=pretrain_time, finetune_epochs=finetune_epochs, model=model, seed=seed))

@@ -1,0 +1,364 @@
+"""Fine-tuning, evaluation and prediction end to end on a tiny random model (no ../shared needed).
+
+Every task family through the Python API and the CLI; the output loads in bertkit and in transformers with
+equal outputs; a tiny model overfits a tiny set (the loop really learns); bad input exits 2 with one line
+and leaves no output behind; the resumable length-grouped batches.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from bertkit.cli import main
+from bertkit.errors import BertkitError, ConfigError, DataError
+from bertkit.model import BertModel
+from bertkit.training.finetune import (
+    FinetuneConfig, GroupedBatches, evaluate_model, finetune, load_finetuned, predict,
+)
+from inference_helpers import make_tokenizer, save_model
+
+QUIET = {"tensorboard": False, "plot": False}
+
+POSITIVE = ["good movie", "great film", "a good story", "very good", "great great movie", "good film"]
+NEGATIVE = ["bad movie", "bad film", "a bad story", "very bad", "bad bad movie", "the lazy film was bad"]
+
+
+# ------------------------------------------------------------------------------------------ fixtures
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Path:
+    """A tiny random-init encoder saved with its tokenizer: the starting model (no task head)."""
+    root = tmp_path_factory.mktemp("base")
+    tokenizer = make_tokenizer(root / "tok")
+    return save_model(root / "model", BertModel, tokenizer)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("data")
+    rows = [(t, "pos") for t in POSITIVE] + [(t, "neg") for t in NEGATIVE]
+    table = "sentence\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in rows * 2)
+    (root / "cls.tsv").write_text(table, encoding="utf-8")
+    scores = [("good movie", "great film", "4.5"), ("bad movie", "great film", "0.5"), ("a good story", "good film", "4.2"),
+              ("very bad", "very good", "1.0"), ("the cat sat", "the cat sat", "5.0"), ("bad film", "good film", "0.8")]
+    (root / "reg.tsv").write_text("sentence1\tsentence2\tscore\n" + "".join("\t".join(r) + "\n" for r in scores * 3),
+                                  encoding="utf-8")
+    sentences = [[("george", "B-PER"), ("washington", "I-PER"), ("lived", "O"), ("in", "O"), ("virginia", "B-LOC")],
+                 [("john", "B-PER"), ("smith", "I-PER"), ("went", "O"), ("to", "O"), ("paris", "B-LOC")],
+                 [("the", "O"), ("cat", "O"), ("sat", "O"), ("in", "O"), ("france", "B-LOC")]]
+    conll = "-DOCSTART- -X- -X- O\n\n" + "".join(
+        "".join(f"{w} NN O {t}\n" for w, t in s) + "\n" for s in sentences * 3)
+    (root / "ner.txt").write_text(conll, encoding="utf-8")
+    contexts = [("john smith lived in paris . he was the king of france .", [("who lived in paris ?", "john smith"),
+                                                                         ("where did john smith live ?", "paris")]),
+                ("george washington led the continental army . he lived in virginia .",
+                 [("who led the continental army ?", "george washington"), ("where did he live ?", "virginia")])]
+    squad = {"version": "1.1", "data": [{"title": "t", "paragraphs": [
+        {"context": c, "qas": [{"id": f"q{i}{j}", "question": q, "answers": [{"text": a, "answer_start": c.index(a)}]}
+                               for j, (q, a) in enumerate(qas)]} for i, (c, qas) in enumerate(contexts)]}]}
+    (root / "qa.json").write_text(json.dumps(squad), encoding="utf-8")
+    return {"cls": root / "cls.tsv", "reg": root / "reg.tsv", "ner": root / "ner.txt", "qa": root / "qa.json"}
+
+
+def run_cli(args: list[str], capsys) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def leftovers(output: Path) -> list[Path]:
+    """Anything a run left next to (or as) its output directory."""
+    return sorted(output.parent.glob(output.name + "*"))
+
+
+# ------------------------------------------------------------------------------------------ Python API
+def test_classification_end_to_end(base, data, tmp_path):
+    output = tmp_path / "cls"
+    result = finetune(FinetuneConfig(task="classification", model=str(base), train_file=str(data["cls"]),
+                                     dev_file=str(data["cls"]), output=str(output), epochs=3, lr=5e-3,
+                                     micro_batch_size=8, progress=False, train_options=QUIET))
+    assert result.output == output and leftovers(output) == [output]  # no .partial, no .tmp
+    files = {p.name for p in output.iterdir()}
+    assert {"config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "metrics.json", "metrics.jsonl",
+            "finetune_config.json", "dev_predictions"} <= files
+    config = json.loads((output / "config.json").read_text())
+    assert config["architectures"] == ["BertForSequenceClassification"]
+    assert config["id2label"] == {"0": "neg", "1": "pos"} and config["label2id"] == {"neg": 0, "pos": 1}
+    metrics = json.loads((output / "metrics.json").read_text())
+    assert metrics["main_metric"] == "accuracy" and metrics["dev"] == result.metrics
+    assert len(metrics["evaluations"]) == 3 and len(result.epoch_seconds) == 3  # one dev evaluation per epoch
+    best = max(e["accuracy"] for e in metrics["evaluations"])
+    assert result.metrics["accuracy"] == best
+    # the saved model is the best one: evaluating it again gives the recorded dev metrics
+    assert evaluate_model(output, data["cls"]) == pytest.approx(result.metrics)
+    lines = (output / "dev_predictions" / "predictions.jsonl").read_text().splitlines()
+    assert len(lines) == 2 * (len(POSITIVE) + len(NEGATIVE))
+
+
+def test_tiny_model_overfits_tiny_set(base, data, tmp_path):
+    result = finetune(FinetuneConfig(task="classification", model=str(base), train_file=str(data["cls"]),
+                                     dev_file=str(data["cls"]), output=str(tmp_path / "fit"), epochs=12, lr=3e-3,
+                                     micro_batch_size=8, warmup_ratio=0.0, progress=False, log_every=1,
+                                     train_options=QUIET))
+    losses = [r["loss"] for r in result.train.history if r["split"] == "train"]
+    assert np.mean(losses[-3:]) < 0.5 * np.mean(losses[:3])
+    assert result.metrics["accuracy"] == 1.0
+
+
+def test_regression_end_to_end(base, data, tmp_path):
+    output = tmp_path / "reg"
+    result = finetune(FinetuneConfig(task="regression", model=str(base), train_file=str(data["reg"]),
+                                     dev_file=str(data["reg"]), output=str(output), epochs=2, lr=1e-3,
+                                     micro_batch_size=6, progress=False, train_options=QUIET))
+    config = json.loads((output / "config.json").read_text())
+    assert config["num_labels"] == 1 and config["problem_type"] == "regression" and "id2label" not in config
+    assert {"pearson", "spearman", "mse"} <= set(result.metrics)
+    n = predict(output, data["reg"], tmp_path / "p.jsonl")
+    rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    assert n == len(rows) == 18 and all(set(r) == {"index", "text", "text_pair", "score"} for r in rows)
+
+
+def test_early_stopping(base, data, tmp_path):
+    # A learning rate too small to change any prediction: the metric never improves after the first epoch.
+    result = finetune(FinetuneConfig(task="classification", model=str(base), train_file=str(data["cls"]),
+                                     dev_file=str(data["cls"]), output=str(tmp_path / "es"), epochs=6, lr=1e-12,
+                                     micro_batch_size=8, early_stopping_patience=2, progress=False,
+                                     train_options=QUIET))
+    assert len(result.evaluations) == 3 and result.train.step == 3 * 3  # 24 features / 8 = 3 updates per epoch
+    assert result.best_step == 3
+
+
+# ------------------------------------------------------------------------------------------ CLI and HF parity
+def _transformers_logits(directory: Path, cls_name: str, batch: dict) -> tuple:
+    transformers = pytest.importorskip("transformers")
+    model = getattr(transformers, cls_name).from_pretrained(directory).eval()
+    with torch.no_grad():
+        out = model(**batch)
+    return out
+
+
+def _batch(directory: Path, texts: list[str]) -> dict:
+    from bertkit.tokenizer import Tokenizer, collate_encodings
+
+    tokenizer = Tokenizer.from_pretrained(directory)
+    return collate_encodings(tokenizer.encode_batch(texts))
+
+
+def test_classification_output_loads_in_transformers(base, data, tmp_path, capsys):
+    output = tmp_path / "cls"
+    config = tmp_path / "ft.toml"
+    config.write_text(f'task = "classification"\nmodel = "{base}"\ntrain_file = "{data["cls"]}"\n'
+                      f'micro_batch_size = 8\nepochs = 1\n[train]\ntensorboard = false\nplot = false\n')
+    code, out, err = run_cli(["finetune", "--config", config, "--dev", data["cls"], "--output", output,
+                              "--no-progress", "--lr", "1e-3"], capsys)
+    assert code == 0, err
+    assert "accuracy" in json.loads(out.strip().splitlines()[-1])
+    finetuned = load_finetuned(output)
+    batch = _batch(output, ["good movie", "a bad story about the king"])
+    with torch.no_grad():
+        ours = finetuned.model(**batch).logits
+    theirs = _transformers_logits(output, "BertForSequenceClassification", batch)
+    torch.testing.assert_close(theirs.logits, ours, atol=1e-5, rtol=1e-4)
+    transformers = pytest.importorskip("transformers")
+    hf_config = transformers.AutoConfig.from_pretrained(output)
+    assert hf_config.id2label == {0: "neg", 1: "pos"}
+
+    code, out, err = run_cli(["evaluate", "--model", output, "--data", data["cls"]], capsys)
+    assert code == 0, err
+    assert set(json.loads(out)) >= {"accuracy", "mcc", "f1"}
+    code, _, err = run_cli(["predict", "--model", output, "--input", data["cls"], "--output", tmp_path / "p.jsonl"],
+                           capsys)
+    rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
+    assert code == 0 and len(rows) == 24
+    assert rows[0]["label"] in ("neg", "pos") and sum(rows[0]["probabilities"].values()) == pytest.approx(1.0)
+
+
+def test_ner_cli_end_to_end(base, data, tmp_path, capsys):
+    output = tmp_path / "ner"
+    config = tmp_path / "ner.toml"
+    config.write_text("[train]\ntensorboard = false\nplot = false\n")
+    code, out, err = run_cli(["finetune", "--config", config, "--task", "ner", "--model", base, "--train", data["ner"],
+                              "--dev", data["ner"], "--output", output, "--epochs", "2", "--lr", "5e-3",
+                              "--micro-batch-size", "3", "--no-progress"], capsys)
+    assert code == 0, err
+    saved = json.loads((output / "config.json").read_text())
+    assert set(saved["id2label"].values()) == {"B-LOC", "B-PER", "I-PER", "O"}
+    code, out, err = run_cli(["evaluate", "--model", output, "--data", data["ner"]], capsys)
+    assert code == 0 and {"precision", "recall", "f1"} <= set(json.loads(out))
+    code, _, err = run_cli(["predict", "--model", output, "--input", data["ner"], "--output", tmp_path / "n.jsonl"],
+                           capsys)
+    rows = [json.loads(line) for line in (tmp_path / "n.jsonl").read_text().splitlines()]
+    assert code == 0 and len(rows) == 9  # one line per sentence
+    assert len(rows[0]["tags"]) == len(rows[0]["scores"]) == 5 and all(0 < s <= 1 for s in rows[0]["scores"])
+
+    finetuned = load_finetuned(output)
+    batch = _batch(output, ["george washington lived in paris"])
+    with torch.no_grad():
+        ours = finetuned.model(**batch).logits
+    theirs = _transformers_logits(output, "BertForTokenClassification", batch)
+    torch.testing.assert_close(theirs.logits, ours, atol=1e-5, rtol=1e-4)
+
+
+def test_qa_cli_end_to_end(base, data, tmp_path, capsys):
+    output = tmp_path / "qa"
+    config = tmp_path / "qa.toml"
+    config.write_text("max_seq_length = 32\n[task_options]\ndoc_stride = 8\nmax_query_length = 12\n[train]\ntensorboard = false\nplot = false\n")
+    code, out, err = run_cli(["finetune", "--config", config, "--task", "qa", "--model", base, "--train", data["qa"],
+                              "--dev", data["qa"], "--output", output, "--epochs", "2", "--lr", "5e-3",
+                              "--micro-batch-size", "4", "--no-progress"], capsys)
+    assert code == 0, err
+    assert {"exact_match", "f1"} <= set(json.loads(out.strip().splitlines()[-1]))
+    saved = json.loads((output / "config.json").read_text())
+    assert saved["bertkit_finetune"]["max_seq_length"] == 32 and saved["bertkit_finetune"]["task_options"] == {
+        "doc_stride": 8, "max_query_length": 12}
+    assert (output / "dev_predictions" / "predictions.json").is_file()
+    code, _, err = run_cli(["predict", "--model", output, "--input", data["qa"], "--output", tmp_path / "q.jsonl"],
+                           capsys)
+    rows = [json.loads(line) for line in (tmp_path / "q.jsonl").read_text().splitlines()]
+    assert code == 0 and [r["id"] for r in rows] == ["q00", "q01", "q10", "q11"]
+    assert all(isinstance(r["answer"], str) and 0 <= r["score"] <= 1 for r in rows)
+
+    finetuned = load_finetuned(output)
+    batch = _batch(output, ["who led the army ? george washington led the army ."])
+    with torch.no_grad():
+        ours = finetuned.model(**batch)
+    theirs = _transformers_logits(output, "BertForQuestionAnswering", batch)
+    torch.testing.assert_close(theirs.start_logits, ours.start_logits, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(theirs.end_logits, ours.end_logits, atol=1e-5, rtol=1e-4)
+
+
+# ------------------------------------------------------------------------------------------ bad input
+def _bad_inputs(base: Path, data: dict[str, Path], root: Path) -> dict[str, tuple[list, str]]:
+    root.mkdir(parents=True, exist_ok=True)
+    unseen = root / "unseen.tsv"
+    unseen.write_text("sentence\tlabel\ngood movie\tpos\nbad movie\tneutral\n")
+    no_label = root / "nolabel.tsv"
+    no_label.write_text("sentence\tgrade\ngood movie\tpos\n")
+    empty = root / "empty.tsv"
+    empty.write_text("")
+    conll = root / "bad.txt"
+    conll.write_text("george NN B-PER\nwashington I-PER\n\n")
+    squad = json.loads(data["qa"].read_text())
+    squad["data"][0]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] += 1
+    misaligned = root / "misaligned.json"
+    misaligned.write_text(json.dumps(squad))
+    strict = root / "strict.toml"
+    strict.write_text("[task_options]\nstrict = true\n")
+    no_tokenizer = root / "notok"
+    no_tokenizer.mkdir(exist_ok=True)
+    for name in ("config.json", "model.safetensors"):
+        (no_tokenizer / name).write_bytes((base / name).read_bytes())
+    cls = ["--task", "classification", "--model", base, "--train", data["cls"]]
+    return {
+        "unseen dev label": ([*cls, "--dev", unseen], "unseen.tsv:3"),
+        "missing column": (["--task", "classification", "--model", base, "--train", no_label], "nolabel.tsv"),
+        "empty file": (["--task", "classification", "--model", base, "--train", empty], "empty.tsv"),
+        "conll columns": (["--task", "ner", "--model", base, "--train", conll], "bad.txt:2"),
+        "squad answer_start": (["--config", strict, "--task", "qa", "--model", base, "--train", misaligned],
+                               "misaligned.json"),
+        "no tokenizer": (["--task", "classification", "--model", no_tokenizer, "--train", data["cls"]], "notok"),
+    }
+
+
+@pytest.mark.parametrize("case", ["unseen dev label", "missing column", "empty file", "conll columns",
+                                  "squad answer_start", "no tokenizer"])
+def test_bad_input_exits_2_with_one_line_and_no_output(base, data, tmp_path, capsys, case):
+    args, where = _bad_inputs(base, data, tmp_path / "inputs")[case]
+    output = tmp_path / "out"
+    code, out, err = run_cli(["finetune", *args, "--output", output, "--no-progress"], capsys)
+    lines = [line for line in err.splitlines() if line.startswith("bertkit: error:")]
+    assert code == 2 and len(lines) == 1, err
+    assert where in lines[0]
+    assert leftovers(output) == []
+
+
+def test_misaligned_squad_training_answer_is_skipped_and_counted(base, data, tmp_path):
+    squad = json.loads(data["qa"].read_text())
+    squad["data"][0]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] += 1
+    train = tmp_path / "train.json"
+    train.write_text(json.dumps(squad))
+    result = finetune(FinetuneConfig(task="qa", model=str(base), train_file=str(train), output=str(tmp_path / "o"),
+                                     max_seq_length=32, task_options={"doc_stride": 8, "max_query_length": 12},
+                                     max_steps=1,
+                                     micro_batch_size=4, progress=False, train_options=QUIET))
+    assert result.skipped_train_examples == 1 and result.num_train_examples == 3
+    assert json.loads((tmp_path / "o" / "metrics.json").read_text())["train"]["skipped_examples"] == 1
+
+
+def test_existing_output_is_refused(base, data, tmp_path):
+    output = tmp_path / "taken"
+    output.mkdir()
+    (output / "keep.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="already exists"):
+        finetune(FinetuneConfig(task="classification", model=str(base), train_file=str(data["cls"]),
+                                output=str(output), progress=False))
+    assert (output / "keep.txt").read_text() == "mine"
+
+
+def test_evaluate_refuses_a_model_without_a_trained_head(base, data):
+    with pytest.raises(BertkitError, match="not a fine-tuned model"):
+        evaluate_model(base, data["cls"])
+
+
+def test_config_validation():
+    with pytest.raises(ConfigError, match="unknown task"):
+        FinetuneConfig(task="summarize", model="m", train_file="t", output="o")
+    with pytest.raises(ConfigError, match="early stopping needs a dev set"):
+        FinetuneConfig(task="ner", model="m", train_file="t", output="o", early_stopping_patience=2)
+    qa = FinetuneConfig(task="qa", model="m", train_file="t", output="o")
+    assert (qa.lr, qa.epochs, qa.max_seq_length) == (3e-5, 2.0, 384)
+    cls = FinetuneConfig(task="classification", model="m", train_file="t", output="o")
+    assert (cls.lr, cls.epochs, cls.max_seq_length, cls.micro_batch_size) == (5e-5, 3.0, 128, 32)
+
+
+# ------------------------------------------------------------------------------------------ batches
+def _features(lengths: list[int]) -> list[dict]:
+    return [{"input_ids": [1] * n, "i": i} for i, n in enumerate(lengths)]
+
+
+def test_grouped_batches_cover_each_epoch_once_and_pad_little():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(5, 120, size=500).tolist()
+    features = _features(lengths)
+    batches = GroupedBatches(features, 16, lambda chunk: [f["i"] for f in chunk], seed=3, chunk_batches=8)
+    epoch0 = list(batches)
+    assert batches.epoch == 1 and len(epoch0) == len(batches) == 32
+    assert sorted(i for b in epoch0 for i in b) == list(range(500))
+    epoch1 = list(batches)
+    assert epoch1 != epoch0 and sorted(i for b in epoch1 for i in b) == list(range(500))
+
+    def padding(bs):
+        return 1 - sum(lengths[i] for b in bs for i in b) / sum(len(b) * max(lengths[i] for i in b) for b in bs)
+
+    random_batches = GroupedBatches(features, 16, lambda chunk: [f["i"] for f in chunk], seed=3,
+                                    group_by_length=False)
+    assert padding(epoch0) < 0.1 < padding(list(random_batches))
+
+
+def test_grouped_batches_resume_exactly():
+    features = _features(list(range(3, 103)))
+    collate = lambda chunk: [f["i"] for f in chunk]  # noqa: E731
+    full = GroupedBatches(features, 8, collate, seed=1)
+    expected = list(full) + list(full)
+    first = GroupedBatches(features, 8, collate, seed=1)
+    iterator = iter(first)
+    seen = [next(iterator) for _ in range(5)]
+    resumed = GroupedBatches(features, 8, collate, seed=1)
+    resumed.load_state_dict(first.state_dict())
+    assert resumed.consumed == 5
+    rest = list(resumed)
+    assert seen + rest + list(resumed) == expected
+    with pytest.raises(ConfigError, match="micro-batch"):
+        GroupedBatches(features, 4, collate, seed=1).load_state_dict(first.state_dict())
+
+
+def test_grouped_batches_split_over_processes():
+    features = _features(list(range(3, 103)))
+    collate = lambda chunk: [f["i"] for f in chunk]  # noqa: E731
+    one = list(GroupedBatches(features, 10, collate, seed=2))
+    ranks = [list(GroupedBatches(features, 10, collate, seed=2, rank=r, world_size=2)) for r in range(2)]
+    assert [b for pair in zip(*ranks) for b in pair] == one
