@@ -362,3 +362,14 @@ def test_grouped_batches_split_over_processes():
     one = list(GroupedBatches(features, 10, collate, seed=2))
     ranks = [list(GroupedBatches(features, 10, collate, seed=2, rank=r, world_size=2)) for r in range(2)]
     assert [b for pair in zip(*ranks) for b in pair] == one
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "configs").glob("finetune-*.toml")),
+                         ids=lambda p: p.name)
+def test_example_configs_are_valid(path):
+    from bertkit.training.finetune import read_config_file
+
+    options = read_config_file(path)
+    config = FinetuneConfig(model="some/model", **options)
+    assert config.task in ("classification", "regression", "ner", "qa") and Path(config.train_file).name
+    assert config.dev_file is not None
