@@ -373,3 +373,37 @@ def test_example_configs_are_valid(path):
     config = FinetuneConfig(model="some/model", **options)
     assert config.task in ("classification", "regression", "ner", "qa") and Path(config.train_file).name
     assert config.dev_file is not None
+
+
+def test_interrupted_run_resumes_to_the_same_model(base, data, tmp_path, monkeypatch):
+    import bertkit.training.finetune as ft
+
+    def config(output: Path, **more) -> FinetuneConfig:
+        return FinetuneConfig(task="classification", model=str(base), train_file=str(data["cls"]),
+                              dev_file=str(data["cls"]), output=str(output), epochs=3, lr=3e-3, micro_batch_size=8,
+                              save_every=3, progress=False, train_options=QUIET, **more)
+
+    straight = finetune(config(tmp_path / "straight"))
+    calls = {"n": 0}
+    real_run_model = ft.run_model
+
+    def crash_on_second_evaluation(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return real_run_model(*args, **kwargs)
+
+    monkeypatch.setattr(ft, "run_model", crash_on_second_evaluation)
+    output = tmp_path / "resumed"
+    with pytest.raises(KeyboardInterrupt):
+        finetune(config(output))
+    assert not output.exists() and (tmp_path / "resumed.partial" / "checkpoint-3").is_dir()
+    monkeypatch.setattr(ft, "run_model", real_run_model)
+    with pytest.raises(BertkitError, match="--resume"):
+        finetune(config(output))
+    resumed = finetune(config(output, resume=True))
+    assert leftovers(output) == [output]
+    assert [e["step"] for e in resumed.evaluations] == [3, 6, 9]
+    assert resumed.metrics == straight.metrics and resumed.best_step == straight.best_step
+    assert (output / "model.safetensors").read_bytes() == (tmp_path / "straight" / "model.safetensors").read_bytes()
+    assert (output / "dev_predictions" / "predictions.jsonl").is_file()
