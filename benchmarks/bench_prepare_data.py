@@ -143,6 +143,7 @@ def main() -> None:
     parser.add_argument("--times", type=int, default=1, help="Corpus copies for bertkit (10 = the 10x memory check).")
     parser.add_argument("--workers", type=int, default=os.cpu_count())
     parser.add_argument("--skip-peer", action="store_true")
+    parser.add_argument("--out", default=None, help="Result file name under benchmarks/results/.")
     args = parser.parse_args()
     if not BOOKS.is_dir():
         raise SystemExit(f"shared data not found at {BOOKS}")
@@ -191,7 +192,7 @@ def main() -> None:
             print(f"ratio:   {result['ratio']['tokens_per_s']:.1f}x tokens/s, "
                   f"{result['ratio']['peak_rss']:.2f}x memory", flush=True)
     name = "prepare_data.json" if args.times == 1 else f"prepare_data_x{args.times}.json"
-    out = ROOT / "benchmarks" / "results" / name
+    out = ROOT / "benchmarks" / "results" / (args.out or name)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")

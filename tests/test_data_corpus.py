@@ -24,9 +24,18 @@ def docs(path, **kw):
 def test_bert_line_format_documents_and_sentences(tmp_path):
     f = tmp_path / "c.txt"
     f.write_text("First sentence.\nSecond one.\n\n\nOther doc.\r\n\nThird doc here.\n", encoding="utf-8")
-    out, stats = docs(f)
+    out, stats = docs(f, format="lines")
     assert [d.texts for d in out] == [["First sentence.", "Second one."], ["Other doc."], ["Third doc here."]]
     assert stats.line_files == 1 and stats.documents == 3
+
+
+def test_auto_format_sniffing(tmp_path):
+    bert = tmp_path / "bert.txt"
+    bert.write_text("".join("One sentence here.\nAnother one follows.\nAnd a third.\n\n" for _ in range(5)))
+    unwrapped = tmp_path / "unwrapped.txt"
+    unwrapped.write_text("".join("A whole paragraph on one line. It has sentences.\n\n" for _ in range(5)))
+    assert docs(bert)[1].line_files == 1
+    assert docs(unwrapped)[1].prose_files == 1
 
 
 def test_prose_rejoins_wrapped_lines_and_splits_sentences(tmp_path):
@@ -115,7 +124,7 @@ def test_expand_inputs_errors_and_globs(tmp_path):
 def test_blocks_depend_on_content_only(tmp_path):
     f = tmp_path / "c.txt"
     f.write_text("".join(f"Sentence {i}.\n\n" for i in range(100)), encoding="utf-8")
-    out, _ = docs(f)
+    out, _ = docs(f, format="lines")
     blocks = list(iter_blocks(iter(out), block_bytes=100))
     assert [b.index for b in blocks] == list(range(len(blocks)))
     assert sum(len(b.documents) for b in blocks) == 100

@@ -8,9 +8,10 @@ Input formats (``CorpusOptions.format``):
   document is a whole file (or one book between Gutenberg markers), cut at a paragraph boundary when it
   exceeds ``max_document_bytes``.
 - ``jsonl``: one JSON object per line; its ``text_field`` is one document, treated as prose.
-- ``auto`` (default): ``.jsonl``/``.ndjson`` files are JSONL; otherwise the first 400 lines are sniffed:
-  if fewer than half of the lines that are followed by another non-blank line end like a sentence
-  (``. ! ? " ' ) ...``), the file is hard-wrapped prose, else BERT's line format.
+- ``auto`` (default): ``.jsonl``/``.ndjson`` files are JSONL; otherwise the first 1000 lines are sniffed:
+  BERT's line format when at least half of the non-blank lines are followed by another non-blank line
+  and at least half of those end like a sentence (``. ! ? " ' ) ...``); else prose (hard-wrapped, or a
+  paragraph per line).
 
 Cleaning (``strip_gutenberg``, on by default): when a ``*** START OF THE PROJECT GUTENBERG ...`` line
 appears in a file's first lines, everything up to it is the license header and is dropped, and
@@ -37,7 +38,7 @@ from bertkit.errors import DataError
 
 FORMATS = ("auto", "lines", "prose", "jsonl")
 _JSONL_SUFFIXES = {".jsonl", ".ndjson"}
-_SNIFF_LINES = 400
+_SNIFF_LINES = 1000
 _BINARY_SNIFF = 8192
 _SENTENCE_END = tuple('.!?"\')]:;…”’»')
 
@@ -193,12 +194,13 @@ def _decode(line: bytes, stats: CorpusStats) -> str | None:
 
 
 def _sniff_format(head: list[bytes]) -> str:
-    # Only lines followed by another non-blank line tell: in BERT's format they are whole sentences,
-    # in hard-wrapped prose most of them stop mid-sentence.
+    # BERT's format: most lines are followed by another sentence line, and those end like sentences.
+    # Prose: either hard-wrapped (inner lines stop mid-sentence) or a paragraph per line (few inner lines).
     lines = [ln.strip() for ln in head]
+    nonblank = sum(1 for ln in lines if ln)
     inner = [a for a, b in zip(lines, lines[1:]) if a and b]
-    if not inner:
-        return "lines"
+    if not inner or len(inner) < 0.5 * nonblank:
+        return "prose"
     ends = sum(1 for ln in inner if ln.decode("utf-8", "replace").endswith(_SENTENCE_END))
     return "lines" if ends >= 0.5 * len(inner) else "prose"
 
