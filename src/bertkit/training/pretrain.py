@@ -137,6 +137,12 @@ class ShardStream:
         return self.loader.epoch
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        if len(self.loader) == 0:
+            raise DataError(
+                f"the training split has {len(self.loader.dataset)} instances, fewer than one micro-batch of "
+                f"{self.loader.batch_size} per process x {self.loader.world_size} process(es); prepare more data "
+                "or lower --micro-batch-size"
+            )
         while True:
             yield from self.loader
 

@@ -1,0 +1,188 @@
+"""Training-step speed: bertkit's BertForPreTraining vs transformers.BertForPreTraining (attn "sdpa").
+
+Both models get the same config, the same initial weights, the same batch (random ids, 15% of positions
+masked) and the same optimizer (AdamW, foreach, BERT's eps) with global-norm clipping at 1.0, in the same
+precision. bertkit is fed ``masked_positions``/``masked_labels`` and projects only those positions onto the
+vocabulary; the peer is fed dense ``labels`` (-100 elsewhere) and, as transformers does, computes logits for
+every token: that difference is what this benchmark measures. Steps are interleaved (bertkit, peer,
+bertkit, ...) after warm-up steps so both share the machine's noise; the median step time is reported.
+
+MFU = achieved FLOP/s / measured peak, where the peak is a large fp32 ``torch.mm`` on this machine and the
+FLOPs are those each implementation executes per token (bertkit: sparse MLM head; peer: dense head).
+
+    python benchmarks/bench_train_step.py --sizes mini small base --seq-len 128
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from bertkit.config import BertConfig
+from bertkit.model import BertForPreTraining
+from bertkit.training.metrics import measure_matmul_peak, pretraining_flops_per_token
+from bertkit.training.optim import param_groups
+from bertkit.weights import load_hf_state_dict
+
+BATCH = {"tiny": 32, "mini": 32, "small": 16, "medium": 16, "base": 8, "large": 4}
+
+
+def machine() -> dict:
+    cpu = platform.processor()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    info = {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "torch": torch.__version__, "python": platform.python_version(), "gpu": None,
+            "load_average_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name()
+    return info
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def make_batch(config: BertConfig, batch: int, seq: int, device: torch.device, seed: int = 0) -> tuple[dict, dict]:
+    """The same data in both label formats: sparse positions (bertkit) and dense labels (transformers)."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, config.vocab_size, (batch, seq), generator=g)
+    predictions = max(1, round(0.15 * seq))
+    positions = torch.stack([torch.randperm(seq - 2, generator=g)[:predictions].sort().values + 1
+                             for _ in range(batch)])
+    labels_sparse = torch.gather(ids, 1, positions)
+    dense = torch.full_like(ids, -100).scatter_(1, positions, labels_sparse)
+    masked = ids.clone().scatter_(1, positions, 4)  # [MASK]
+    common = {"input_ids": masked, "token_type_ids": (torch.arange(seq) >= seq // 2).long().expand(batch, -1).clone(),
+              "attention_mask": torch.ones(batch, seq, dtype=torch.long),
+              "next_sentence_label": torch.randint(0, 2, (batch,), generator=g)}
+    ours = {**common, "masked_positions": positions, "masked_labels": labels_sparse}
+    theirs = {**common, "labels": dense}
+    to = lambda d: {k: v.to(device) for k, v in d.items()}  # noqa: E731
+    return to(ours), to(theirs)
+
+
+class Stepper:
+    """One model with its optimizer; ``step()`` is one full training update."""
+
+    def __init__(self, model: torch.nn.Module, batch: dict, precision: str, device: torch.device):
+        self.model, self.batch, self.device = model.to(device).train(), batch, device
+        self.dtype = {"fp32": None, "bf16": torch.bfloat16}[precision]
+        self.optimizer = torch.optim.AdamW(param_groups(self.model, 0.01), lr=1e-4, eps=1e-6, foreach=True)
+
+    def step(self) -> float:
+        sync = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
+        sync()
+        start = time.perf_counter()
+        self.optimizer.zero_grad(set_to_none=True)
+        ctx = (torch.autocast(self.device.type, dtype=self.dtype) if self.dtype is not None
+               else torch.autocast(self.device.type, enabled=False))
+        with ctx:
+            loss = self.model(**self.batch).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.optimizer.step()
+        sync()
+        return time.perf_counter() - start
+
+
+def bench_size(size: str, seq: int, batch: int, steps: int, warmup: int, precision: str, device: torch.device,
+               peak: float) -> dict:
+    from transformers import BertConfig as HFConfig
+    from transformers import BertForPreTraining as HFBertForPreTraining
+
+    config = BertConfig.preset(size)
+    torch.manual_seed(0)
+    hf_config = HFConfig(**{k: v for k, v in config.to_dict().items() if k not in ("architectures", "extra")},
+                         attn_implementation="sdpa")
+    peer = HFBertForPreTraining(hf_config)
+    assert peer.config._attn_implementation == "sdpa", peer.config._attn_implementation
+    ours = BertForPreTraining(config)
+    load_hf_state_dict(ours, peer.state_dict(), source="peer")  # identical starting weights
+    ours_batch, peer_batch = make_batch(config, batch, seq, device)
+    runners = {"bertkit": Stepper(ours, ours_batch, precision, device),
+               "transformers": Stepper(peer, peer_batch, precision, device)}
+    for _ in range(warmup):
+        for runner in runners.values():
+            runner.step()
+    times: dict[str, list[float]] = {name: [] for name in runners}
+    for _ in range(steps):
+        for name, runner in runners.items():
+            times[name].append(runner.step())
+    tokens = batch * seq
+    predictions = ours_batch["masked_positions"].shape[1]
+    flops = {
+        "bertkit": pretraining_flops_per_token(config, seq, predictions),
+        # dense head: transform + decoder on every token
+        "transformers": pretraining_flops_per_token(config, seq, seq),
+    }
+    result = {"size": size, "seq_len": seq, "batch": batch, "precision": precision, "steps": steps}
+    for name, values in times.items():
+        median = statistics.median(values)
+        result[name] = {
+            "step_s_median": median, "step_s_all": values, "tokens_per_s": tokens / median,
+            "flops_per_token": flops[name], "mfu": tokens / median * flops[name] / peak,
+        }
+    result["speedup"] = result["bertkit"]["tokens_per_s"] / result["transformers"]["tokens_per_s"]
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", nargs="+", default=["mini", "small", "base"])
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--batch", type=int, default=None, help="sequences per step (default: per size)")
+    parser.add_argument("--steps", type=int, default=6, help="timed steps per implementation")
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--output", default=None, help="JSON path (default benchmarks/results/train_step_<device>.json)")
+    args = parser.parse_args(argv)
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+    peak_dtype = torch.bfloat16 if args.precision == "bf16" else torch.float32
+    peak = measure_matmul_peak(device, peak_dtype, seconds=2.0)
+    print(f"measured {peak_dtype} matmul peak: {peak / 1e12:.3f} TFLOP/s on {device} "
+          f"({torch.get_num_threads()} threads)", file=sys.stderr)
+    results = []
+    for size in args.sizes:
+        batch = args.batch or BATCH[size]
+        print(f"benchmarking {size} (batch {batch} x {args.seq_len})...", file=sys.stderr)
+        results.append(bench_size(size, args.seq_len, batch, args.steps, args.warmup, args.precision, device, peak))
+    header = f"{'size':<7}{'batch':>6}{'bertkit tok/s':>15}{'MFU':>7}{'HF sdpa tok/s':>15}{'MFU':>7}{'ratio':>7}"
+    print(header)
+    for r in results:
+        a, b = r["bertkit"], r["transformers"]
+        print(f"{r['size']:<7}{r['batch']:>6}{a['tokens_per_s']:>15.0f}{a['mfu']:>7.1%}"
+              f"{b['tokens_per_s']:>15.0f}{b['mfu']:>7.1%}{r['speedup']:>6.2f}x")
+    out = Path(args.output or Path(__file__).parent / "results" / f"train_step_{device.type}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"benchmark": "train_step", "machine": machine(), "commit": commit(),
+               "peak_flops": peak, "peak_dtype": str(peak_dtype), "results": results,
+               "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    out.write_text(json.dumps(payload, indent=1) + "\n")
+    print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
