@@ -220,8 +220,12 @@ def main() -> None:
     parser.add_argument("--max-seq-length", type=int, default=None, help="default 128 (384 for squad)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--lr", type=float, default=None, help="default 5e-5 (3e-5 for squad)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads for both systems (1 avoids thread thrashing on a shared machine)")
     parser.add_argument("--output", default=str(RESULTS))
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     args.lr_for = lambda name: args.lr or (3e-5 if name == "squad" else 5e-5)
     if not DATA.is_dir():
         sys.exit(f"no data at {DATA}")
