@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 
@@ -128,3 +129,29 @@ def test_evaluation_epochs_and_best_export(tmp_path):
     evals = [r for r in result.history if r["split"] == "eval"]
     assert [r["step"] for r in evals] == [4, 8, 12] and result.best_metric == 0.9
     assert (tmp_path / "best" / "model.safetensors").is_file() and model.training
+
+
+def test_lamb_and_bf16_autocast_train_on_cpu(tmp_path):
+    _, lamb = run(tmp_path / "lamb", max_steps=30, optimizer="lamb", log_every=10)
+    losses = [r["loss"] for r in lamb.history]
+    assert losses[-1] < losses[0]
+    with pytest.warns(UserWarning, match="bf16"):
+        _, bf16 = run(tmp_path / "bf16", max_steps=4, precision="bf16", log_every=2)
+    assert bf16.step == 4 and all(math.isfinite(r["loss"]) for r in bf16.history)
+
+
+def test_fp16_needs_a_gpu(tmp_path):
+    from bertkit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="CUDA"):
+        run(tmp_path, max_steps=1, precision="fp16", device="cpu")
+
+
+def test_curves_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    from bertkit.training.metrics import plot_curves
+
+    history = [{"step": s, "split": "train", "loss": 1 / s, "mlm_acc": s / 10} for s in range(1, 10)]
+    history.append({"step": 9, "split": "eval", "loss": 0.2, "mlm_acc": 0.8})
+    path = plot_curves(history, tmp_path / "curves.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
