@@ -251,7 +251,8 @@ class _LazyField:
     def __get__(self, obj: _LazyEncoding | None, owner: type | None = None) -> Any:
         if obj is None:
             return self
-        value = obj.__dict__[self.name] = getattr(obj._enc, self.name)
+        value = getattr(obj._enc, self.name)
+        setattr(obj, self.name, value)  # plain setattr: no __set__ here, and no __dict__ object is materialised
         return value
 
 
