@@ -125,3 +125,32 @@ def test_cli_exit_codes(corpus, tokenizer_dir, tmp_path, capsys):
                  "--output", str(tmp_path / "z")]) == 2
     err = capsys.readouterr().err
     assert "bertkit: error:" in err and "does not exist" in err
+
+
+def test_split_documents_holds_out_runs_of_long_documents():
+    import random
+
+    from bertkit.data.prepare import split_documents
+
+    long_doc = [[i] for i in range(1000)]  # 1000 one-token "sentences"
+    short_doc = [[5000], [5001]]
+    parts = split_documents([long_doc, short_doc], fraction=0.3, unit=100, rng=random.Random(3))
+    held = [s[0] for doc in parts["eval"] for s in doc]
+    kept = [s[0] for doc in parts["train"] for s in doc]
+    assert parts["eval"], "a single long document must still yield held-out runs"
+    assert all(len(doc) <= 100 for doc in parts["eval"])
+    assert sorted(held + kept) == list(range(1000)) + [5000, 5001]  # nothing lost, nothing shared
+    for doc in parts["train"]:  # train documents are runs of consecutive sentences: no gap inside
+        ids = [s[0] for s in doc]
+        assert ids == list(range(ids[0], ids[0] + len(ids))) or ids == [5000, 5001]
+
+
+def test_split_documents_short_documents_draw_once_each():
+    import random
+
+    from bertkit.data.prepare import split_documents
+
+    docs = [[[i]] for i in range(2000)]
+    parts = split_documents(docs, fraction=0.25, unit=256, rng=random.Random(0))
+    assert len(parts["eval"]) + len(parts["train"]) == 2000
+    assert abs(len(parts["eval"]) / 2000 - 0.25) < 0.03

@@ -626,6 +626,7 @@ def prepare_data_command(
     seed: int = typer.Option(12345, help="Seed of every random choice."),
     workers: int = typer.Option(None, help="Worker processes (default: all cores)."),
     eval_fraction: float = typer.Option(0.01, help="Share of documents held out as the eval split."),
+    eval_unit_sentences: int = typer.Option(256, help="Long documents draw the split per run of this many sentences."),
     format: str = typer.Option("auto", help="auto | lines (a sentence per line, blank line between documents) | prose | jsonl."),
     text_field: str = typer.Option("text", help="JSONL key holding the text."),
     keep_gutenberg_boilerplate: bool = typer.Option(False, help="Do not strip Project Gutenberg headers/footers."),
@@ -648,6 +649,7 @@ def prepare_data_command(
         inputs=input, output=output, tokenizer=tokenizer, max_seq_length=max_seq_length, dupe_factor=dupe_factor,
         short_seq_prob=short_seq_prob, masked_lm_prob=masked_lm_prob, max_predictions_per_seq=max_predictions_per_seq,
         masking=masking, whole_word_mask=whole_word_mask, seed=seed, workers=workers, eval_fraction=eval_fraction,
+        eval_unit_sentences=eval_unit_sentences,
         block_bytes=max(1, int(block_mb * (1 << 20))), shard_index=shard_index, num_shards=num_shards,
         corpus=CorpusOptions(format=format, text_field=text_field, strip_gutenberg=not keep_gutenberg_boilerplate),
     )

@@ -73,6 +73,9 @@ class PrepareConfig:
     """Seeds every random choice (the original's default)."""
     eval_fraction: float = 0.01
     """Probability that a document goes to the held-out ``eval`` split instead of ``train``."""
+    eval_unit_sentences: int = 256
+    """Documents longer than this many sentences (whole books, say) draw their split per run of this many
+    consecutive sentences, so that a corpus of a few long documents still gets a held-out split."""
     block_bytes: int = 4 << 20
     """Text per block: the unit of parallelism, of random-next sampling and of instance shuffling."""
     workers: int | None = None
@@ -106,11 +109,13 @@ class PrepareConfig:
             raise DataError(f"--shard-index must be in [0, {self.num_shards}), got {self.shard_index}")
         if self.block_bytes < 1:
             raise DataError("block_bytes must be positive")
+        if self.eval_unit_sentences < 1:
+            raise DataError(f"--eval-unit-sentences must be at least 1, got {self.eval_unit_sentences}")
 
     def output_settings(self) -> dict[str, Any]:
         """The settings that define the dataset's content (not how many processes made it)."""
         keys = ("max_seq_length", "short_seq_prob", "dupe_factor", "masked_lm_prob", "max_predictions_per_seq",
-                "masking", "whole_word_mask", "seed", "eval_fraction", "block_bytes")
+                "masking", "whole_word_mask", "seed", "eval_fraction", "eval_unit_sentences", "block_bytes")
         settings = {k: getattr(self, k) for k in keys}
         settings["corpus"] = asdict(self.corpus)
         return settings
@@ -152,6 +157,32 @@ def _tokenize(sentences: list[str]) -> list[list[int]]:
     return out
 
 
+def split_documents(documents: list[list], fraction: float, unit: int, rng: random.Random) -> dict[str, list]:
+    """Held-out ``eval`` documents and the ``train`` rest.
+
+    One draw per document, empty or not, so the split does not depend on tokenization details; a document
+    longer than ``unit`` sentences draws once per run of ``unit`` sentences, and the train runs between
+    held-out runs become separate documents (no "actual next" pair ever spans a held-out gap).
+    """
+    parts: dict[str, list] = {"train": [], "eval": []}
+    for doc in documents:
+        run: list = []
+        held_out = False
+        for start in range(0, max(len(doc), 1), unit):
+            piece = doc[start:start + unit]
+            if rng.random() < fraction:
+                held_out = True
+                parts["eval"].append(piece)
+                if run:
+                    parts["train"].append(run)
+                    run = []
+            else:
+                run.extend(piece)
+        if run or not held_out:
+            parts["train"].append(run)
+    return parts
+
+
 def process_block(block: Block) -> dict[str, Any]:
     """Everything for one block (in a worker): sentences, ids, split, instances, masks, shard files."""
     header = _WORKER["header"]
@@ -166,10 +197,7 @@ def process_block(block: Block) -> dict[str, Any]:
         ids = _tokenize(sentences)
         documents.append([s for s in ids if s])
     split_rng = random.Random(derive_seed(seed, block.index, _STREAM_SPLIT))
-    parts: dict[str, list] = {"train": [], "eval": []}
-    for doc in documents:
-        # One draw per document, empty or not, so the split does not depend on tokenization details.
-        parts["eval" if split_rng.random() < settings["eval_fraction"] else "train"].append(doc)
+    parts = split_documents(documents, settings["eval_fraction"], settings["eval_unit_sentences"], split_rng)
 
     masker = static_masker(_WORKER["spec"]) if settings["masking"] == "static" else None
     stats = collections.Counter(
