@@ -206,7 +206,8 @@ def train(
     export = export or _default_export
 
     # ---------------------------------------------------------------- state: fresh or resumed
-    resume_from = _find_resume(config)
+    # Rank 0 decides, so that every process resumes from the same checkpoint.
+    resume_from = distributed.broadcast_object(env, _find_resume(config) if env.is_main else None)
     bare = model.to(device)
     optimizer = build_optimizer(bare, config.optimizer, config.lr, config.weight_decay,
                                 (config.adam_beta1, config.adam_beta2), config.adam_eps)
