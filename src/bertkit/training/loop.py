@@ -97,7 +97,7 @@ def seed_everything(seed: int) -> None:
 
 # ------------------------------------------------------------------------------------------ helpers
 class _StopFlag:
-    """SIGTERM/SIGINT set a flag that the loop checks between updates; a second SIGINT interrupts at once."""
+    """SIGTERM/SIGINT set a flag that the loop checks between updates; a second signal interrupts at once."""
 
     def __init__(self) -> None:
         self.signal: int | None = None
@@ -110,7 +110,7 @@ class _StopFlag:
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:
-        if self.signal == signal.SIGINT and signum == signal.SIGINT:
+        if self.signal is not None:  # asked twice: stop now, without the checkpoint
             raise KeyboardInterrupt
         self.signal = signum
         notice(f"received {signal.Signals(signum).name}: saving a checkpoint after this update, then stopping")
@@ -242,7 +242,8 @@ def train(
     bare.train()
 
     logger = MetricsLogger(output_dir, enabled=env.is_main, tensorboard=config.tensorboard,
-                           resume_step=step if resume_from is not None else None)
+                           resume_step=step if resume_from is not None else None,
+                           resume_history=state.get("history") if resume_from is not None else None)
     if env.is_main:
         notice(f"training: micro-batch {config.micro_batch_size} x {accum} accumulation x {env.world_size} "
                f"process(es) = global batch {config.micro_batch_size * accum * env.world_size}; precision "
