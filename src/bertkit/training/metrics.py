@@ -68,7 +68,10 @@ class MetricsLogger:
     """
 
     def __init__(self, output_dir: str | os.PathLike, *, enabled: bool = True, tensorboard: bool = True,
-                 resume_step: int | None = None) -> None:
+                 resume_step: int | None = None, resume_history: list[dict[str, Any]] | None = None) -> None:
+        """``resume_history``: the records a resumed checkpoint saved; when given, the file is reset to
+        exactly them (records logged after that checkpoint at its own step, e.g. a final evaluation, would
+        otherwise appear twice)."""
         self.dir = Path(output_dir)
         self.enabled = enabled
         self.path = self.dir / METRICS_FILE
@@ -86,6 +89,8 @@ class MetricsLogger:
                     continue
                 if resume_step is not None and record.get("step", 0) <= resume_step:
                     kept.append(record)
+            if resume_history is not None:
+                kept = [dict(r) for r in resume_history]
             self.history = kept
             atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in kept))
         self._file = open(self.path, "a", encoding="utf-8")
