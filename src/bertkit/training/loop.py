@@ -306,7 +306,7 @@ def train(
                 results = dict(evaluate(bare))
             set_rng_state(saved_rng)
             bare.train()
-            logger.log({"step": step, "split": "eval", **results})
+            logger.log({"step": step, "split": "eval", "epoch": epoch, **results})
             if config.best_metric is not None and config.best_metric in results:
                 value = float(results[config.best_metric])
                 better = best is None or (value > best if config.best_mode == "max" else value < best)
