@@ -86,7 +86,7 @@ def test_a_failed_write_leaves_no_finished_looking_checkpoint(tmp_path):
         (directory / "tokenizer.json").write_text("{")
         raise OSError("disk full")
 
-    with pytest.raises(OSError):
+    with pytest.raises(CheckpointError, match="disk full"):  # an OSError while saving becomes a clear error
         save_checkpoint(tmp_path, 5, ToyModel(), STATE, extra_files=boom)
     assert list_checkpoints(tmp_path) == [] and latest_valid_checkpoint(tmp_path) is None
     save_checkpoint(tmp_path, 6, ToyModel(), STATE, keep_last=3)  # rotation sweeps the stale .tmp

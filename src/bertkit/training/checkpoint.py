@@ -86,6 +86,24 @@ def save_checkpoint(output_dir: str | os.PathLike, step: int, model: nn.Module, 
     """
     final = checkpoint_dir(output_dir, step)
     tmp = final.with_name(final.name + ".tmp")
+    try:
+        _write_checkpoint(tmp, final, step, model, trainer_state, extra_files)
+    except OSError as exc:  # disk full, read-only or vanished directory: say so, keep the older checkpoints
+        shutil.rmtree(tmp, ignore_errors=True)
+        previous = [p for p in list_checkpoints(output_dir) if p != final]
+        kept = f"the previous checkpoint {previous[-1]} is intact" if previous else "no earlier checkpoint exists"
+        raise CheckpointError(
+            f"cannot write checkpoint {final}: {exc.strerror or exc} ({exc.filename or tmp}); free disk space or "
+            f"make {Path(output_dir)} writable, then resume; {kept}"
+        ) from None
+    if keep_last is not None:
+        rotate_checkpoints(output_dir, keep_last)
+    return final
+
+
+def _write_checkpoint(tmp: Path, final: Path, step: int, model: nn.Module, trainer_state: dict[str, Any],
+                      extra_files: Callable[[Path], None] | None) -> None:
+    """Build ``tmp`` completely (files, then the manifest) and rename it to ``final``."""
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
@@ -109,9 +127,6 @@ def save_checkpoint(output_dir: str | os.PathLike, step: int, model: nn.Module, 
         shutil.rmtree(final)
     os.replace(tmp, final)
     _fsync_dir(final.parent)
-    if keep_last is not None:
-        rotate_checkpoints(output_dir, keep_last)
-    return final
 
 
 def rotate_checkpoints(output_dir: str | os.PathLike, keep_last: int) -> list[Path]:
