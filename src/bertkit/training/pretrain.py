@@ -240,10 +240,16 @@ def build_model(config: PretrainConfig, meta: Mapping[str, Any]):
 
 def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) -> TrainResult:
     """Run (or resume) pre-training as ``config`` says; see the module docstring."""
-    from bertkit.data import PretrainingLoader, open_dataset
+    from bertkit.data import PretrainingLoader, open_dataset, verify
 
     env = env or distributed.setup(config.train.device)
     meta = open_dataset(config.data)
+    # Every shard against the sizes and SHA-256 of its metadata, now rather than when a damaged one is
+    # first read hours into the run (ids out of the vocabulary would crash it, others train silently).
+    problems = verify(config.data)
+    if problems:
+        raise DataError(f"{config.data} is damaged: {'; '.join(problems[:3])}"
+                        f"{f' and {len(problems) - 3} more' if len(problems) > 3 else ''}; prepare it again")
     tokenizer_dir = Path(config.data) / meta["tokenizer"].get("directory", "tokenizer")
     torch.manual_seed(config.train.seed)  # model initialisation, identical on every process
     model = build_model(config, meta)
