@@ -53,7 +53,8 @@ def machine(device: str) -> dict:
                 if line.startswith("model name")), platform.processor())
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     info = {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
-            "python": platform.python_version(), "commit": commit, "device": device}
+            "python": platform.python_version(), "commit": commit, "device": device,
+            "load_average_1min": os.getloadavg()[0]}  # other work on the machine skews absolute figures
     if device.startswith("cuda"):
         info["gpu"] = torch.cuda.get_device_name(0)
     return info
