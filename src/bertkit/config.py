@@ -92,8 +92,18 @@ class BertConfig:
             raise ConfigError(f"pad_token_id {self.pad_token_id} is outside the vocabulary of {self.vocab_size}")
         if self.attn_implementation not in (None, "sdpa", "eager"):
             raise ConfigError(f"attn_implementation must be 'sdpa' or 'eager', got {self.attn_implementation!r}")
+        for name in ("layer_norm_eps", "initializer_range"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+                raise ConfigError(f"{name} must be a positive number, got {value!r}")
+        if self.classifier_dropout is not None and not (
+                isinstance(self.classifier_dropout, (int, float)) and 0.0 <= self.classifier_dropout < 1.0):
+            raise ConfigError(f"classifier_dropout must be None or in [0, 1), got {self.classifier_dropout!r}")
         if self.id2label is not None:
-            self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
+            try:
+                self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
+            except (AttributeError, TypeError, ValueError):
+                raise ConfigError(f"id2label must map label ids to names, got {self.id2label!r:.80}") from None
             self.num_labels = len(self.id2label)
 
     # ----------------------------------------------------------------------------------- derived values
