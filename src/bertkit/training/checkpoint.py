@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import re
 import shutil
 import warnings
@@ -190,7 +191,7 @@ def load_checkpoint(path: str | os.PathLike, model: nn.Module, *, map_location: 
         report = weights.load_hf_state_dict(model, weights.read_state_dict(path / WEIGHTS), source=str(path))
         if report.initialised:
             raise CheckpointError(f"checkpoint {path} lacks {report.initialised[:3]}; it was written for another head")
-        return torch.load(path / TRAINER_STATE, map_location=map_location, weights_only=True)
+        return _read_trainer_state(path, map_location)
     try:
         missing, unexpected = load_model(model, str(path / WEIGHTS), strict=False, device=str(map_location))
     except Exception as exc:  # safetensors raises plain errors on shape mismatches
@@ -200,4 +201,17 @@ def load_checkpoint(path: str | os.PathLike, model: nn.Module, *, map_location: 
             f"checkpoint {path} does not fit this model (missing {sorted(missing)[:5]}, unexpected "
             f"{sorted(unexpected)[:5]}); was it written for another model size or head?"
         )
-    return torch.load(path / TRAINER_STATE, map_location=map_location, weights_only=True)
+    return _read_trainer_state(path, map_location)
+
+
+def _read_trainer_state(path: Path, map_location: str | torch.device) -> dict[str, Any]:
+    # weights_only: a trainer state is plain values and tensors; anything else in it is refused, never run.
+    try:
+        state = torch.load(path / TRAINER_STATE, map_location=map_location, weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError) as exc:
+        reason = str(exc).split("Trying to load unsupported", 1)[-1].strip().splitlines()[0][:120]
+        raise CheckpointError(f"{path / TRAINER_STATE} holds something other than plain values and tensors "
+                              f"({reason}); refusing to unpickle it") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path / TRAINER_STATE} is not a trainer state (a dict)")
+    return state
