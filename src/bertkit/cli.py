@@ -38,16 +38,35 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except typer.Exit as exc:
         return exc.exit_code
+    except OSError as exc:  # a file system problem (permissions, disk full) the command did not foresee
+        print(f"bertkit: error: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""),
+              file=sys.stderr)
+        return 2
     except Exception as exc:  # click usage errors and friends
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
+        usage, abort = _click_exceptions()
+        if isinstance(exc, usage):
             exc.show()
             return 2
-        if isinstance(exc, click.exceptions.Abort):
+        if isinstance(exc, abort):
             return 1
         raise
     return 0
+
+
+def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """(usage errors, aborts) of click and of the copy of click that typer >= 0.26 vendors (``typer._click``)."""
+    import click
+
+    usage: list[type] = [click.exceptions.ClickException]
+    abort: list[type] = [click.exceptions.Abort]
+    try:
+        from typer._click import exceptions as vendored
+    except ImportError:
+        pass
+    else:
+        usage.append(vendored.ClickException)
+        abort.extend(getattr(vendored, name) for name in ("Abort",) if hasattr(vendored, name))
+    return tuple(usage), tuple(abort)
 
 
 # ------------------------------------------------------------------------------------------ commands
@@ -317,7 +336,10 @@ def answer_command(
         if context_file:
             if not Path(context_file).is_file():
                 fail(f"context file {context_file} does not exist")
-            context = Path(context_file).read_text(encoding="utf-8")
+            try:
+                context = Path(context_file).read_text(encoding="utf-8")
+            except UnicodeDecodeError as exc:
+                fail(f"{context_file} is not UTF-8 text (byte {exc.start}); convert it to UTF-8 first")
         if not question or not context:
             fail("give --question and --context (or --context-file), or --input FILE of JSON lines")
         rows = [(question, context)]
