@@ -420,10 +420,13 @@ class Tokenizer:
             limit_alphabet=limit_alphabet, continuing_subword_prefix="##", show_progress=show_progress,
         )  # fmt: skip
         files, texts = _training_inputs(files_or_iterator)
-        if files is not None:
-            backend.train(files, trainer=trainer)
-        else:
-            backend.train_from_iterator(texts, trainer=trainer)
+        try:
+            if files is not None:
+                backend.train(files, trainer=trainer)
+            else:
+                backend.train_from_iterator(texts, trainer=trainer)
+        except Exception as exc:  # the Rust trainer raises plain Exceptions, e.g. on a binary file
+            raise TokenizerError(f"cannot learn a vocabulary from the input: {exc}; give UTF-8 text files") from None
         vocab = backend.get_vocab(with_added_tokens=False)
         if len(vocab) <= len(SPECIAL_TOKENS):
             raise TokenizerError("the training text is empty: no WordPieces were learned; pass non-empty text files")
