@@ -27,6 +27,7 @@ import logging
 import multiprocessing
 import os
 import random
+import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -234,6 +235,7 @@ def prepare_dataset(config: PrepareConfig, *, progress: bool = True) -> dict[str
         raise DataError(f"--output {output} exists and is not a directory")
     files = expand_inputs(config.inputs)
     tokenizer = Tokenizer.from_pretrained(config.tokenizer)
+    created = not output.exists()  # removed again if the inputs turn out to hold no text
     output.mkdir(parents=True, exist_ok=True)
     tokenizer_dir = output / TOKENIZER_DIR
     tokenizer.save_pretrained(tokenizer_dir)
@@ -289,6 +291,8 @@ def prepare_dataset(config: PrepareConfig, *, progress: bool = True) -> dict[str
     finally:
         bar.close()
     if num_blocks == 0:
+        if created:
+            shutil.rmtree(output, ignore_errors=True)
         raise DataError("the inputs contain no usable text (see the skipped files: "
                         f"{'; '.join(stats.skipped[:3]) or 'none'})")
     header["corpus_stats"] = stats.to_dict()
