@@ -1,0 +1,167 @@
+"""The bad-input matrix over every CLI subcommand.
+
+Each subcommand gets, in each of its file or directory arguments, a missing path, the wrong kind of path
+(a directory for a file, a file for a directory), an empty file or directory, and binary garbage; and
+some contradictory options. Every case must exit with code 2, print exactly one error line (``bertkit:
+error: ...`` or click's ``Error: ...`` usage line), no traceback, and leave no output behind.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from bertkit.cli import app, main
+
+GARBAGE = bytes(range(256)) * 3 + b"\x00\xff\xfe" * 50
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory) -> dict[str, str]:
+    """Valid inputs, so that each case breaks exactly one thing."""
+    from bertkit.model import BertForPreTraining
+    from inference_helpers import make_tokenizer, save_model
+    from training_helpers import make_pretraining_dataset
+
+    root = tmp_path_factory.mktemp("cli")
+    tok = make_tokenizer(root / "tok")
+    model = save_model(root / "model", BertForPreTraining, tok)
+    (root / "lines.txt").write_text("the cat sat on the mat\nhello world\n", encoding="utf-8")
+    (root / "pairs.txt").write_text("the cat sat\tthen i slept\n", encoding="utf-8")
+    (root / "train.tsv").write_text("sentence\tlabel\n" + "good movie\tpos\nbad movie\tneg\n" * 4, encoding="utf-8")
+    (root / "qa.jsonl").write_text('{"question": "who?", "context": "john smith lived in paris"}\n', encoding="utf-8")
+    data = make_pretraining_dataset(root / "data", n_train=16, n_eval=4, seq=16, vocab=40)
+    (root / "empty.txt").write_text("")
+    (root / "garbage.bin").write_bytes(GARBAGE)
+    (root / "a_dir").mkdir()
+    (root / "empty_dir").mkdir()
+    junk = root / "junk_dir"  # a directory whose expected files are all garbage
+    junk.mkdir()
+    for name in ("config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "dataset.json",
+                 "tokenizer_config.json", "block-000000.json"):
+        (junk / name).write_bytes(GARBAGE)
+    return {"root": str(root), "model": str(model), "tok": str(root / "tok"), "lines": str(root / "lines.txt"),
+            "pairs": str(root / "pairs.txt"), "train": str(root / "train.tsv"), "qa": str(root / "qa.jsonl"),
+            "data": str(data)}
+
+
+FILE_KINDS = {"missing": "does/not/exist.txt", "directory": "a_dir", "empty": "empty.txt", "garbage": "garbage.bin"}
+DIR_KINDS = {"missing": "does/not/exist", "file": "garbage.bin", "empty": "empty_dir", "junk": "junk_dir"}
+
+# (command, argument template); {BAD} is the broken path, {OUT} a fresh output path, {x} valid inputs.
+FILE_ARGS = [
+    ("tokenizer-train-input", ["tokenizer", "train", "--input", "{BAD}", "--output", "{OUT}", "--vocab-size", "60"]),
+    ("embed-input", ["embed", "--model", "{model}", "--input", "{BAD}", "--output", "{OUT}.npy"]),
+    ("fill-mask-input", ["fill-mask", "--model", "{model}", "--input", "{BAD}"]),
+    ("next-sentence-input", ["next-sentence", "--model", "{model}", "--input", "{BAD}"]),
+    ("classify-input", ["classify", "--model", "{model}", "--input", "{BAD}"]),
+    ("tag-input", ["tag", "--model", "{model}", "--input", "{BAD}"]),
+    ("answer-context", ["answer", "--model", "{model}", "-q", "who?", "--context-file", "{BAD}"]),
+    ("answer-input", ["answer", "--model", "{model}", "--input", "{BAD}"]),
+    ("pretrain-config", ["pretrain", "--config", "{BAD}", "--data", "{data}", "--output", "{OUT}"]),
+    ("finetune-train", ["finetune", "--task", "classification", "--model", "{model}", "--train", "{BAD}",
+                        "--output", "{OUT}", "--no-progress"]),
+    ("finetune-dev", ["finetune", "--task", "classification", "--model", "{model}", "--train", "{train}",
+                      "--dev", "{BAD}", "--output", "{OUT}", "--no-progress"]),
+    ("finetune-config", ["finetune", "--config", "{BAD}", "--model", "{model}", "--output", "{OUT}"]),
+    ("evaluate-data", ["evaluate", "--model", "{model}", "--data", "{BAD}", "--task", "classification"]),
+    ("predict-input", ["predict", "--model", "{model}", "--input", "{BAD}", "--output", "{OUT}.jsonl",
+                       "--task", "classification"]),
+    ("prepare-data-input", ["prepare-data", "--input", "{BAD}", "--tokenizer", "{tok}", "--output", "{OUT}",
+                            "--workers", "1", "--quiet"]),
+]
+DIR_ARGS = [
+    ("tokenize-model", ["tokenize", "--model", "{BAD}", "hello"]),
+    ("embed-model", ["embed", "--model", "{BAD}", "--input", "{lines}", "--output", "{OUT}.npy"]),
+    ("fill-mask-model", ["fill-mask", "--model", "{BAD}", "hello [MASK]"]),
+    ("next-sentence-model", ["next-sentence", "--model", "{BAD}", "a", "b"]),
+    ("classify-model", ["classify", "--model", "{BAD}", "hello"]),
+    ("tag-model", ["tag", "--model", "{BAD}", "hello"]),
+    ("answer-model", ["answer", "--model", "{BAD}", "-q", "who?", "-c", "john lived"]),
+    ("attention-model", ["attention", "--model", "{BAD}", "hello"]),
+    ("serve-model", ["serve", "--model", "{BAD}", "--port", "1"]),
+    ("export-onnx-model", ["export", "onnx", "--model", "{BAD}", "--output", "{OUT}.onnx"]),
+    ("pretrain-data", ["pretrain", "--data", "{BAD}", "--output", "{OUT}", "--model-config", "tiny"]),
+    ("pretrain-init", ["pretrain", "--data", "{data}", "--init-from", "{BAD}", "--output", "{OUT}"]),
+    ("finetune-model", ["finetune", "--task", "classification", "--model", "{BAD}", "--train", "{train}",
+                        "--output", "{OUT}", "--no-progress"]),
+    ("evaluate-model", ["evaluate", "--model", "{BAD}", "--data", "{train}"]),
+    ("predict-model", ["predict", "--model", "{BAD}", "--input", "{train}", "--output", "{OUT}.jsonl"]),
+    ("prepare-data-tokenizer", ["prepare-data", "--input", "{lines}", "--tokenizer", "{BAD}", "--output", "{OUT}",
+                                "--workers", "1", "--quiet"]),
+]
+CONTRADICTIONS = [
+    ("embed-pooling", ["embed", "--model", "{model}", "--input", "{lines}", "--output", "{OUT}.npy", "--pooling", "max"]),
+    ("embed-output", ["embed", "--model", "{model}", "--input", "{lines}", "--output", "{OUT}.txt"]),
+    ("embed-layers", ["embed", "--model", "{model}", "--input", "{lines}", "--output", "{OUT}.npy", "--layers", "7,x"]),
+    ("fill-mask-both", ["fill-mask", "--model", "{model}", "--input", "{lines}", "hello [MASK]"]),
+    ("fill-mask-top-k", ["fill-mask", "--model", "{model}", "--top-k", "0", "hello [MASK]"]),
+    ("next-sentence-one", ["next-sentence", "--model", "{model}", "only one"]),
+    ("answer-nothing", ["answer", "--model", "{model}"]),
+    ("attention-layer", ["attention", "--model", "{model}", "--layer", "99", "hello"]),
+    ("export-onnx-head", ["export", "onnx", "--model", "{model}", "--output", "{OUT}.onnx", "--head", "NoSuchHead"]),
+    ("tokenizer-train-vocab", ["tokenizer", "train", "--input", "{lines}", "--output", "{OUT}", "--vocab-size", "0"]),
+    ("pretrain-resume-both", ["pretrain", "--data", "{data}", "--output", "{OUT}", "--resume", "--resume-from", "{OUT}"]),
+    ("pretrain-batch", ["pretrain", "--data", "{data}", "--output", "{OUT}", "--micro-batch-size", "4",
+                        "--global-batch-size", "6"]),
+    ("pretrain-precision", ["pretrain", "--data", "{data}", "--output", "{OUT}", "--precision", "fp7"]),
+    ("pretrain-max-time", ["pretrain", "--data", "{data}", "--output", "{OUT}", "--max-time", "soon"]),
+    ("finetune-resume-overwrite", ["finetune", "--task", "classification", "--model", "{model}", "--train", "{train}",
+                                   "--output", "{OUT}", "--resume", "--overwrite"]),
+    ("finetune-task", ["finetune", "--task", "poetry", "--model", "{model}", "--train", "{train}", "--output", "{OUT}"]),
+    ("finetune-epochs", ["finetune", "--task", "classification", "--model", "{model}", "--train", "{train}",
+                         "--output", "{OUT}", "--epochs", "-1"]),
+    ("evaluate-task", ["evaluate", "--model", "{model}", "--data", "{train}", "--task", "poetry"]),
+    ("prepare-data-shards", ["prepare-data", "--input", "{lines}", "--tokenizer", "{tok}", "--output", "{OUT}",
+                             "--shard-index", "3", "--num-shards", "2", "--quiet"]),
+    ("prepare-data-prob", ["prepare-data", "--input", "{lines}", "--tokenizer", "{tok}", "--output", "{OUT}",
+                           "--masked-lm-prob", "2", "--quiet"]),
+    ("prepare-data-masking", ["prepare-data", "--input", "{lines}", "--tokenizer", "{tok}", "--output", "{OUT}",
+                              "--masking", "sometimes", "--quiet"]),
+    ("demo-missing-corpus", ["demo", "--output", "{OUT}", "--corpus", "{root}/does/not/exist"]),
+    ("serve-limits", ["serve", "--model", "{model}", "--max-items", "0", "--port", "1"]),
+    ("unknown-option", ["embed", "--model", "{model}", "--no-such-option"]),
+]
+
+CASES = ([(f"{name}[{kind}]", args, where) for name, args in FILE_ARGS for kind, where in FILE_KINDS.items()]
+         + [(f"{name}[{kind}]", args, where) for name, args in DIR_ARGS for kind, where in DIR_KINDS.items()]
+         + [(name, args, None) for name, args in CONTRADICTIONS])
+
+
+def test_every_subcommand_is_in_the_matrix():
+    from typer.main import get_command
+
+    def names(group, prefix=""):
+        for name, command in group.commands.items():
+            if hasattr(command, "commands"):
+                yield from names(command, prefix + name + "-")
+            else:
+                yield prefix + name
+
+    covered = {name.split("[")[0] for name, _, _ in CASES}
+    for command in names(get_command(app)):
+        assert any(c.startswith(command) for c in covered), f"{command} has no bad-input case"
+
+
+@pytest.mark.parametrize("name,template,bad", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_exits_2_with_one_line_and_no_output(env, tmp_path, capsys, monkeypatch, name, template, bad):
+    import uvicorn
+
+    def never_serve(*args, **kwargs):
+        raise AssertionError("the server started on bad input")
+
+    monkeypatch.setattr(uvicorn, "run", never_serve)
+    out = tmp_path / "out" / "result"
+    values = {**env, "OUT": str(out), "BAD": os.path.join(env["root"], bad) if bad else ""}
+    args = [part.format(**values) for part in template]
+    code = main(args)
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith(("bertkit: error:", "Error:"))]
+    assert code == 2, f"exit {code}; stderr: {captured.err[-800:]}; stdout: {captured.out[-300:]}"
+    assert len(errors) == 1 and "Traceback" not in captured.err, captured.err[-800:]
+    assert len(errors[0]) < 400, errors[0]
+    leftovers = sorted(p.name for p in out.parent.glob("*")) if out.parent.exists() else []
+    assert leftovers == [], f"partial output left behind: {leftovers}"
