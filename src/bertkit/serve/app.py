@@ -370,6 +370,10 @@ def _add_pipelines(app: FastAPI, service: Service) -> None:
                     raise Problem(422, f"text {i} has no [MASK] to fill")
             if request.top_k > limits.max_top_k:
                 raise Problem(422, f"top_k is {request.top_k}; this server gives at most {limits.max_top_k}")
+            candidates = sum(len(MASK_PATTERN.findall(text)) for text in request.texts) * request.top_k
+            if candidates > limits.max_mask_candidates:
+                raise Problem(413, f"{candidates} [MASK] candidates asked ([MASK] tokens x top_k); this server "
+                                   f"gives at most {limits.max_mask_candidates} per request: send fewer masks")
             service.check_tokens(request.texts)
             top_k = request.top_k
 

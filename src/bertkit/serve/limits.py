@@ -24,6 +24,9 @@ class ServeLimits:
     tag and question contexts are windowed instead, up to ``max_long_tokens``."""
     max_long_tokens: int = 8192
     max_top_k: int = 50
+    max_mask_candidates: int = 2_000
+    """[MASK] tokens x ``top_k`` over one fill-mask request: each candidate carries the whole filled-in
+    text, so a few texts full of masks would otherwise make an answer of gigabytes."""
     attention_max_tokens: int = 128
     """Tokens of a text whose attention maps are returned (the answer grows with the square)."""
     batch_size: int = 32
