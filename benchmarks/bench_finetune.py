@@ -6,7 +6,9 @@ clip 1.0, fp32), the same features (bertkit's task featurisation, so the data an
 identical) and the same seed. What differs is the training stack and the batching policy:
 
 * bertkit: ``bertkit.training.finetune.finetune`` (the shared loop, length-grouped batches),
-* peer: random batches padded to the longest in the batch, the way a plain Hugging Face user does it.
+* peer: random batches padded to the longest in the batch, the way a plain Hugging Face user does it, with
+  ``transformers.get_linear_schedule_with_warmup`` (its decay starts at the end of warmup; bertkit's, as
+  Google BERT's, decays from step 0 and is overridden by the warmup: at most 10% apart, at the warmup's end).
 
 Measured per system: training seconds per epoch (evaluation excluded; for runs bounded by ``--max-steps``,
 seconds for those steps), dev metrics after each epoch, padding share of the batch tensors.
