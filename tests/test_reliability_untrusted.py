@@ -147,3 +147,27 @@ def test_cli_refuses_a_malicious_model_with_exit_2(tmp_path, capsys, command):
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) >= 1 and err[-1].startswith("bertkit: error:"), err
     assert not canary.exists() and not (tmp_path / "o.npy").exists() and not (tmp_path / "m.onnx").exists()
+
+
+def test_the_service_takes_no_paths_or_models_from_requests(tmp_path):
+    """Requests carry texts and numbers only: every request schema forbids extra fields, none names a path,
+    file, directory or model, and a request that tries gets 422 (the model is fixed at start-up)."""
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from bertkit.model import BertForPreTraining
+    from bertkit.serve import create_app
+    from inference_helpers import make_tokenizer, save_model
+
+    model = save_model(tmp_path / "model", BertForPreTraining, make_tokenizer(tmp_path / "tok"))
+    client = TestClient(create_app(str(model)))
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    requests = {name: s for name, s in schemas.items() if name.endswith("Request")}
+    assert requests
+    for name, schema in requests.items():
+        assert schema.get("additionalProperties") is False, name
+        for field in schema.get("properties", {}):
+            assert not any(word in field.lower() for word in ("path", "file", "dir", "model", "url")), (name, field)
+    for extra in ({"model": "/etc/passwd"}, {"path": "/etc/passwd"}, {"model_dir": str(model)}):
+        response = client.post("/fill-mask", json={"texts": ["the [MASK] sat"], **extra})
+        assert response.status_code == 422, response.text
