@@ -303,6 +303,7 @@ def test_pretraining_survives_sigkill_at_many_points(ctx, tmp_path):
             break  # the run finished before this fault was reached
         assert code == -signal.SIGKILL, f"{fault}: exit code {code}"
         kills.append(fault)
+        print("pre-training killed at", fault, "; checkpoints", [p.name for p in list_checkpoints(run)])
         invalid_seen += check_checkpoints(run, reference, fault)[1]
         if (run / "final" / "model.safetensors").is_file():  # an export is never half there
             assert (run / "final" / "model.safetensors").read_bytes() == \
