@@ -291,7 +291,10 @@ def train(
         last_saved, last_saved_step = path or last_saved, step
         return path
 
-    last_eval_step = -1
+    # A checkpoint saved right after an evaluation at its step already holds that evaluation: resuming
+    # there (e.g. at the very end of a run) must not evaluate and log it a second time.
+    last_eval_step = step if resume_from is not None and any(
+        r.get("split") == "eval" and r.get("step") == step for r in state.get("history") or []) else -1
 
     def run_evaluation() -> None:
         nonlocal best, last_eval_step
