@@ -9,18 +9,17 @@ truncated or modified after ``prepare-data`` must be refused with a ``DataError`
 from __future__ import annotations
 
 import errno
-import os
-import warnings
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
 from bertkit.cli import main
 from bertkit.errors import CheckpointError, DataError
 from bertkit.training import checkpoint as ck
-from bertkit.training.checkpoint import latest_valid_checkpoint, list_checkpoints, save_checkpoint, validate_checkpoint
+from bertkit.training.checkpoint import (
+    latest_valid_checkpoint, list_checkpoints, save_checkpoint, validate_checkpoint,
+)
 from bertkit.training.pretrain import build_config, pretrain
 from training_helpers import ToyModel, make_pretraining_dataset
 
@@ -131,7 +130,8 @@ def test_damaged_shard_is_refused_before_training_starts(tmp_path, how):
 def test_damaged_shard_is_one_line_exit_2_from_the_cli(tmp_path, capsys):
     data = make_pretraining_dataset(tmp_path / "data", n_train=32, n_eval=4, seq=16, vocab=40)
     damage(data, "modified")
-    code = main(["pretrain", "--config", str(quiet_config(tmp_path)), "--data", str(data), "--output", str(tmp_path / "run"), "--model-config", "tiny",
-                 "--micro-batch-size", "4", "--max-steps", "2", "--no-progress"])
+    code = main(["pretrain", "--config", str(quiet_config(tmp_path)), "--data", str(data), "--output",
+                 str(tmp_path / "run"), "--model-config", "tiny", "--micro-batch-size", "4", "--max-steps", "2",
+                 "--no-progress"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err[-1].startswith("bertkit: error:") and "checksum" in err[-1]
