@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from bertkit.cli import main
-from bertkit.errors import BertkitError, ConfigError, DataError
+from bertkit.errors import BertkitError, ConfigError
 from bertkit.model import BertModel
 from bertkit.training.finetune import (
     FinetuneConfig, GroupedBatches, evaluate_model, finetune, load_finetuned, predict,

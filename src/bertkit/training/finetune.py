@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from bertkit.config import BertConfig
-from bertkit.errors import BertkitError, CheckpointError, ConfigError, DataError
+from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.io import atomic_write_text
 from bertkit.tasks import HEAD_TO_TASK, LengthGroupedBatchSampler, Task, get_task
 from bertkit.tasks.base import write_jsonl
@@ -335,7 +335,7 @@ def run_model(model: torch.nn.Module, task: Task, features: Sequence[Mapping[str
     The caller chooses the mode (``model.eval()``) and the grad context.
     """
     device = torch.device(device) if device is not None else next(model.parameters()).device
-    names = [n for n in ("input_ids", "token_type_ids", "attention_mask")]
+    names = ("input_ids", "token_type_ids", "attention_mask")
     sampler = LengthGroupedBatchSampler([len(f["input_ids"]) for f in features], batch_size, shuffle=False,
                                         sort_when_not_shuffled=True)
     rows: list[Any] = [None] * len(features)
