@@ -9,7 +9,6 @@ markdown report and PNG curves. Everything is a call into the library; nothing h
 
 from __future__ import annotations
 
-import json
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -47,8 +46,9 @@ class DemoConfig:
     """WordPiece vocabulary learned from the corpus (a small corpus wants a small vocabulary)."""
     model: str = "mini"
     """Model preset to pre-train."""
-    max_seq_length: int = 128
-    """Pre-training sequence length."""
+    max_seq_length: int = 64
+    """Pre-training sequence length: short, so that a few minutes buy many updates (the probes and the
+    polarity sentences are short too)."""
     dupe_factor: int = 5
     """Passes over the corpus with different masks when preparing data."""
     pretrain_time: str = "8m"
@@ -163,7 +163,7 @@ def _format_masks(predictions: list) -> list[str]:
 
 def _report(config: DemoConfig, meta: dict, result: Any, pretrain_eval: list, before: list, after: list,
             finetuned: dict[str, Any], out: Path) -> str:
-    counts = meta.get("counts", meta)
+    splits = meta.get("splits", {})
     vocab_size = meta.get("tokenizer", {}).get("vocab_size", config.vocab_size)
     model_parameters = BertConfig.preset(config.model, vocab_size=vocab_size).num_parameters()
     lines = [
@@ -181,7 +181,8 @@ def _report(config: DemoConfig, meta: dict, result: Any, pretrain_eval: list, be
         "",
         "## Pre-training",
         "",
-        f"Prepared data: `{json.dumps(counts)[:300]}`.",
+        "Prepared data: " + ", ".join(f"{split} {info.get('num_instances', 0):,} instances "
+                                      f"({info.get('num_tokens', 0):,} tokens)" for split, info in splits.items()) + ".",
         f"Updates: {result.step} ({result.stop_reason}); skipped non-finite steps: {result.skipped_steps}.",
         "",
     ]
