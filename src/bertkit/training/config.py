@@ -7,7 +7,9 @@ CLI and TOML/YAML files fill the same fields.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,35 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 _DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)d)?\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*"
                        r"(?:(\d+(?:\.\d+)?)s?)?\s*$")
+
+
+def read_options_file(path: str | os.PathLike) -> dict[str, Any]:
+    """The table of options in a TOML file (or YAML, with PyYAML), as parsed; callers map the keys.
+
+    Shared by ``bertkit pretrain --config`` and ``bertkit finetune --config``: every way the file can be
+    unreadable is one ``ConfigError``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start}); write it as TOML or YAML") from None
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            try:
+                import yaml
+            except ImportError:
+                raise ConfigError("reading YAML needs PyYAML (pip install pyyaml), or write the file as TOML") from None
+            data = yaml.safe_load(text) or {}
+        else:
+            data = tomllib.loads(text)
+    except (tomllib.TOMLDecodeError, ValueError) as exc:
+        raise ConfigError(f"cannot parse {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a table of options")
+    return data
 
 
 def parse_duration(value: str | float | int | None) -> float | None:

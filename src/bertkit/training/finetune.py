@@ -28,7 +28,6 @@ import math
 import os
 import shutil
 import time
-import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +42,7 @@ from bertkit.io import atomic_write_text
 from bertkit.tasks import HEAD_TO_TASK, LengthGroupedBatchSampler, Task, get_task
 from bertkit.tasks.base import write_jsonl
 from bertkit.training import distributed
-from bertkit.training.config import PRECISIONS, TrainConfig
+from bertkit.training.config import PRECISIONS, TrainConfig, read_options_file
 from bertkit.training.loop import TrainResult, train
 from bertkit.training.metrics import notice
 
@@ -180,26 +179,7 @@ def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
     """Options from a TOML (or YAML) file: ``FinetuneConfig`` fields as flat keys, a ``[task_options]``
     table, and other ``TrainConfig`` options flat or in a ``[train]`` table. ``train``/``dev`` are accepted
     for ``train_file``/``dev_file``."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start}); write it as TOML or YAML") from None
-    try:
-        if path.suffix in (".yaml", ".yml"):
-            try:
-                import yaml
-            except ImportError:
-                raise ConfigError("reading YAML needs PyYAML (pip install pyyaml), or write the file as TOML") from None
-            data = yaml.safe_load(text) or {}
-        else:
-            data = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, ValueError) as exc:
-        raise ConfigError(f"cannot parse {path}: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a table of options")
+    data = read_options_file(path)
     data = {k.replace("-", "_"): v for k, v in data.items()}
     nested = data.pop("train", None)
     if isinstance(nested, str):  # ``train = "file"``: the training data

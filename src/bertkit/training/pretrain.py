@@ -16,7 +16,6 @@ import dataclasses
 import json
 import os
 import shutil
-import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ from bertkit.config import PRESETS, BertConfig
 from bertkit.errors import ConfigError, DataError
 from bertkit.io import atomic_write_text
 from bertkit.training import distributed
-from bertkit.training.config import TrainConfig
+from bertkit.training.config import TrainConfig, read_options_file
 from bertkit.training.loop import TrainResult, train
 from bertkit.training.metrics import measure_matmul_peak, notice, pretraining_flops_per_token
 
@@ -84,26 +83,7 @@ _TRAIN_KEYS = {f.name for f in dataclasses.fields(TrainConfig)}
 
 def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
     """Options from a TOML or YAML file: flat keys, or pre-training keys plus a ``[train]`` table."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start}); write it as TOML or YAML") from None
-    try:
-        if path.suffix in (".yaml", ".yml"):
-            try:
-                import yaml
-            except ImportError:
-                raise ConfigError("reading YAML needs PyYAML (pip install pyyaml), or write the file as TOML") from None
-            data = yaml.safe_load(text) or {}
-        else:
-            data = tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, ValueError) as exc:
-        raise ConfigError(f"cannot parse {path}: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a table of options")
+    data = read_options_file(path)
     nested = data.pop("train", {}) or {}
     flat = {k.replace("-", "_"): v for k, v in {**data, **nested}.items()}
     unknown = sorted(set(flat) - _PRETRAIN_KEYS - _TRAIN_KEYS)
