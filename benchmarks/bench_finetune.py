@@ -26,10 +26,8 @@ import argparse
 import json
 import math
 import os
-import platform
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from machine_info import git_commit, machine
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -53,26 +53,10 @@ TASKS = {
 }
 
 
-def machine() -> dict:
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                text=True).stdout.strip()
-    except OSError:
-        commit = None
+def machine_with_peer() -> dict:
     import transformers
 
-    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-            "torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version(),
-            "commit": commit, "load_average_at_start": os.getloadavg()}
+    return {**machine(), "transformers": transformers.__version__, "commit": git_commit()}
 
 
 def padding_share(lengths: list[int], batches: list[list[int]]) -> float:
@@ -240,7 +224,7 @@ def main() -> None:
         sys.exit(f"unknown task(s) {unknown}; choose from {list(TASKS)}")
     path = Path(args.output)
     results = json.loads(path.read_text()) if path.is_file() else {"runs": []}
-    info = machine()
+    info = machine_with_peer()
     for name in tasks:
         for seed in [int(s) for s in args.seeds.split(",")]:
             entry = run_task(name, seed, args, model_dir)

@@ -17,10 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,33 +29,9 @@ from bertkit.model import BertForPreTraining
 from bertkit.training.metrics import measure_matmul_peak, pretraining_flops_per_token
 from bertkit.training.optim import param_groups
 from bertkit.weights import load_hf_state_dict
+from machine_info import git_commit, machine
 
 BATCH = {"tiny": 32, "mini": 32, "small": 16, "medium": 16, "base": 8, "large": 4}
-
-
-def machine() -> dict:
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    info = {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-            "torch": torch.__version__, "python": platform.python_version(), "gpu": None,
-            "load_average_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
-    if torch.cuda.is_available():
-        info["gpu"] = torch.cuda.get_device_name()
-    return info
-
-
-def commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                              cwd=Path(__file__).parent, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def make_batch(config: BertConfig, batch: int, seq: int, device: torch.device, seed: int = 0) -> tuple[dict, dict]:
@@ -185,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{b['tokens_per_s']:>15.0f}{b['mfu']:>7.1%}{r['speedup']:>6.2f}x")
     out = Path(args.output or Path(__file__).parent / "results" / f"train_step_{device.type}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"benchmark": "train_step", "machine": machine(), "commit": commit(),
+    payload = {"benchmark": "train_step", "machine": machine(), "commit": git_commit(),
                "peak_flops": peak, "peak_samples": peaks, "peak_dtype": str(peak_dtype), "results": results,
                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     out.write_text(json.dumps(payload, indent=1) + "\n")

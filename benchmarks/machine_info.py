@@ -1,0 +1,37 @@
+"""What every benchmark records about where it ran: CPU model, cores, torch threads, GPU, load, commit."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+import torch
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name from /proc/cpuinfo (``platform.processor()`` is often empty on Linux)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def machine() -> dict:
+    """The machine as benchmarks report it; the load average says how much else was running."""
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+            "torch": torch.__version__, "python": platform.python_version(),
+            "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None}
