@@ -7,8 +7,6 @@ import platform
 import subprocess
 from pathlib import Path
 
-import torch
-
 
 def cpu_model() -> str:
     """The CPU's marketing name from /proc/cpuinfo (``platform.processor()`` is often empty on Linux)."""
@@ -31,6 +29,8 @@ def git_commit() -> str:
 
 def machine() -> dict:
     """The machine as benchmarks report it; the load average says how much else was running."""
+    import torch  # here, so that cpu_model/git_commit cost nothing to benchmarks that avoid torch
+
     return {"cpu": cpu_model(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
             "torch": torch.__version__, "python": platform.python_version(),
