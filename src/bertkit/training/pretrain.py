@@ -25,7 +25,7 @@ import torch
 
 from bertkit.config import PRESETS, BertConfig
 from bertkit.errors import ConfigError, DataError
-from bertkit.io import atomic_write_text
+from bertkit.io import atomic_directory, atomic_write_text
 from bertkit.training import distributed
 from bertkit.training.config import TrainConfig, read_options_file
 from bertkit.training.loop import TrainResult, train
@@ -268,10 +268,9 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
                    flops_per_token=flops, extra_files=copy_tokenizer, env=env)
     if env.is_main and result.stop_reason != "signal":
         final = Path(config.output) / FINAL_DIR
-        if final.exists():
-            shutil.rmtree(final)
-        model.save_pretrained(final)
-        copy_tokenizer(final)
+        with atomic_directory(final) as staging:  # a crash mid-export keeps the previous final/
+            model.save_pretrained(staging)
+            copy_tokenizer(staging)
         notice(f"exported the model to {final} (Hugging Face layout)")
     distributed.barrier(env)
     return result
