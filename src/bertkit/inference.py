@@ -259,7 +259,7 @@ def embed(
     for batch in batches:
         padded = collate_encodings([encodings[i] for i in batch], pad_id=loaded.tokenizer.pad_id)
         inputs = {k: v.to(device) for k, v in padded.items()}
-        out = encoder(**inputs, output_hidden_states=len(layer_ids) > 1 or layer_ids != [-1])
+        out = encoder(**inputs, output_hidden_states=layer_ids != [-1])
         states = [out.last_hidden_state] if out.hidden_states is None else [out.hidden_states[i] for i in layer_ids]
         hidden = torch.cat(states, dim=-1).float()
         mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
@@ -280,7 +280,7 @@ def embed(
         result = np.empty(len(rows), dtype=object)
         result[:] = rows
         return result
-    width = sum(1 for _ in layer_ids) * loaded.model.config.hidden_size
+    width = len(layer_ids) * loaded.model.config.hidden_size
     return np.stack(rows) if rows else np.zeros((0, width), dtype=np.float32)
 
 
