@@ -231,6 +231,57 @@ def test_sparse_mlm_equals_dense_logits_at_masked_positions():
     assert sparse.loss is sparse.mlm_loss  # no NSP label given
 
 
+@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+def test_output_rows_equal_gathering_the_full_output(attn):
+    model = BertModel(tiny(), attn_implementation=attn).eval()
+    ids, types, mask = batch()
+    full = model(ids, types, mask)
+    rows = torch.tensor([[3, 1, 3], [0, 5, 2], [1, 0, 0]])  # any order, repeats and [CLS] itself allowed
+    expected = torch.stack([full.last_hidden_state[b, rows[b]] for b in range(3)])
+    for kwargs in ({}, {"output_hidden_states": True}):
+        out = model(ids, types, mask, output_rows=rows, **kwargs)
+        torch.testing.assert_close(out.last_hidden_state, expected, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(out.pooler_output, full.pooler_output, atol=1e-5, rtol=1e-5)
+    no_pooler = BertModel(tiny(), add_pooling_layer=False, attn_implementation=attn).eval()
+    no_pooler.load_state_dict(model.state_dict(), strict=False)
+    torch.testing.assert_close(no_pooler(ids, types, mask, output_rows=rows).last_hidden_state, expected,
+                               atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_last_layer_on_masked_rows_gives_the_full_gradients(checkpointing):
+    """Sparse positions compute the last layer at the masked rows only; dense labels run it everywhere."""
+    config = tiny(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    sparse_model = BertForPreTraining(config).train()
+    dense_model = BertForPreTraining(config).train()
+    dense_model.load_state_dict(sparse_model.state_dict())
+    sparse_model.bert.gradient_checkpointing_enable(checkpointing)
+    ids, types, mask = batch()
+    positions = torch.tensor([[1, 3, 5], [2, 4, 0], [1, 0, 0]])
+    labels = torch.tensor([[11, 12, 13], [14, 15, -100], [16, -100, -100]])
+    dense_labels = torch.full_like(ids, -100)
+    for b in range(3):
+        for p, lab in zip(positions[b].tolist(), labels[b].tolist()):
+            if lab != -100:
+                dense_labels[b, p] = lab
+    nsp = torch.tensor([0, 1, 1])
+    sparse = sparse_model(ids, types, mask, masked_positions=positions, masked_labels=labels, next_sentence_label=nsp)
+    dense = dense_model(ids, types, mask, labels=dense_labels, next_sentence_label=nsp)
+    torch.testing.assert_close(sparse.loss, dense.loss, atol=1e-6, rtol=1e-5)
+    sparse.loss.backward()
+    dense.loss.backward()
+    for (name, a), b in zip(sparse_model.named_parameters(), dense_model.parameters()):
+        torch.testing.assert_close(a.grad, b.grad, atol=1e-6, rtol=1e-4, msg=name)
+
+
+def test_classification_reads_cls_only_and_matches_the_full_encoder():
+    model = BertForSequenceClassification(tiny(num_labels=3)).eval()
+    ids, types, mask = batch()
+    full = model.bert(ids, types, mask)
+    expected = model.classifier(full.pooler_output)
+    torch.testing.assert_close(model(ids, types, mask).logits, expected, atol=1e-5, rtol=1e-5)
+
+
 def test_mlm_accuracy_counts_hits():
     model = BertForMaskedLM(tiny()).eval()
     ids, types, mask = batch()

@@ -139,3 +139,24 @@ def test_shard_stream_state_is_independent_of_the_process_count(data):
     odd = ShardStream(PretrainingLoader(data, 4, seed=1, rank=0, world_size=4))
     with pytest.raises(Exception, match="split"):
         odd.load_state_dict({**state, "global_position": 6})
+
+
+@pytest.mark.parametrize("predictions", [5, 32])
+def test_flop_count_matches_what_the_model_executes(predictions):
+    """The MFU numerator: FLOPs counted by torch's FlopCounterMode over one training step of the real model."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from bertkit.config import BertConfig
+    from bertkit.model import BertForPreTraining
+    from bertkit.training.metrics import pretraining_flops_per_token
+
+    config = BertConfig.preset("tiny", vocab_size=500, max_position_embeddings=32)
+    model = BertForPreTraining(config).train()
+    batch, seq = 2, 32
+    ids = torch.randint(5, 500, (batch, seq))
+    positions = torch.stack([torch.randperm(seq)[:predictions] for _ in range(batch)])
+    with FlopCounterMode(display=False) as counter:
+        model(ids, masked_positions=positions, masked_labels=torch.gather(ids, 1, positions),
+              next_sentence_label=torch.zeros(batch, dtype=torch.long)).loss.backward()
+    expected = pretraining_flops_per_token(config, seq, predictions) * batch * seq
+    assert counter.get_total_flops() == pytest.approx(expected, rel=0.02)

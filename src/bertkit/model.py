@@ -161,11 +161,20 @@ class SelfAttention(nn.Module):
         self.dropout_p = config.attention_probs_dropout_prob
         self.attn_implementation = attn_implementation
 
-    def forward(self, x: Tensor, mask: Tensor | None, output_attentions: bool = False
-                ) -> tuple[Tensor, Tensor | None]:
+    def forward(self, x: Tensor, mask: Tensor | None, output_attentions: bool = False,
+                rows: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """``rows [B, K]``: attend from those positions only (every position is still a key); the output is
+        then ``[B, K, H]``."""
         batch, seq_len, hidden = x.shape
-        # [B, L, 3H] -> three [B, heads, L, head_dim]
-        q, k, v = self.qkv(x).view(batch, seq_len, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        if rows is None:
+            # [B, L, 3H] -> three [B, heads, L, head_dim]
+            q, k, v = self.qkv(x).view(batch, seq_len, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        else:
+            weight, bias = self.qkv.weight, self.qkv.bias
+            q = F.linear(gather_rows(x, rows), weight[:hidden], bias[:hidden])
+            q = q.view(batch, -1, self.num_heads, self.head_dim).transpose(1, 2)
+            k, v = F.linear(x, weight[hidden:], bias[hidden:]).view(
+                batch, seq_len, 2, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         dropout_p = self.dropout_p if self.training else 0.0
         probs = None
         if output_attentions or self.attn_implementation == "eager":
@@ -177,8 +186,13 @@ class SelfAttention(nn.Module):
             context = F.dropout(probs, dropout_p, training=self.training) @ v
         else:
             context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-        context = context.transpose(1, 2).reshape(batch, seq_len, hidden)
+        context = context.transpose(1, 2).reshape(batch, q.shape[2], hidden)
         return self.out(context), probs
+
+
+def gather_rows(x: Tensor, rows: Tensor) -> Tensor:
+    """``x[b, rows[b, k]]`` for every b, k: ``[B, L, H]`` and ``[B, K]`` give ``[B, K, H]``."""
+    return torch.gather(x, 1, rows.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
 
 
 class EncoderLayer(nn.Module):
@@ -194,9 +208,12 @@ class EncoderLayer(nn.Module):
         self.act = activation(config.hidden_act)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, x: Tensor, mask: Tensor | None, output_attentions: bool = False
-                ) -> tuple[Tensor, Tensor | None]:
-        attended, probs = self.attention(x, mask, output_attentions)
+    def forward(self, x: Tensor, mask: Tensor | None, output_attentions: bool = False,
+                rows: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """``rows [B, K]``: compute the block's output at those positions only (``[B, K, H]``)."""
+        attended, probs = self.attention(x, mask, output_attentions, rows)
+        if rows is not None:
+            x = gather_rows(x, rows)
         h = self.attention_norm(x + self.dropout(attended))
         out = self.ffn_norm(h + self.dropout(self.ffn_out(self.act(self.ffn_in(h)))))
         return out, probs
@@ -212,14 +229,18 @@ class Encoder(nn.Module):
         self.gradient_checkpointing = False
 
     def forward(self, x: Tensor, mask: Tensor | None, output_hidden_states: bool = False,
-                output_attentions: bool = False) -> tuple[Tensor, tuple | None, tuple | None]:
+                output_attentions: bool = False, last_layer_rows: Tensor | None = None
+                ) -> tuple[Tensor, tuple | None, tuple | None]:
+        """``last_layer_rows [B, K]``: the last layer computes only those positions (see ``BertModel``)."""
         hidden_states = [x] if output_hidden_states else None
         attentions = [] if output_attentions else None
-        for layer in self.layers:
+        last = len(self.layers) - 1
+        for i, layer in enumerate(self.layers):
+            rows = last_layer_rows if i == last else None
             if self.gradient_checkpointing and self.training and torch.is_grad_enabled():
-                x, probs = checkpoint(layer, x, mask, output_attentions, use_reentrant=False)
+                x, probs = checkpoint(layer, x, mask, output_attentions, rows, use_reentrant=False)
             else:
-                x, probs = layer(x, mask, output_attentions)
+                x, probs = layer(x, mask, output_attentions, rows)
             if hidden_states is not None:
                 hidden_states.append(x)
             if attentions is not None:
@@ -313,9 +334,15 @@ class BertModel(PreTrainedMixin, nn.Module):
 
     def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
                 attention_mask: Tensor | None = None, *, output_hidden_states: bool = False,
-                output_attentions: bool = False) -> BertOutput:
+                output_attentions: bool = False, output_rows: Tensor | None = None) -> BertOutput:
         """``input_ids [B, L]``; ``token_type_ids`` 0/1 segments (default all 0); ``attention_mask`` 1 for real
-        tokens and 0 for padding (default all 1)."""
+        tokens and 0 for padding (default all 1).
+
+        ``output_rows [B, K]`` (positions): ``last_hidden_state`` is then ``[B, K, H]``, the final vectors at
+        those positions only, and the last layer computes just those rows (plus [CLS] for the pooler). A
+        head that reads a few positions (MLM at the masked tokens, classification at [CLS]) skips most of
+        the last layer's work this way; the values are the same as gathering from the full output.
+        """
         mask = None
         if attention_mask is not None:
             # Unpadded batches reach SDPA with no mask (fastest kernel); the check costs one host sync per
@@ -323,9 +350,19 @@ class BertModel(PreTrainedMixin, nn.Module):
             if torch.compiler.is_compiling() or not bool(attention_mask.all()):
                 mask = attention_mask[:, None, None, :].bool()
         x = self.embeddings(input_ids, token_type_ids)
-        x, hidden_states, attentions = self.encoder(x, mask, output_hidden_states, output_attentions)
-        pooled = self.pooler(x) if self.pooler is not None else None
-        return BertOutput(x, pooled, hidden_states, attentions)
+        if output_rows is None:
+            x, hidden_states, attentions = self.encoder(x, mask, output_hidden_states, output_attentions)
+            return BertOutput(x, self.pooler(x) if self.pooler is not None else None, hidden_states, attentions)
+        if output_hidden_states or output_attentions:  # every layer's full output was asked for anyway
+            x, hidden_states, attentions = self.encoder(x, mask, output_hidden_states, output_attentions)
+            pooled = self.pooler(x) if self.pooler is not None else None
+            return BertOutput(gather_rows(x, output_rows), pooled, hidden_states, attentions)
+        if self.pooler is None:
+            x, _, _ = self.encoder(x, mask, last_layer_rows=output_rows)
+            return BertOutput(x, None, None, None)
+        cls_first = torch.cat([output_rows.new_zeros(output_rows.shape[0], 1), output_rows], dim=1)
+        x, _, _ = self.encoder(x, mask, last_layer_rows=cls_first)
+        return BertOutput(x[:, 1:], self.pooler(x), None, None)
 
 
 def _check_position_embedding_type(config: BertConfig) -> None:
@@ -356,11 +393,11 @@ class MaskedLMHead(nn.Module):
 def _masked_lm(head: MaskedLMHead, sequence_output: Tensor, masked_positions: Tensor | None,
                masked_labels: Tensor | None, labels: Tensor | None
                ) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor | None]:
-    """Logits, loss, correct and count of the MLM task. With positions or labels, the hidden states of the
-    masked tokens are gathered BEFORE the transform and the vocabulary projection (sparse MLM)."""
+    """Logits, loss, correct and count of the MLM task. With positions or labels, only the hidden states of the
+    masked tokens go through the transform and the vocabulary projection (sparse MLM). With positions,
+    ``sequence_output`` holds just those rows already (``BertModel(output_rows=masked_positions)``)."""
     if masked_positions is not None:
-        index = masked_positions.unsqueeze(-1).expand(-1, -1, sequence_output.shape[-1])
-        logits = head(torch.gather(sequence_output, 1, index))  # [B, P, V]
+        logits = head(sequence_output)  # [B, P, V]
         targets = masked_labels
     elif labels is not None:
         selected = labels != -100
@@ -404,8 +441,8 @@ class BertForPreTraining(PreTrainedMixin, nn.Module):
                 output_attentions: bool = False) -> PreTrainingOutput:
         """``masked_positions``/``masked_labels [B, P]`` (label -100 in padding slots) or dense ``labels [B, L]``
         (-100 = not predicted); ``next_sentence_label [B]`` 0 = B follows A, 1 = random."""
-        out = self.bert(input_ids, token_type_ids, attention_mask,
-                        output_hidden_states=output_hidden_states, output_attentions=output_attentions)
+        out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states=output_hidden_states,
+                        output_attentions=output_attentions, output_rows=masked_positions)
         mlm_logits, mlm_loss, correct, count = _masked_lm(
             self.mlm, out.last_hidden_state, masked_positions, masked_labels, labels)
         nsp_logits = self.nsp(out.pooler_output)
@@ -435,8 +472,8 @@ class BertForMaskedLM(PreTrainedMixin, nn.Module):
                 attention_mask: Tensor | None = None, *, masked_positions: Tensor | None = None,
                 masked_labels: Tensor | None = None, labels: Tensor | None = None,
                 output_hidden_states: bool = False, output_attentions: bool = False) -> MaskedLMOutput:
-        out = self.bert(input_ids, token_type_ids, attention_mask,
-                        output_hidden_states=output_hidden_states, output_attentions=output_attentions)
+        out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states=output_hidden_states,
+                        output_attentions=output_attentions, output_rows=masked_positions)
         logits, loss, correct, count = _masked_lm(
             self.mlm, out.last_hidden_state, masked_positions, masked_labels, labels)
         return MaskedLMOutput(loss, logits, correct, count, out.hidden_states, out.attentions)
@@ -471,8 +508,9 @@ class BertForSequenceClassification(PreTrainedMixin, nn.Module):
     def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
                 attention_mask: Tensor | None = None, *, labels: Tensor | None = None,
                 output_hidden_states: bool = False, output_attentions: bool = False) -> SequenceClassifierOutput:
-        out = self.bert(input_ids, token_type_ids, attention_mask,
-                        output_hidden_states=output_hidden_states, output_attentions=output_attentions)
+        # Only [CLS] is read, so the last layer computes that row alone (no other output rows).
+        out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states=output_hidden_states,
+                        output_attentions=output_attentions, output_rows=input_ids.new_zeros(input_ids.shape[0], 0))
         logits = self.classifier(self.dropout(out.pooler_output))
         loss = None
         if labels is not None:

@@ -27,15 +27,21 @@ def notice(message: str) -> None:
 
 
 def pretraining_flops_per_token(config: BertConfig, seq_len: int, masked_per_sequence: float) -> float:
-    """Training FLOPs per token of BERT pre-training with the sparse MLM head.
+    """Training FLOPs per token of BERT pre-training as bertkit executes it.
 
-    The encoder's count comes from :meth:`BertConfig.flops_per_token`; the MLM head (H x H transform plus the
-    H x V tied decoder) runs only on the masked positions, so it adds ``masked/seq_len`` of its cost per token.
+    The encoder's count comes from :meth:`BertConfig.flops_per_token`. Two parts run only where a loss reads
+    them: the MLM head (H x H transform plus the H x V tied decoder) at the masked positions, and the last
+    layer's queries, attention, output projection and feed-forward at those positions plus [CLS] (keys and
+    values still cover every token).
     """
-    h, v = config.hidden_size, config.vocab_size
+    h, i, v = config.hidden_size, config.intermediate_size, config.vocab_size
     head_per_prediction = 3 * 2 * (h * h + h * v)
     pooler_nsp = 3 * 2 * (h * h + 2 * h) / seq_len
-    return config.flops_per_token(seq_len) + head_per_prediction * masked_per_sequence / seq_len + pooler_nsp
+    rows = min(seq_len, masked_per_sequence + 1)
+    last_layer_per_row = 3 * 2 * (2 * h * h + 2 * h * i + 2 * seq_len * h)  # Q, out, FFN, QK^T and PV
+    skipped = last_layer_per_row * (1 - rows / seq_len)
+    return (config.flops_per_token(seq_len) - skipped + head_per_prediction * masked_per_sequence / seq_len
+            + pooler_nsp)
 
 
 def measure_matmul_peak(device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
