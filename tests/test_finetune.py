@@ -130,6 +130,8 @@ def test_early_stopping(base, data, tmp_path):
                                      train_options=QUIET))
     assert len(result.evaluations) == 3 and result.train.step == 3 * 3  # 24 features / 8 = 3 updates per epoch
     assert result.best_step == 3
+    assert result.train.stop_reason == "early_stopping"
+    assert json.loads((tmp_path / "es" / "metrics.json").read_text())["train"]["stop_reason"] == "early_stopping"
 
 
 # ------------------------------------------------------------------------------------------ CLI and HF parity

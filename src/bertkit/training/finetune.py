@@ -503,12 +503,6 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
             stale = 0
         else:
             stale += 1
-            if config.early_stopping_patience is not None and stale >= config.early_stopping_patience:
-                # The loop has no early stopping of its own: ending its step budget here stops it after this
-                # update, with the usual final checkpoint, logs and curves.
-                train_config.max_steps = max(step, 1)
-                notice(f"early stopping: {stale} evaluations without a better {task.main_metric} "
-                       f"(best {best['metrics'][task.main_metric]:.4f} at step {best['step']})")
         seconds = time.perf_counter() - start
         eval_seconds.append(seconds)
         eval_spans.append((start, seconds))
@@ -521,6 +515,14 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
     def export(m: torch.nn.Module, directory: Path) -> None:
         m.save_pretrained(directory, tokenizer=tokenizer)
 
+    def early_stop() -> str | None:
+        patience = config.early_stopping_patience
+        if patience is None or stale < patience:
+            return None
+        notice(f"early stopping: {stale} evaluations without a better {task.main_metric} "
+               f"(best {best['metrics'][task.main_metric]:.4f} at step {best['step']})")
+        return "early_stopping"
+
     if env.is_main:
         kind = "length-grouped" if config.group_by_length else "random"
         notice(f"fine-tuning {task.name} ({task.head}) on {len(train_examples)} examples -> {len(train_features)} "
@@ -528,7 +530,7 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
     started = time.perf_counter()
     try:
         result = train(model, batches, train_config, evaluate=evaluate if dev_examples is not None else None,
-                       export=export, on_epoch_end=on_epoch_end, env=env)
+                       export=export, on_epoch_end=on_epoch_end, should_stop=early_stop, env=env)
     except BaseException:
         if env.is_main and work.exists() and not any(work.glob("checkpoint-*")):
             shutil.rmtree(work, ignore_errors=True)  # nothing to resume from: leave nothing behind

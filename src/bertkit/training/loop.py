@@ -51,7 +51,8 @@ class TrainResult:
     step: int
     """Optimizer updates done in total (including those of earlier, resumed runs)."""
     stop_reason: str
-    """``max_steps``, ``max_time`` or ``signal`` (SIGTERM/SIGINT: a checkpoint was written, resume later)."""
+    """``max_steps``, ``max_time``, ``signal`` (SIGTERM/SIGINT: a checkpoint was written, resume later) or the
+    reason ``should_stop`` gave (``early_stopping`` in fine-tuning)."""
     checkpoint: Path | None
     """The last checkpoint written."""
     elapsed: float
@@ -180,6 +181,7 @@ def train(
     extra_files: Callable[[Path], None] | None = None,
     export: Callable[[nn.Module, Path], None] | None = None,
     on_epoch_end: Callable[[int, nn.Module], None] | None = None,
+    should_stop: Callable[[], str | None] | None = None,
     env: distributed.DistEnv | None = None,
 ) -> TrainResult:
     """Train ``model`` on ``batches`` as ``config`` says; return when a stop condition is met.
@@ -196,6 +198,8 @@ def train(
         extra_files: writes additional files (tokenizer) into each checkpoint directory.
         export: ``export(model, directory)`` writes a model directory (``best/``); default ``save_pretrained``.
         on_epoch_end: ``on_epoch_end(epoch, model)`` after each finished epoch (main process).
+        should_stop: asked before every update on the main process; a returned reason (e.g. "early_stopping")
+            ends the run there, as the end of its budget does: final checkpoint, logs and curves.
         env: the process group; default :func:`distributed.setup` from ``torchrun``'s environment.
     """
     env = env or distributed.setup(config.device)
@@ -325,7 +329,9 @@ def train(
         while True:
             # --------------------------------------------------------- agree on stopping
             time_up = config.max_time is not None and elapsed() >= config.max_time
-            flags = distributed.all_reduce_max(env, [float(stop.signal is not None), float(time_up)])
+            asked = should_stop() if should_stop is not None and env.is_main else None
+            flags = distributed.all_reduce_max(env, [float(stop.signal is not None), float(time_up),
+                                                     float(asked is not None)])
             if config.max_steps is not None and step >= config.max_steps:
                 stop_reason = "max_steps"
                 break
@@ -334,6 +340,9 @@ def train(
                 break
             if flags[1]:
                 stop_reason = "max_time"
+                break
+            if flags[2]:
+                stop_reason = asked or "should_stop"  # other ranks only know that the main process asked
                 break
 
             # --------------------------------------------------------- one update
