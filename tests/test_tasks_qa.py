@@ -262,7 +262,15 @@ def test_writers_official_formats(tmp_path):
     assert json.loads((tmp_path / "predictions.json").read_text()) == {"q": ""}
     assert json.loads((tmp_path / "null_odds.json").read_text()) == {"q": pytest.approx(3.0)}
     nbest = json.loads((tmp_path / "nbest_predictions.json").read_text())["q"]
-    assert set(nbest[0]) == {"text", "probability", "start_logit", "end_logit"}
+    # Google's keys, plus the character span that locates each answer in the context (None for null)
+    assert all(set(entry) == {"text", "probability", "start_logit", "end_logit", "start_char", "end_char"}
+               for entry in nbest)
+    for entry in nbest:
+        if entry["text"]:
+            assert CONTEXT[entry["start_char"]:entry["end_char"]] == entry["text"]
+        else:
+            assert entry["start_char"] is None and entry["end_char"] is None
+    assert any(entry["text"] for entry in nbest) and any(not entry["text"] for entry in nbest)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in paths)  # no temp files left
 
 

@@ -564,22 +564,6 @@ class Answer:
         return dataclasses.asdict(self)
 
 
-def _locate(entry: dict[str, Any], context: str, features: Sequence[dict[str, Any]],
-            rows: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[int, int] | None:
-    """Character span of an n-best entry: the window tokens whose logits and text produced it."""
-    for feature, (start_logits, end_logits) in zip(features, rows):
-        first, offsets = feature["context_start"], feature["offsets"]
-        starts = [s for s in range(first, first + len(offsets)) if float(np.float64(start_logits[s])) == entry["start_logit"]]
-        ends = [e for e in range(first, first + len(offsets)) if float(np.float64(end_logits[e])) == entry["end_logit"]]
-        for s in starts:
-            for e in ends:
-                if e >= s:
-                    char_start, char_end = offsets[s - first][0], offsets[e - first][1]
-                    if context[char_start:char_end] == entry["text"]:
-                        return char_start, char_end
-    return None
-
-
 @torch.inference_mode()
 def answer(question: str | Sequence[str], context: str | Sequence[str], model: "str | os.PathLike | Loaded", *,
            top_k: int = 1, batch_size: int = 32, max_length: int = 384, doc_stride: int = 128,
@@ -614,17 +598,14 @@ def answer(question: str | Sequence[str], context: str | Sequence[str], model: "
     rows = _run(loaded, features, batch_size, lambda inputs, chunk: loaded.model(**inputs), task.unbatch)
     predictions = task.postprocess(examples, features, rows)
     results = []
-    for i, example in enumerate(examples):
-        mine = [n for n, f in enumerate(features) if f["example_index"] == i]
-        own_features, own_rows = [features[n] for n in mine], [rows[n] for n in mine]
+    for example in examples:
         answers = []
         for entry in predictions.nbest[example.qid]:
             if entry["text"] == "":  # SQuAD v2's null answer
                 answers.append(Answer("", None, None, float(entry["probability"])))
-                continue
-            span = _locate(entry, example.context, own_features, own_rows)
-            if span is not None:  # None: Google's "empty" placeholder when no span is valid
-                answers.append(Answer(entry["text"], span[0], span[1], float(entry["probability"])))
+            elif entry["start_char"] is not None:  # None: Google's "empty" placeholder when no span is valid
+                answers.append(Answer(entry["text"], entry["start_char"], entry["end_char"],
+                                      float(entry["probability"])))
         if allow_no_answer and predictions.predictions[example.qid] == "":
             answers.sort(key=lambda a: a.text != "")  # the thresholded decision comes first
         else:

@@ -280,7 +280,8 @@ class QuestionAnsweringTask:
         for index, example in enumerate(examples):
             if index not in by_example:
                 raise ValueError(f"no features for question {example.qid!r}")
-            candidates: list[tuple[float, float, float, str]] = []  # (score, start logit, end logit, text)
+            # (score, start logit, end logit, text, character span in the context)
+            candidates: list[tuple[float, float, float, str, tuple[int, int] | None]] = []
             null = None
             for i in by_example[index]:
                 start_logits, end_logits = (np.asarray(x, dtype=np.float64) for x in rows[i])
@@ -290,25 +291,27 @@ class QuestionAnsweringTask:
                         null = (score, float(start_logits[0]), float(end_logits[0]))
                 candidates += self._spans(example.context, features[i], start_logits, end_logits)
             if version_2:
-                candidates.append((null[0], null[1], null[2], ""))
+                candidates.append((null[0], null[1], null[2], "", None))
             candidates.sort(key=lambda c: c[0], reverse=True)
-            nbest: list[tuple[float, float, str]] = []
+            nbest: list[tuple[float, float, str, tuple[int, int] | None]] = []
             seen: set[str] = set()
-            for _, start_logit, end_logit, text in candidates:
+            for _, start_logit, end_logit, text, span in candidates:
                 if len(nbest) >= self.n_best_size:
                     break
                 if text in seen:
                     continue
                 seen.add(text)
-                nbest.append((start_logit, end_logit, text))
+                nbest.append((start_logit, end_logit, text, span))
             if version_2 and "" not in seen:
-                nbest.append((null[1], null[2], ""))
+                nbest.append((null[1], null[2], "", None))
             if not nbest:
-                nbest.append((0.0, 0.0, "empty"))  # Google's placeholder when no span is valid
-            probabilities = _softmax([s + e for s, e, _ in nbest])
+                nbest.append((0.0, 0.0, "empty", None))  # Google's placeholder when no span is valid
+            probabilities = _softmax([s + e for s, e, _, _ in nbest])
+            # Google's entry keys, plus the answer's character span in the context (None for null/"empty")
             result.nbest[example.qid] = [
-                {"text": text, "probability": p, "start_logit": s, "end_logit": e}
-                for (s, e, text), p in zip(nbest, probabilities)]
+                {"text": text, "probability": p, "start_logit": s, "end_logit": e,
+                 "start_char": span[0] if span else None, "end_char": span[1] if span else None}
+                for (s, e, text, span), p in zip(nbest, probabilities)]
             if not version_2:
                 result.predictions[example.qid] = nbest[0][2]
                 continue
@@ -324,8 +327,9 @@ class QuestionAnsweringTask:
         return result
 
     def _spans(self, context: str, feature: Feature, start_logits: np.ndarray,
-               end_logits: np.ndarray) -> list[tuple[float, float, float, str]]:
-        """Valid (score, start logit, end logit, text) spans of one window from its n-best starts and ends."""
+               end_logits: np.ndarray) -> list[tuple[float, float, float, str, tuple[int, int]]]:
+        """Valid (score, start logit, end logit, text, character span) spans of one window from its n-best
+        starts and ends."""
         first = feature["context_start"]
         length = len(feature["offsets"])
         starts = np.argsort(-start_logits, kind="stable")[: self.n_best_size]
@@ -337,9 +341,9 @@ class QuestionAnsweringTask:
             for e in ends.tolist():
                 if not first <= e < first + length or e < s or e - s + 1 > self.max_answer_length:
                     continue
-                text = context[feature["offsets"][s - first][0]:feature["offsets"][e - first][1]]
+                char_start, char_end = feature["offsets"][s - first][0], feature["offsets"][e - first][1]
                 spans.append((float(start_logits[s] + end_logits[e]), float(start_logits[s]),
-                              float(end_logits[e]), text))
+                              float(end_logits[e]), context[char_start:char_end], (char_start, char_end)))
         return spans
 
     def evaluate(self, predictions: SquadPredictions, examples: Sequence[SquadExample]) -> dict[str, float]:
