@@ -409,3 +409,16 @@ def test_interrupted_run_resumes_to_the_same_model(base, data, tmp_path, monkeyp
     assert resumed.metrics == straight.metrics and resumed.best_step == straight.best_step
     assert (output / "model.safetensors").read_bytes() == (tmp_path / "straight" / "model.safetensors").read_bytes()
     assert (output / "dev_predictions" / "predictions.jsonl").is_file()
+
+
+def test_a_work_dir_left_by_a_finished_run_is_removed(base, data, tmp_path):
+    """A stop between renaming the output into place and deleting ``.partial`` must not block the user."""
+    output = tmp_path / "done"
+    output.mkdir()
+    (output / "metrics.json").write_text("{}")
+    (tmp_path / "done.partial" / "checkpoint-3").mkdir(parents=True)
+    config = FinetuneConfig(task="classification", model=str(base), train_file=str(data["cls"]),
+                            output=str(output), resume=True)
+    with pytest.raises(ConfigError, match="that run finished"):
+        finetune(config)
+    assert leftovers(output) == [output] and (output / "metrics.json").is_file()

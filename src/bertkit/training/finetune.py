@@ -371,9 +371,15 @@ def _check_output(config: FinetuneConfig) -> Path:
     output = Path(config.output)
     if output.exists() and not output.is_dir():
         raise ConfigError(f"--output {output} exists and is not a directory")
-    if output.is_dir() and any(output.iterdir()) and not config.overwrite:
-        raise ConfigError(f"--output {output} already exists and is not empty; choose another or pass --overwrite")
     partial = config.partial_dir
+    if (output / "metrics.json").is_file() and partial.is_dir():
+        # The run finished (its output is renamed into place last) and stopped before deleting its work dir.
+        notice(f"removing {partial}, left over from the finished run in {output}")
+        shutil.rmtree(partial)
+    if output.is_dir() and any(output.iterdir()) and not config.overwrite:
+        done = " (that run finished)" if config.resume and (output / "metrics.json").is_file() else ""
+        raise ConfigError(f"--output {output} already exists and is not empty{done}; "
+                          f"choose another or pass --overwrite")
     if partial.exists() and not config.resume and any(partial.glob("checkpoint-*")):
         raise CheckpointError(f"{partial} holds an interrupted run; continue it with --resume or delete it")
     return output
