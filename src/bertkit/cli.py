@@ -690,15 +690,25 @@ def demo_command(
     labeled_train: str = typer.Option("data/polarity/train.tsv", help="Labeled sentences to fine-tune on."),
     labeled_dev: str = typer.Option("data/polarity/dev.tsv", help="Labeled sentences to evaluate on."),
     pretrain_time: str = typer.Option("8m", help="Wall-clock budget of pre-training (e.g. 90s, 8m, 1h)."),
+    finetune_examples: int = typer.Option(None, min=1, help="Labeled sentences to fine-tune on (first N; default all)."),
+    finetune_seeds: str = typer.Option("1234", help="Fine-tuning seeds, comma-separated; one run per seed and start."),
     finetune_epochs: float = typer.Option(2.0, help="Fine-tuning epochs for each starting point."),
     model: str = typer.Option("mini", help="Model preset to pre-train."),
     seed: int = typer.Option(1234, help="Seed of every random choice."),
+    threads: int = typer.Option(None, min=1, help="Torch threads and data workers (default: all cores)."),
 ) -> None:
     """Train a vocabulary, pre-train a mini BERT on the shipped books, compare fill-mask and fine-tuning.
 
-    Example: bertkit demo --output runs/demo --pretrain-time 8m
+    Example: bertkit demo --output runs/demo --pretrain-time 8m --finetune-examples 1000 --finetune-seeds 1,2,3
     """
     from bertkit.demo import DemoConfig, run_demo
 
+    try:
+        seeds = tuple(int(s) for s in finetune_seeds.split(",") if s.strip())
+    except ValueError:
+        raise BertkitError(f"--finetune-seeds {finetune_seeds!r}: write integers separated by commas") from None
+    if not seeds:
+        raise BertkitError("--finetune-seeds needs at least one seed")
     run_demo(DemoConfig(corpus=corpus, labeled_train=labeled_train, labeled_dev=labeled_dev, output=output,
-                        pretrain_time=pretrain_time, finetune_epochs=finetune_epochs, model=model, seed=seed))
+                        pretrain_time=pretrain_time, finetune_examples=finetune_examples, finetune_seeds=seeds,
+                        finetune_epochs=finetune_epochs, model=model, seed=seed, threads=threads))

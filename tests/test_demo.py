@@ -1,0 +1,30 @@
+"""The demo end to end, shrunk: one book, a `tiny` model, seconds of pre-training, a few labeled sentences."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.skipif(not (ROOT / "data" / "corpus" / "11-0.txt").is_file(), reason="the shipped corpus is absent")
+def test_demo_runs_and_reports_the_comparison(tmp_path):
+    from bertkit.demo import DemoConfig, run_demo
+
+    config = DemoConfig(corpus=str(ROOT / "data" / "corpus" / "11-0.txt"),
+                        labeled_train=str(ROOT / "data" / "polarity" / "train.tsv"),
+                        labeled_dev=str(ROOT / "data" / "polarity" / "dev.tsv"), output=str(tmp_path / "demo"),
+                        vocab_size=2000, model="tiny", pretrain_time="3s", finetune_examples=64,
+                        finetune_seeds=(1, 2), finetune_epochs=1.0, threads=1)
+    report = run_demo(config).read_text(encoding="utf-8")
+    assert "## Fill-mask, before and after pre-training" in report
+    assert "## Fine-tuning on sentence polarity: pre-trained vs random initialisation" in report
+    assert "64 labeled training sentences" in report
+    rows = [line for line in report.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
+    assert len(rows) == 2
+    assert "| mean ± sd |" in report
+    assert any(word in report for word in ("Pre-training helped", "did not help", "The result is mixed"))
+    for stage in ("pre-train", "fine-tune (pre-trained, seed 1)", "fine-tune (random init, seed 2)"):
+        assert stage in config.timings
