@@ -102,7 +102,8 @@ def main() -> None:
     data_meta = json.loads((work / "data" / "dataset.json").read_text())
     result = {
         "command": " ".join(["python", "benchmarks/bench_pretrain_quality.py", *sys.argv[1:]]),
-        "settings": vars(args), "timings": timings, "machine": machine(),
+        "settings": vars(args), "timings": timings,
+        "machine": machine() | ({"torch_threads": args.threads} if args.threads else {}),
         "data": {split: {k: info.get(k) for k in ("num_instances", "num_tokens")}
                  for split, info in data_meta.get("splits", {}).items()},
         "updates": max((m.get("step", 0) for m in metrics), default=0),
