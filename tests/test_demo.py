@@ -17,7 +17,7 @@ def test_demo_runs_and_reports_the_comparison(tmp_path):
                         labeled_train=str(ROOT / "data" / "polarity" / "train.tsv"),
                         labeled_dev=str(ROOT / "data" / "polarity" / "dev.tsv"), output=str(tmp_path / "demo"),
                         vocab_size=2000, model="tiny", pretrain_time="3s", finetune_examples=64,
-                        finetune_seeds=(1, 2), finetune_epochs=1.0, threads=1)
+                        finetune_seeds=(1, 2), finetune_epochs=1.0, threads=1, task_text=True, pretrain_dropout=0.0)
     report = run_demo(config).read_text(encoding="utf-8")
     assert "## Fill-mask, before and after pre-training" in report
     assert "## Fine-tuning on sentence polarity: pre-trained vs random initialisation" in report
@@ -26,5 +26,12 @@ def test_demo_runs_and_reports_the_comparison(tmp_path):
     assert len(rows) == 2
     assert "| mean ± sd |" in report
     assert any(word in report for word in ("Pre-training helped", "did not help", "The result is mixed"))
+    task_text = (tmp_path / "demo" / "task-text" / "train-sentences.txt").read_text(encoding="utf-8")
+    assert task_text.startswith("because the film deliberately lacks irony")  # the first training sentence
+    assert "\t" not in task_text and "positive" not in task_text.split("\n")  # labels dropped
+    import json
+
+    pretrained = json.loads((tmp_path / "demo" / "pretrain" / "final" / "config.json").read_text())
+    assert pretrained["hidden_dropout_prob"] == pretrained["attention_probs_dropout_prob"] == 0.0
     for stage in ("pre-train", "fine-tune (pre-trained, seed 1)", "fine-tune (random init, seed 2)"):
         assert stage in config.timings

@@ -689,26 +689,32 @@ def demo_command(
     corpus: str = typer.Option("data/corpus", help="Raw text to pre-train on."),
     labeled_train: str = typer.Option("data/polarity/train.tsv", help="Labeled sentences to fine-tune on."),
     labeled_dev: str = typer.Option("data/polarity/dev.tsv", help="Labeled sentences to evaluate on."),
-    pretrain_time: str = typer.Option("8m", help="Wall-clock budget of pre-training (e.g. 90s, 8m, 1h)."),
+    pretrain_time: str = typer.Option(None, help="Wall-clock budget of pre-training (e.g. 90s, 8m, 1h) [12m]."),
     finetune_examples: int = typer.Option(None, min=1, help="Labeled sentences to fine-tune on (first N; default all)."),
-    finetune_seeds: str = typer.Option("1234", help="Fine-tuning seeds, comma-separated; one run per seed and start."),
-    finetune_epochs: float = typer.Option(2.0, help="Fine-tuning epochs for each starting point."),
-    model: str = typer.Option("mini", help="Model preset to pre-train."),
+    finetune_seeds: str = typer.Option(None, help="Fine-tuning seeds, comma-separated; one run per seed and start [1,2,3]."),
+    finetune_epochs: float = typer.Option(None, help="Fine-tuning epochs for each starting point [3]."),
+    model: str = typer.Option(None, help="Model preset to pre-train [tiny]."),
+    task_text: bool = typer.Option(False, "--task-text", help="Also pre-train on the labeled training sentences, labels dropped."),
     seed: int = typer.Option(1234, help="Seed of every random choice."),
     threads: int = typer.Option(None, min=1, help="Torch threads and data workers (default: all cores)."),
 ) -> None:
-    """Train a vocabulary, pre-train a mini BERT on the shipped books, compare fill-mask and fine-tuning.
+    """Train a vocabulary, pre-train a small BERT on the shipped books, compare fill-mask and fine-tuning.
 
-    Example: bertkit demo --output runs/demo --pretrain-time 8m --finetune-examples 1000 --finetune-seeds 1,2,3
+    Example: bertkit demo --output runs/demo --pretrain-time 12m --finetune-examples 1000 --finetune-seeds 1,2,3
     """
     from bertkit.demo import DemoConfig, run_demo
 
-    try:
-        seeds = tuple(int(s) for s in finetune_seeds.split(",") if s.strip())
-    except ValueError:
-        raise BertkitError(f"--finetune-seeds {finetune_seeds!r}: write integers separated by commas") from None
-    if not seeds:
-        raise BertkitError("--finetune-seeds needs at least one seed")
+    chosen: dict = {}
+    if finetune_seeds is not None:
+        try:
+            chosen["finetune_seeds"] = tuple(int(s) for s in finetune_seeds.split(",") if s.strip())
+        except ValueError:
+            raise BertkitError(f"--finetune-seeds {finetune_seeds!r}: write integers separated by commas") from None
+        if not chosen["finetune_seeds"]:
+            raise BertkitError("--finetune-seeds needs at least one seed")
+    for name, value in (("pretrain_time", pretrain_time), ("finetune_epochs", finetune_epochs), ("model", model)):
+        if value is not None:
+            chosen[name] = value
     run_demo(DemoConfig(corpus=corpus, labeled_train=labeled_train, labeled_dev=labeled_dev, output=output,
-                        pretrain_time=pretrain_time, finetune_examples=finetune_examples, finetune_seeds=seeds,
-                        finetune_epochs=finetune_epochs, model=model, seed=seed, threads=threads))
+                        finetune_examples=finetune_examples, task_text=task_text, seed=seed, threads=threads,
+                        **chosen))
