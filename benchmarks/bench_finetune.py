@@ -159,6 +159,8 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
         result = finetune(config)
     finally:
         shutil.rmtree(out, ignore_errors=True)
+    if result.train.stop_reason == "signal":  # the loop took SIGTERM/SIGINT: a cut-short run is no result
+        sys.exit(f"{name} seed {seed}: stopped by a signal after {result.train.step} updates; nothing recorded")
     entry["bertkit"] = {"epoch_seconds": result.epoch_seconds, "train_seconds": result.train_seconds,
                         "steps": result.train.step, "evaluations": result.evaluations, "best": result.metrics,
                         "features": result.num_train_features}
