@@ -32,6 +32,7 @@ from bertkit.errors import ConfigError, DataError
 from bertkit.io import atomic_open
 from bertkit.tasks import metrics
 from bertkit.tasks.base import Feature, LabelMap, pad_and_stack, to_numpy_rows, write_jsonl
+from bertkit.tasks.readers import read_text_file
 
 IGNORE_INDEX = -100
 
@@ -63,12 +64,7 @@ def read_conll(path: str | os.PathLike, *, labeled: bool = True) -> list[NerExam
     so a file of bare words (one column) can be tagged.
     """
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
-    try:
-        lines = path.read_text(encoding="utf-8-sig").splitlines()
-    except UnicodeDecodeError as e:
-        raise DataError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    lines = read_text_file(path).splitlines()
     examples: list[NerExample] = []
     words: list[str] = []
     tags: list[str] = []

@@ -42,6 +42,7 @@ import torch
 from bertkit.errors import ConfigError, DataError
 from bertkit.tasks import metrics
 from bertkit.tasks.base import Feature, pad_and_stack, window_starts, write_json
+from bertkit.tasks.readers import read_text_file
 
 logger = logging.getLogger(__name__)
 
@@ -84,12 +85,7 @@ def read_squad(path: str | os.PathLike, *, training: bool = False,
     (counts) misaligned ones, or raises when ``strict``. Structure errors name the file and the JSON path.
     """
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise DataError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    text = read_text_file(path)
     if not text.strip():
         raise DataError(f"{path}: the file is empty")
     try:

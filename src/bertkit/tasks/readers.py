@@ -40,7 +40,8 @@ def detect_format(path: Path) -> str:
     raise DataError(f"{path}: cannot tell the format from the suffix {suffix!r}; pass format='tsv', 'csv' or 'jsonl'")
 
 
-def _open_text(path: Path) -> str:
+def read_text_file(path: Path) -> str:
+    """A task file's text (a UTF-8 byte-order mark dropped), or a DataError naming the file."""
     if not path.is_file():
         raise DataError(f"{path}: no such file")
     try:
@@ -60,7 +61,7 @@ def read_table(path: str | os.PathLike, format: str | None = None) -> tuple[list
     format = format or detect_format(path)
     if format not in FORMATS:
         raise DataError(f"unknown table format {format!r}; use one of {', '.join(FORMATS)}")
-    text = _open_text(path)
+    text = read_text_file(path)
     if not text.strip():
         raise DataError(f"{path}: the file is empty")
     if format == "jsonl":
