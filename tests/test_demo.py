@@ -17,12 +17,14 @@ def test_demo_runs_and_reports_the_comparison(tmp_path):
                         labeled_train=str(ROOT / "data" / "polarity" / "train.tsv"),
                         labeled_dev=str(ROOT / "data" / "polarity" / "dev.tsv"), output=str(tmp_path / "demo"),
                         vocab_size=2000, model="tiny", pretrain_time="3s", finetune_examples=64,
-                        finetune_seeds=(1, 2), finetune_epochs=1.0, threads=1, task_text=True, pretrain_dropout=0.0)
+                        finetune_seeds=(1, 2), finetune_epochs=1.0, threads=1, task_text=True, pretrain_dropout=0.0,
+                        reference_examples=32, reference_epochs=1.0)
     report = run_demo(config).read_text(encoding="utf-8")
     assert "## Fill-mask, before and after pre-training" in report
     assert "## Fine-tuning on sentence polarity: pre-trained vs random initialisation" in report
     assert "64 labeled training sentences" in report
-    rows = [line for line in report.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
+    own, reference_part = report.split("## The same comparison for a BERT pre-trained at scale")
+    rows = [line for line in own.splitlines() if line.startswith(("| 1 |", "| 2 |"))]
     assert len(rows) == 2
     assert "| mean ± sd |" in report
     assert any(word in report for word in ("Pre-training helped", "did not help", "The result is mixed"))
@@ -35,3 +37,20 @@ def test_demo_runs_and_reports_the_comparison(tmp_path):
     assert pretrained["hidden_dropout_prob"] == pretrained["attention_probs_dropout_prob"] == 0.0
     for stage in ("pre-train", "fine-tune (pre-trained, seed 1)", "fine-tune (random init, seed 2)"):
         assert stage in config.timings
+    # The reference pair: all-MiniLM-L6-v2 (a dev dependency) against its architecture at random init.
+    assert "all-MiniLM-L6-v2" in reference_part and "32 labeled training sentences, 1 epoch," in reference_part
+    assert len([line for line in reference_part.splitlines() if line.startswith("| 1 |")]) == 1
+    reference = json.loads((tmp_path / "demo" / "reference-random-init" / "config.json").read_text())
+    assert (reference["num_hidden_layers"], reference["hidden_size"]) == (6, 384)
+    assert (tmp_path / "demo" / "reference-random-init" / "vocab.txt").is_file()
+    for stage in ("fine-tune (reference pre-trained, seed 1)", "fine-tune (reference random init, seed 1)"):
+        assert stage in config.timings
+
+
+def test_demo_without_a_reference_model_skips_that_section(tmp_path):
+    from bertkit.demo import _reference_model
+    from bertkit.errors import BertkitError
+
+    assert _reference_model(None) is None and _reference_model("") is None
+    with pytest.raises(BertkitError, match="no config.json"):
+        _reference_model(str(tmp_path))

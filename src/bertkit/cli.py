@@ -695,6 +695,8 @@ def demo_command(
     finetune_epochs: float = typer.Option(None, help="Fine-tuning epochs for each starting point [3]."),
     model: str = typer.Option(None, help="Model preset to pre-train [tiny]."),
     task_text: bool = typer.Option(False, "--task-text", help="Also pre-train on the labeled training sentences, labels dropped."),
+    reference_model: str = typer.Option(None, help="A BERT pre-trained at scale (HF layout dir) for the same comparison, "
+                                        "or 'none' [auto: all-MiniLM-L6-v2 where installed]."),
     seed: int = typer.Option(1234, help="Seed of every random choice."),
     threads: int = typer.Option(None, min=1, help="Torch threads and data workers (default: all cores)."),
 ) -> None:
@@ -715,6 +717,8 @@ def demo_command(
     for name, value in (("pretrain_time", pretrain_time), ("finetune_epochs", finetune_epochs), ("model", model)):
         if value is not None:
             chosen[name] = value
+    if reference_model is not None:
+        chosen["reference_model"] = None if reference_model.lower() == "none" else reference_model
     run_demo(DemoConfig(corpus=corpus, labeled_train=labeled_train, labeled_dev=labeled_dev, output=output,
                         finetune_examples=finetune_examples, task_text=task_text, seed=seed, threads=threads,
                         **chosen))

