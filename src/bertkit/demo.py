@@ -258,7 +258,8 @@ def _report(config: DemoConfig, meta: dict, result: Any, pretrain_eval: list, be
         "",
         f"Corpus `{config.corpus}`; vocabulary {vocab_size} WordPieces; model `{config.model}` "
         f"({model_parameters:,} encoder parameters); "
-        f"pre-training budget {config.pretrain_time} on {torch.get_num_threads()} CPU threads.",
+        f"pre-training budget {config.pretrain_time} on {torch.get_num_threads()} CPU "
+        f"thread{'' if torch.get_num_threads() == 1 else 's'}.",
         "",
         "## Timings (seconds)",
         "",
