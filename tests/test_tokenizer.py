@@ -237,6 +237,16 @@ def test_padding_and_collate(tok):
         tok.encode_batch("not a list")
 
 
+def test_lone_surrogates_are_named_with_their_position(tok):
+    # Such strings come from bytes decoded with errors="surrogateescape"; tokenizers rejects them namelessly.
+    with pytest.raises(TokenizerError, match=r"lone surrogate U\+D800 at character 2"):
+        tok.encode("ab\ud800c")
+    with pytest.raises(TokenizerError, match=r"lone surrogate U\+DFFF at character 1"):
+        tok.encode("fine", "y\udfffz")
+    with pytest.raises(TokenizerError, match=r"item 1: .*lone surrogate U\+DC80 at character 3"):
+        tok.encode_batch(["ok", "bad\udc80"])
+
+
 def test_encode_batch_equals_encode(tok):
     texts, pairs = ["Hello there!", "naïve 中文", ""], ["a", "b c", "d"]
     assert tok.encode_batch(texts, pairs) == [tok.encode(a, b) for a, b in zip(texts, pairs)]

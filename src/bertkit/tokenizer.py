@@ -30,6 +30,7 @@ import hashlib
 import itertools
 import json
 import os
+import re
 import threading
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
@@ -493,7 +494,7 @@ class Tokenizer:
         try:
             enc = backend.encode(text, text_pair, add_special_tokens=add_special_tokens)
         except Exception as exc:  # tokenizers raises plain Exceptions for impossible truncations
-            raise TokenizerError(f"cannot encode: {exc}") from None
+            raise TokenizerError(f"cannot encode: {_why_unencodable([text, text_pair]) or exc}") from None
         return _LazyEncoding(enc)
 
     def encode_batch(
@@ -527,6 +528,10 @@ class Tokenizer:
             bad = next((i for i, t in enumerate(texts) if not isinstance(t, str)), None)
             if bad is not None:
                 raise TokenizerError(f"encode_batch: item {bad} is {type(texts[bad]).__name__}, not str") from None
+            for i, item in enumerate(inputs):
+                reason = _why_unencodable(item if isinstance(item, tuple) else [item])
+                if reason:
+                    raise TokenizerError(f"encode_batch: item {i}: {reason}") from None
             raise TokenizerError(f"cannot encode batch: {exc}") from None
         return [_LazyEncoding(e) for e in encs]
 
@@ -727,6 +732,19 @@ def _padding_mode(padding: Padding) -> str | None:
 def _check_text(text: object, name: str) -> None:
     if not isinstance(text, str):
         raise TokenizerError(f"{name} must be a str, got {type(text).__name__}")
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _why_unencodable(texts: Sequence[str | None]) -> str | None:
+    """Why ``tokenizers`` refused these strings, where we can tell (its own message names no position)."""
+    for text in texts:
+        found = _LONE_SURROGATE.search(text) if isinstance(text, str) else None
+        if found:
+            return (f"the text has a lone surrogate U+{ord(found.group()):04X} at character {found.start()}, which is "
+                    "not Unicode text; read the input with errors='replace' or fix the bytes it came from")
+    return None
 
 
 def _as_id_list(ids: Any) -> list[int]:
