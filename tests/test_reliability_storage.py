@@ -135,3 +135,26 @@ def test_damaged_shard_is_one_line_exit_2_from_the_cli(tmp_path, capsys):
                  "--no-progress"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err[-1].startswith("bertkit: error:") and "checksum" in err[-1]
+
+
+def test_a_resumed_run_hashes_the_shards_again_only_when_one_changed(tmp_path, monkeypatch):
+    from bertkit.data import shards
+
+    data = make_pretraining_dataset(tmp_path / "data", n_train=32, n_eval=4, seq=16, vocab=40)
+    calls = []
+    real_verify = shards.verify
+    monkeypatch.setattr(shards, "verify", lambda directory: calls.append(directory) or real_verify(directory))
+    run = tmp_path / "run"
+
+    def start(steps: int) -> None:
+        pretrain(build_config(dict(data=str(data), output=str(run), model_config="tiny", micro_batch_size=4,
+                                   max_steps=steps, eval_batches=0, resume="auto", **QUIET)))
+
+    start(2)
+    assert len(calls) == 1 and (run / "data-verified.json").is_file()
+    start(3)  # resumed, shards untouched: no second pass over every byte
+    assert len(calls) == 1
+    damage(data, "modified")  # a rewrite changes the modification time, so the full check runs and refuses
+    with pytest.raises(DataError, match="checksum mismatch"):
+        start(4)
+    assert len(calls) == 2

@@ -206,6 +206,29 @@ def load_splits(directory: str | Path, meta: dict[str, Any], split: str) -> list
     return out
 
 
+def _shard_files(directory: Path) -> list[dict[str, Any]]:
+    """The metadata entry (file name, bytes, SHA-256) of every shard file, in block order."""
+    entries = []
+    for index in open_dataset(directory)["blocks"]:
+        block = read_json(directory / f"{block_name(index)}.json")
+        for split in block["splits"].values():
+            entries.extend(split["files"].values())
+    return entries
+
+
+def file_stamps(directory: str | Path) -> dict[str, list[int]]:
+    """Size and modification time of every shard file: cheap to take, and changed by any rewrite of a file."""
+    directory = Path(directory)
+    stamps = {}
+    for entry in _shard_files(directory):
+        try:
+            stat = (directory / entry["file"]).stat()
+        except OSError:
+            continue  # missing: verify() says so
+        stamps[entry["file"]] = [stat.st_size, stat.st_mtime_ns]
+    return stamps
+
+
 def verify(directory: str | Path) -> list[str]:
     """Full check of every shard file against its recorded size and SHA-256; returns the problems found."""
     directory = Path(directory)
@@ -213,18 +236,15 @@ def verify(directory: str | Path) -> list[str]:
     problems = []
     if not meta.get("complete"):
         problems.append(f"dataset has blocks {len(meta['blocks'])} of expected {meta.get('expected_blocks')}")
-    for index in meta["blocks"]:
-        block = read_json(directory / f"{block_name(index)}.json")
-        for split in block["splits"].values():
-            for entry in split["files"].values():
-                path = directory / entry["file"]
-                if not path.exists():
-                    problems.append(f"{entry['file']}: missing")
-                    continue
-                digest = hashlib.sha256()
-                with open(path, "rb") as handle:
-                    for chunk in iter(lambda: handle.read(1 << 20), b""):
-                        digest.update(chunk)
-                if digest.hexdigest() != entry["sha256"]:
-                    problems.append(f"{entry['file']}: checksum mismatch")
+    for entry in _shard_files(directory):
+        path = directory / entry["file"]
+        if not path.exists():
+            problems.append(f"{entry['file']}: missing")
+            continue
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for chunk in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(chunk)
+        if digest.hexdigest() != entry["sha256"]:
+            problems.append(f"{entry['file']}: checksum mismatch")
     return problems

@@ -32,6 +32,8 @@ from bertkit.training.loop import TrainResult, train
 from bertkit.training.metrics import measure_matmul_peak, notice, pretraining_flops_per_token
 
 FINAL_DIR = "final"
+VERIFIED_DATA = "data-verified.json"
+"""Sizes and modification times of the shards that passed the full SHA-256 check for this run."""
 
 
 @dataclass
@@ -221,18 +223,31 @@ def build_model(config: PretrainConfig, meta: Mapping[str, Any]):
     return model
 
 
+def _read_json_or_none(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) -> TrainResult:
     """Run (or resume) pre-training as ``config`` says; see the module docstring."""
-    from bertkit.data import PretrainingLoader, open_dataset, verify
+    from bertkit.data import PretrainingLoader, open_dataset
+    from bertkit.data.shards import file_stamps, verify
 
     env = env or distributed.setup(config.train.device)
     meta = open_dataset(config.data)
     # Every shard against the sizes and SHA-256 of its metadata, now rather than when a damaged one is
     # first read hours into the run (ids out of the vocabulary would crash it, others train silently).
-    problems = verify(config.data)
-    if problems:
-        raise DataError(f"{config.data} is damaged: {'; '.join(problems[:3])}"
-                        f"{f' and {len(problems) - 3} more' if len(problems) > 3 else ''}; prepare it again")
+    # A resumed run skips the hashing when no shard's size or modification time changed since it passed.
+    stamps = {"data": str(Path(config.data).resolve()), "files": file_stamps(config.data)}
+    verified_path = Path(config.output) / VERIFIED_DATA
+    newly_verified = _read_json_or_none(verified_path) != stamps
+    if newly_verified:
+        problems = verify(config.data)
+        if problems:
+            raise DataError(f"{config.data} is damaged: {'; '.join(problems[:3])}"
+                            f"{f' and {len(problems) - 3} more' if len(problems) > 3 else ''}; prepare it again")
     tokenizer_dir = Path(config.data) / meta["tokenizer"].get("directory", "tokenizer")
     torch.manual_seed(config.train.seed)  # model initialisation, identical on every process
     model = build_model(config, meta)
@@ -254,6 +269,8 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
         out = Path(config.output)
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out / "pretrain_config.json", json.dumps(config.to_dict(), indent=2, default=str) + "\n")
+        if newly_verified:
+            atomic_write_text(verified_path, json.dumps(stamps) + "\n")
         per_epoch = len(loader) * env.world_size // config.train.accumulation(env.world_size)
         if config.train.max_steps and per_epoch and config.train.max_steps > per_epoch:
             notice(f"{config.train.max_steps} steps is {config.train.max_steps / per_epoch:.1f} epochs of "
