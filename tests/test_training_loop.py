@@ -155,3 +155,30 @@ def test_curves_png(tmp_path):
     history.append({"step": 9, "split": "eval", "loss": 0.2, "mlm_acc": 0.8})
     path = plot_curves(history, tmp_path / "curves.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_fp16_loss_scaling_skips_overflowing_updates_and_resumes_its_scale(tmp_path, monkeypatch):
+    # fp16 needs a GPU in bertkit; this drives the same loop code with torch's CPU GradScaler and fp16
+    # autocast, so the scaler's path (overflow skips, scale back-off, its state in checkpoints) is tested here.
+    from bertkit.training import loop
+    from bertkit.training.precision import Precision
+
+    scalers = []
+
+    def fp16_on_cpu(name, device):
+        scalers.append(torch.amp.GradScaler("cpu", init_scale=2.0 ** 126, growth_interval=1000))
+        return Precision("fp16", device, scalers[-1])
+
+    monkeypatch.setattr(loop, "resolve_precision", fp16_on_cpu)
+    _, result = run(tmp_path, max_steps=6, save_every=3, dropout=0.0)
+    # 2^126 times any loss overflows fp32 gradients: the scale halves on each skipped update until it fits.
+    assert result.step == 6 and result.skipped_steps >= 1
+    scale = scalers[-1].get_scale()
+    assert scale < 2.0 ** 126
+    assert all(math.isfinite(r["loss"]) for r in result.history if "loss" in r)
+    saved = torch.load(tmp_path / "checkpoint-6" / "trainer_state.pt", weights_only=False)
+    assert saved["scaler"]["scale"] == scale and saved["skipped_steps"] == result.skipped_steps
+    _, resumed = run(tmp_path, max_steps=8, dropout=0.0, resume="auto")
+    # The resumed scaler starts from the saved scale, not from 2^126: no new overflow skips.
+    assert resumed.step == 8 and resumed.skipped_steps == result.skipped_steps
+    assert scalers[-1].get_scale() == scale
