@@ -199,6 +199,16 @@ def _check_texts(texts: Sequence[Any], what: str = "text") -> None:
 
 
 # ------------------------------------------------------------------------------------------ embed
+def _paired_texts(first: Any, second: Any, first_name: str, second_name: str) -> tuple[list, list]:
+    """Two inputs that go together (strings, or lists of equal length) as two checked lists of strings."""
+    firsts, seconds = _as_list(first, first_name), _as_list(second, second_name)
+    if len(firsts) != len(seconds):
+        raise BertkitError(f"got {len(firsts)} {first_name}s but {len(seconds)} {second_name}s; give one of each per pair")
+    _check_texts(firsts, first_name)
+    _check_texts(seconds, second_name)
+    return firsts, seconds
+
+
 def _encode(loaded: Loaded, texts: Sequence[TextInput], max_length: int | None):
     max_length = min(max_length or loaded.max_length, loaded.max_length)
     firsts = [t if isinstance(t, str) else t[0] for t in texts]
@@ -418,11 +428,7 @@ def next_sentence(first: str | Sequence[str], second: str | Sequence[str], model
     from bertkit.tasks.base import build_pair, truncate_pair
 
     loaded = _for("next_sentence", model)
-    firsts, seconds = _as_list(first, "first"), _as_list(second, "second")
-    if len(firsts) != len(seconds):
-        raise BertkitError(f"got {len(firsts)} first sentences but {len(seconds)} second ones")
-    _check_texts(firsts, "first sentence")
-    _check_texts(seconds, "second sentence")
+    firsts, seconds = _paired_texts(first, second, "first sentence", "second sentence")
     room = min(max_length or loaded.max_length, loaded.max_length) - 3
     tokenizer = loaded.tokenizer
     ids = tokenizer.ids_batch(firsts + seconds)
@@ -582,11 +588,7 @@ def answer(question: str | Sequence[str], context: str | Sequence[str], model: "
     if top_k < 1:
         raise BertkitError(f"top_k must be at least 1, got {top_k}")
     loaded = _for("answer", model)
-    questions, contexts = _as_list(question, "question"), _as_list(context, "context")
-    if len(questions) != len(contexts):
-        raise BertkitError(f"got {len(questions)} questions but {len(contexts)} contexts")
-    _check_texts(questions, "question")
-    _check_texts(contexts, "context")
+    questions, contexts = _paired_texts(question, context, "question", "context")
     seq_len = min(max_length, loaded.max_length)
     # A short model keeps at least half of its length for the context.
     task = QuestionAnsweringTask(doc_stride=doc_stride, max_query_length=min(max_query_length, seq_len // 2),
