@@ -155,7 +155,7 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
                                 output=str(out / "model"), task_options=dict(options), max_seq_length=max_len,
                                 epochs=epochs, max_steps=args.max_steps, lr=lr, micro_batch_size=args.batch_size,
                                 seed=seed, precision="fp32", progress=False, log_every=10,
-                                max_train_examples=args.max_train_examples,
+                                max_train_examples=args.max_train_examples, group_by_length=not args.random_batches,
                                 train_options={"tensorboard": False, "plot": False})
         result = finetune(config)
     finally:
@@ -176,7 +176,7 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
     features = featurize(task, train_examples, tokenizer, max_len, training=True)
     dev_examples = read_examples(task, dev_file)
     dev_features = featurize(task, dev_examples, tokenizer, max_len)
-    grouped = GroupedBatches(features, args.batch_size, lambda c: c, seed=seed)
+    grouped = GroupedBatches(features, args.batch_size, lambda c: c, seed=seed, group_by_length=not args.random_batches)
     lengths = [len(f["input_ids"]) for f in features]
     entry["bertkit"]["padding_share"] = padding_share(lengths, grouped.epoch_batches(0))
     steps_total = result.train.step if args.max_steps else math.ceil(epochs * len(grouped))
@@ -215,6 +215,8 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=None, help="default 5e-5 (3e-5 for squad)")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads for both systems (1 avoids thread thrashing on a shared machine)")
+    parser.add_argument("--random-batches", action="store_true",
+                        help="bertkit without length grouping (random padded batches, as the peer): isolates its effect")
     parser.add_argument("--skip-peer", action="store_true",
                         help="bertkit only: a quality run where the peer would not fit the time at hand")
     parser.add_argument("--output", default=str(RESULTS))

@@ -7,6 +7,7 @@ and leaves no output behind; the resumable length-grouped batches.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from bertkit.cli import main
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.model import BertModel
 from bertkit.training.finetune import (
-    FinetuneConfig, GroupedBatches, evaluate_model, finetune, load_finetuned, predict,
+    FinetuneConfig, GroupedBatches, _training_collate, evaluate_model, finetune, load_finetuned, predict,
 )
 from inference_helpers import make_tokenizer, save_model
 
@@ -422,3 +423,17 @@ def test_a_work_dir_left_by_a_finished_run_is_removed(base, data, tmp_path):
     with pytest.raises(ConfigError, match="that run finished"):
         finetune(config)
     assert leftovers(output) == [output] and (output / "metrics.json").is_file()
+
+
+def test_token_tasks_weigh_every_labeled_token_alike_across_length_grouped_batches():
+    from bertkit.tasks.ner import NerTask
+
+    # 4 features with 1, 1, 6 and 8 labeled tokens: 16 in all, 8 per micro-batch of 2 on average.
+    features = [{"input_ids": [1] * (n + 2), "token_type_ids": [0] * (n + 2), "attention_mask": [1] * (n + 2),
+                 "labels": [-100] + [0] * n + [-100]} for n in (1, 1, 6, 8)]
+    config = FinetuneConfig(task="ner", model="unused", train_file="unused", output="unused", micro_batch_size=2)
+    ner = NerTask()
+    batch = _training_collate(ner, features, config, pad_id=0)(features[:2])
+    assert float(batch["label_normalizer"]) == 8.0 and batch["labels"].shape == (2, 3)
+    assert "label_normalizer" not in _training_collate(ner, features, dataclasses.replace(config, group_by_length=False),
+                                                       pad_id=0)(features[:2])

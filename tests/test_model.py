@@ -363,6 +363,11 @@ def test_token_classification_ignores_minus_100():
     assert out.logits.shape == (*ids.shape, 5)
     keep = labels != -100
     torch.testing.assert_close(out.loss, F.cross_entropy(out.logits[keep], labels[keep]))
+    # A fixed normalizer: the summed token losses over it (equal to the mean when it is this batch's count).
+    summed = F.cross_entropy(out.logits[keep], labels[keep], reduction="sum")
+    torch.testing.assert_close(model(ids, types, mask, labels=labels, label_normalizer=torch.tensor(40.0)).loss,
+                               summed / 40)
+    torch.testing.assert_close(model(ids, types, mask, labels=labels, label_normalizer=keep.sum()).loss, out.loss)
 
 
 def test_question_answering_loss_and_out_of_range_positions():

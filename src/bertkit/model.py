@@ -539,13 +539,22 @@ class BertForTokenClassification(PreTrainedMixin, nn.Module):
 
     def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
                 attention_mask: Tensor | None = None, *, labels: Tensor | None = None,
+                label_normalizer: Tensor | float | None = None,
                 output_hidden_states: bool = False, output_attentions: bool = False) -> TokenClassifierOutput:
+        """``label_normalizer``: divide the summed token losses by this (the mean count of labeled tokens per
+        batch) instead of by this batch's own count, so that every token weighs the same in batches of
+        similar lengths (length grouping puts short sentences together; a per-batch mean would weigh
+        their tokens several times more than those of long ones)."""
         out = self.bert(input_ids, token_type_ids, attention_mask,
                         output_hidden_states=output_hidden_states, output_attentions=output_attentions)
         logits = self.classifier(self.dropout(out.last_hidden_state))
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(logits.float().view(-1, self.num_labels), labels.view(-1), ignore_index=-100)
+            flat_logits, flat_labels = logits.float().view(-1, self.num_labels), labels.view(-1)
+            if label_normalizer is None:
+                loss = F.cross_entropy(flat_logits, flat_labels, ignore_index=-100)
+            else:
+                loss = F.cross_entropy(flat_logits, flat_labels, ignore_index=-100, reduction="sum") / label_normalizer
         return TokenClassifierOutput(loss, logits, out.hidden_states, out.attentions)
 
 

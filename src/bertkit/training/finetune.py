@@ -40,7 +40,8 @@ from bertkit.config import BertConfig
 from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.io import atomic_write_text
 from bertkit.tasks import HEAD_TO_TASK, LengthGroupedBatchSampler, Task, get_task
-from bertkit.tasks.base import write_jsonl
+from bertkit.tasks.base import Feature, write_jsonl
+from bertkit.tasks.ner import IGNORE_INDEX
 from bertkit.training import distributed
 from bertkit.training.config import PRECISIONS, TrainConfig, read_options_file
 from bertkit.training.loop import TrainResult, train
@@ -417,6 +418,23 @@ def _jsonable(options: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in options.items() if isinstance(v, (str, int, float, bool)) or v is None}
 
 
+def _training_collate(task: Any, features: Sequence[Feature], config: FinetuneConfig, pad_id: int):
+    """The task's collate; for per-token losses (NER) with the mean count of labeled tokens per batch added,
+    so the model divides every batch's summed loss by the same number (see BertForTokenClassification)."""
+    def collate(chunk: list) -> dict[str, torch.Tensor]:
+        return task.collate(chunk, pad_id=pad_id)
+
+    if task.head != "BertForTokenClassification" or not config.group_by_length:
+        return collate
+    labeled = sum(sum(1 for label in f["labels"] if label != IGNORE_INDEX) for f in features)
+    normalizer = torch.tensor(max(1.0, labeled * config.micro_batch_size / len(features)))
+
+    def collate_with_normalizer(chunk: list) -> dict[str, torch.Tensor]:
+        return {**collate(chunk), "label_normalizer": normalizer}
+
+    return collate_with_normalizer
+
+
 def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) -> FinetuneResult:
     """Fine-tune ``config.model`` on ``config.train_file`` and write ``config.output``; see the module doc."""
     from bertkit.weights import load_model
@@ -457,10 +475,9 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
     model.train()
 
     # ------------------------------------------------------------ the loop's configuration
-    batches = GroupedBatches(train_features, config.micro_batch_size,
-                             lambda chunk: task.collate(chunk, pad_id=tokenizer.pad_id),  # type: ignore[call-arg]
-                             seed=config.seed, group_by_length=config.group_by_length, rank=env.rank,
-                             world_size=env.world_size)
+    collate = _training_collate(task, train_features, config, tokenizer.pad_id)
+    batches = GroupedBatches(train_features, config.micro_batch_size, collate, seed=config.seed,
+                             group_by_length=config.group_by_length, rank=env.rank, world_size=env.world_size)
     global_batch = config.global_batch_size or config.micro_batch_size * env.world_size
     probe = TrainConfig(micro_batch_size=config.micro_batch_size, global_batch_size=global_batch, max_steps=1)
     accum = probe.accumulation(env.world_size)
