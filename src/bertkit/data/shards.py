@@ -206,10 +206,10 @@ def load_splits(directory: str | Path, meta: dict[str, Any], split: str) -> list
     return out
 
 
-def _shard_files(directory: Path) -> list[dict[str, Any]]:
+def _shard_files(directory: Path, meta: dict[str, Any]) -> list[dict[str, Any]]:
     """The metadata entry (file name, bytes, SHA-256) of every shard file, in block order."""
     entries = []
-    for index in open_dataset(directory)["blocks"]:
+    for index in meta["blocks"]:
         block = read_json(directory / f"{block_name(index)}.json")
         for split in block["splits"].values():
             entries.extend(split["files"].values())
@@ -220,7 +220,7 @@ def file_stamps(directory: str | Path) -> dict[str, list[int]]:
     """Size and modification time of every shard file: cheap to take, and changed by any rewrite of a file."""
     directory = Path(directory)
     stamps = {}
-    for entry in _shard_files(directory):
+    for entry in _shard_files(directory, open_dataset(directory)):
         try:
             stat = (directory / entry["file"]).stat()
         except OSError:
@@ -236,7 +236,7 @@ def verify(directory: str | Path) -> list[str]:
     problems = []
     if not meta.get("complete"):
         problems.append(f"dataset has blocks {len(meta['blocks'])} of expected {meta.get('expected_blocks')}")
-    for entry in _shard_files(directory):
+    for entry in _shard_files(directory, meta):
         path = directory / entry["file"]
         if not path.exists():
             problems.append(f"{entry['file']}: missing")
