@@ -5,7 +5,8 @@ prepare MLM+NSP data, pre-train a small BERT (``tiny``) for a fixed wall-clock b
 predictions before and after, and fine-tune the pre-trained model and the same network from random
 initialisation on a labeled sentence set, so that the effect of pre-training is visible. Where a BERT
 pre-trained at scale is installed (all-MiniLM-L6-v2), it gets the same comparison against its own
-architecture at random initialisation. It ends with a markdown report and PNG curves. Everything is a call into the library; nothing here is demo-only logic.
+architecture at random initialisation. It ends with a markdown report and PNG curves. Everything is a call
+into the library; nothing here is demo-only logic.
 """
 
 from __future__ import annotations
