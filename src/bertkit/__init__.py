@@ -23,6 +23,7 @@ _EXPORTS: dict[str, str] = {
     "Tokenizer": "bertkit.tokenizer",
     "Encoding": "bertkit.tokenizer",
     "collate_encodings": "bertkit.tokenizer",
+    "extend_vocabulary": "bertkit.vocab",
     # model and checkpoints
     "BertModel": "bertkit.model",
     "BertForPreTraining": "bertkit.model",

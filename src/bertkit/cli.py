@@ -100,7 +100,7 @@ def tokenize_command(
         print(f"{i:>4}  {tok:<20} {id_:>6}  {seg:>3}  {start}:{end} {source[start:end]!r}")
 
 
-tokenizer_app = typer.Typer(help="Learn WordPiece vocabularies.", no_args_is_help=True)
+tokenizer_app = typer.Typer(help="Learn WordPiece vocabularies, or extend a model's.", no_args_is_help=True)
 app.add_typer(tokenizer_app, name="tokenizer")
 
 
@@ -121,6 +121,39 @@ def tokenizer_train_command(
     tok = Tokenizer.train(input, vocab_size=vocab_size, min_frequency=min_frequency, lowercase=lowercase)
     tok.save_pretrained(output)
     print(f"wrote a {tok.vocab_size}-token vocabulary to {output} (fingerprint {tok.fingerprint})", file=sys.stderr)
+
+
+@tokenizer_app.command("extend")
+def tokenizer_extend_command(
+    model: str = typer.Option(..., "--model", "-m", help="Model directory (Hugging Face layout) to extend."),
+    output: str = typer.Option(..., "--output", "-o", help="Directory for the extended model (not --model)."),
+    tokens: str = typer.Option(None, "--tokens", help="Text file: one word (or ##piece) to add per line."),
+    corpus: list[str] = typer.Option(None, "--corpus", help="Text files or directories to pick frequent split words from (repeatable)."),
+    max_new_tokens: int = typer.Option(1000, "--max-new-tokens", help="At most this many words from --corpus."),
+    min_frequency: int = typer.Option(20, "--min-frequency", help="Corpus words seen fewer times are not added."),
+    use_unused: bool = typer.Option(True, "--use-unused/--no-use-unused", help="Fill [unusedN] slots before growing the vocabulary."),
+) -> None:
+    """Give a model's vocabulary new words (a domain's terms) before continued pre-training.
+
+    New tokens fill [unusedN] slots first, then new rows; each starts from the mean embedding of the pieces
+    the old vocabulary split it into. Example: bertkit tokenizer extend --model ./bert --corpus ./clinical
+    --max-new-tokens 500 --output ./bert-clinical
+    """
+    from bertkit.vocab import REPORT_NAME, extend_vocabulary
+
+    words = read_lines(tokens) if tokens else []
+    report = extend_vocabulary(model, output, tokens=words, corpus=corpus or [], max_new_tokens=max_new_tokens,
+                               min_frequency=min_frequency, use_unused=use_unused)
+    for entry in report.added[:10]:
+        seen = f", seen {entry.count:,} times" if entry.count is not None else ""
+        print(f"  {entry.token} (id {entry.id}) was {' '.join(entry.pieces)}{seen}", file=sys.stderr)
+    if len(report.added) > 10:
+        print(f"  ... and {len(report.added) - 10} more (all in {output}/{REPORT_NAME})", file=sys.stderr)
+    if report.already_known:
+        print(f"bertkit: {len(report.already_known)} requested token(s) were already in the vocabulary", file=sys.stderr)
+    print(f"bertkit: added {len(report.added)} token(s), {report.unused_slots_used} in [unused] slots; vocabulary "
+          f"{report.vocab_size_before} -> {report.vocab_size_after}; wrote {output}. Continue pre-training with "
+          f"bertkit prepare-data --tokenizer {output} ... and bertkit pretrain --init-from {output} ...", file=sys.stderr)
 
 
 # ---------------------------------------------------------------------------------------- end of tokenizer block

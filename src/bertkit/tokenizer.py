@@ -353,6 +353,21 @@ class Tokenizer:
         return cls(vocab, lowercase=lowercase, strip_accents=strip_accents,
                    tokenize_chinese_chars=tokenize_chinese_chars, **options)  # fmt: skip
 
+    def with_vocab(self, tokens: Sequence[str]) -> Tokenizer:
+        """A tokenizer with the same options over another vocabulary (``tokens`` in id order)."""
+        return type(self)(list(tokens), lowercase=self._lowercase, strip_accents=self._strip_accents_option,
+                          tokenize_chinese_chars=self._tokenize_chinese_chars, model_max_length=self.model_max_length,
+                          max_input_chars_per_word=self._max_input_chars_per_word)  # fmt: skip
+
+    def word_pieces(self, word: str) -> list[str]:
+        """WordPiece's split of one pre-tokenized, normalised word (``["[UNK]"]`` when it cannot be covered)."""
+        return [t.value for t in self._backend.model.tokenize(word)]
+
+    def split_words(self, text: str) -> list[str]:
+        """``text`` normalised (case, accents) and split into words as the basic tokenizer does, before WordPiece."""
+        normalised = self._backend.normalizer.normalize_str(text)
+        return [word for word, _ in self._backend.pre_tokenizer.pre_tokenize_str(normalised)]
+
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, **overrides: Any) -> Tokenizer:
         """Load from a model directory, a ``vocab.txt`` file or a ``tokenizer.json`` file.
