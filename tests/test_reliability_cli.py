@@ -53,6 +53,9 @@ DIR_KINDS = {"missing": "does/not/exist", "file": "garbage.bin", "empty": "empty
 # (command, argument template); {BAD} is the broken path, {OUT} a fresh output path, {x} valid inputs.
 FILE_ARGS = [
     ("tokenizer-train-input", ["tokenizer", "train", "--input", "{BAD}", "--output", "{OUT}", "--vocab-size", "60"]),
+    ("tokenizer-extend-tokens", ["tokenizer", "extend", "--model", "{model}", "--tokens", "{BAD}", "--output", "{OUT}"]),
+    ("tokenizer-extend-corpus", ["tokenizer", "extend", "--model", "{model}", "--corpus", "{BAD}", "--output", "{OUT}",
+                                 "--min-frequency", "1"]),
     ("embed-input", ["embed", "--model", "{model}", "--input", "{BAD}", "--output", "{OUT}.npy"]),
     ("fill-mask-input", ["fill-mask", "--model", "{model}", "--input", "{BAD}"]),
     ("next-sentence-input", ["next-sentence", "--model", "{model}", "--input", "{BAD}"]),
@@ -74,6 +77,7 @@ FILE_ARGS = [
 ]
 DIR_ARGS = [
     ("tokenize-model", ["tokenize", "--model", "{BAD}", "hello"]),
+    ("tokenizer-extend-model", ["tokenizer", "extend", "--model", "{BAD}", "--tokens", "{lines}", "--output", "{OUT}"]),
     ("embed-model", ["embed", "--model", "{BAD}", "--input", "{lines}", "--output", "{OUT}.npy"]),
     ("fill-mask-model", ["fill-mask", "--model", "{BAD}", "hello [MASK]"]),
     ("next-sentence-model", ["next-sentence", "--model", "{BAD}", "a", "b"]),
@@ -102,6 +106,10 @@ CONTRADICTIONS = [
     ("answer-nothing", ["answer", "--model", "{model}"]),
     ("attention-layer", ["attention", "--model", "{model}", "--layer", "99", "hello"]),
     ("export-onnx-head", ["export", "onnx", "--model", "{model}", "--output", "{OUT}.onnx", "--head", "NoSuchHead"]),
+    ("tokenizer-extend-nothing", ["tokenizer", "extend", "--model", "{model}", "--output", "{OUT}"]),
+    ("tokenizer-extend-in-place", ["tokenizer", "extend", "--model", "{model}", "--tokens", "{lines}", "--output", "{model}"]),
+    ("tokenizer-extend-max", ["tokenizer", "extend", "--model", "{model}", "--corpus", "{lines}", "--output", "{OUT}",
+                              "--max-new-tokens", "-1"]),
     ("tokenizer-train-vocab", ["tokenizer", "train", "--input", "{lines}", "--output", "{OUT}", "--vocab-size", "0"]),
     ("pretrain-resume-both", ["pretrain", "--data", "{data}", "--output", "{OUT}", "--resume", "--resume-from", "{OUT}"]),
     ("pretrain-batch", ["pretrain", "--data", "{data}", "--output", "{OUT}", "--micro-batch-size", "4",

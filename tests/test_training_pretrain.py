@@ -72,6 +72,21 @@ def test_phase_two_starts_from_the_phase_one_weights(phase1, tmp_path):
     assert result.step == 1 and (tmp_path / "p2" / "final" / "model.safetensors").is_file()
 
 
+def test_init_from_weights_with_another_vocabulary_is_refused(phase1, data, tmp_path):
+    import shutil
+
+    other = tmp_path / "other"
+    shutil.copytree(phase1[0] / "final", other)
+    # Same size, one word replaced (as an extension into [unused] slots does): no shape check can tell.
+    words = (other / "vocab.txt").read_text().splitlines()
+    (other / "vocab.txt").write_text("\n".join(words[:10] + ["zebra"] + words[11:]) + "\n")
+    cfg = build_config(dict(data=str(data), output=str(tmp_path / "p2"), init_from=str(other),
+                            micro_batch_size=8, max_steps=1, **QUIET))
+    with pytest.raises(ConfigError, match="another tokenizer .* prepare the data with bertkit prepare-data"):
+        pretrain(cfg)
+    assert not (tmp_path / "p2" / "final").exists()
+
+
 def test_a_dataset_smaller_than_one_micro_batch_is_a_data_error(data, tmp_path):
     cfg = build_config(dict(data=str(data), output=str(tmp_path / "o"), model_config="tiny", micro_batch_size=64,
                             max_steps=1, **QUIET))

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from bertkit.tokenizer import Tokenizer
+
 
 @dataclass
 class ToyOutput:
@@ -79,6 +81,8 @@ def make_pretraining_dataset(directory, *, n_train: int = 96, n_eval: int = 16, 
             tokens[i] = mask
         return Instance(tokens, a_len, is_random, positions, labels)
 
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(5, vocab)]
+    tokenizer = Tokenizer(words)
     splits = {
         "train": pack_instances([instance() for _ in range(n_train)], vocab_size=vocab, max_predictions=max_predictions),
         "eval": pack_instances([instance() for _ in range(n_eval)], vocab_size=vocab, max_predictions=max_predictions),
@@ -87,14 +91,10 @@ def make_pretraining_dataset(directory, *, n_train: int = 96, n_eval: int = 16, 
         "settings": {"max_seq_length": seq, "max_predictions_per_seq": max_predictions, "masking": "static",
                      "whole_word_mask": False, "masked_lm_prob": 0.15, "seed": seed},
         "settings_hash": "synthetic",
-        "tokenizer": {"fingerprint": "synthetic", "vocab_size": vocab, "pad_id": pad, "cls_id": cls, "sep_id": sep,
+        "tokenizer": {"fingerprint": tokenizer.fingerprint, "vocab_size": vocab, "pad_id": pad, "cls_id": cls, "sep_id": sep,
                       "mask_id": mask, "directory": "tokenizer"},
     }
     write_block(directory, 0, splits, settings_hash="synthetic", stats={})
-    tok = directory / "tokenizer"
-    tok.mkdir(parents=True, exist_ok=True)
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(5, vocab)]
-    (tok / "vocab.txt").write_text("\n".join(words) + "\n")
-    (tok / "tokenizer_config.json").write_text('{"do_lower_case": true}\n')
+    tokenizer.save_pretrained(directory / "tokenizer")
     index_dataset(directory, header, expected_blocks=1)
     return directory

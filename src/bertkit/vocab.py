@@ -154,6 +154,11 @@ def extend_vocabulary(model: str | Path, output: str | Path, *, tokens: Sequence
         chosen = {a.token for a in new}
         new += [a for a in picked if a.token not in chosen][:max_new_tokens]
 
+    if not new:
+        why = [f"the {len(known)} requested token(s) are already in the vocabulary"] if known else []
+        why += [f"no word of the corpus seen at least {min_frequency} times is split by the vocabulary "
+                f"(a lower --min-frequency may find some)"] if corpus else []
+        raise ConfigError(f"nothing to add: {'; '.join(why)}")
     old_tokens = tokenizer.convert_ids_to_tokens(list(range(tokenizer.vocab_size)))
     unused = [i for i, t in enumerate(old_tokens) if _UNUSED.fullmatch(t)] if use_unused else []
     slots = unused[:len(new)] + list(range(len(old_tokens), len(old_tokens) + max(0, len(new) - len(unused))))

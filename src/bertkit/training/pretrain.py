@@ -207,6 +207,7 @@ def build_model(config: PretrainConfig, meta: Mapping[str, Any]):
 
     tok = meta["tokenizer"]
     if config.init_from is not None:
+        _check_same_vocabulary(Path(config.init_from), tok, config.data)
         model_config = BertConfig.load(config.init_from)
     else:
         model_config = BertConfig.resolve(config.model_config)
@@ -221,6 +222,20 @@ def build_model(config: PretrainConfig, meta: Mapping[str, Any]):
         source = Path(config.init_from)
         weights.load_hf_state_dict(model, weights.read_state_dict(source), source=str(source))
     return model
+
+
+def _check_same_vocabulary(init_from: Path, data_tokenizer: Mapping[str, Any], data: str) -> None:
+    """Refuse weights whose tokenizer differs from the dataset's: the same ids would mean other words (an
+    extended vocabulary keeps its size, so no shape check would catch it)."""
+    from bertkit.tokenizer import TOKENIZER_NAME, VOCAB_NAME, Tokenizer
+
+    if not ((init_from / VOCAB_NAME).is_file() or (init_from / TOKENIZER_NAME).is_file()):
+        return  # weights without a tokenizer: the user vouches for the ids
+    theirs = Tokenizer.from_pretrained(init_from).fingerprint
+    if data_tokenizer.get("fingerprint") not in (None, theirs):
+        raise ConfigError(f"--init-from {init_from} has another tokenizer (fingerprint {theirs}) than the data in "
+                          f"{data} ({data_tokenizer['fingerprint']}), so token ids would mean other words; prepare "
+                          f"the data with bertkit prepare-data --tokenizer {init_from}")
 
 
 def _read_json_or_none(path: Path) -> Any:
