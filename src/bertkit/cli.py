@@ -190,6 +190,8 @@ def embed_command(
     batch_size: int = typer.Option(32, help="Texts per forward pass."),
     max_length: int = typer.Option(None, help="Truncate inputs to this many tokens (default: the model's maximum)."),
     normalize: bool = typer.Option(False, help="L2-normalise every vector."),
+    long_text: str = typer.Option("truncate", help="truncate | windows: embed longer texts whole, in overlapping windows."),
+    window_stride: int = typer.Option(128, help="With --long-text windows: tokens between window starts."),
 ) -> None:
     """Extract contextual embeddings (feature extraction) for one text per line into a .npy file.
 
@@ -208,7 +210,8 @@ def embed_command(
     texts = [tuple(line.split("\t", 1)) if "\t" in line else line for line in lines]
     loaded = load(model, head="BertModel")
     vectors = embed(texts, loaded, pooling=pooling, layers=layers, batch_size=batch_size,
-                    max_length=max_length, normalize=normalize, progress=True)
+                    max_length=max_length, normalize=normalize, progress=True, long_text=long_text,
+                    window_stride=window_stride)
     with atomic_path(output) as tmp:
         np.save(tmp, vectors.astype(np.float32))
     print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} embeddings to {output}", file=sys.stderr)

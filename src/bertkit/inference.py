@@ -209,13 +209,63 @@ def _paired_texts(first: Any, second: Any, first_name: str, second_name: str) ->
     return firsts, seconds
 
 
-def _encode(loaded: Loaded, texts: Sequence[TextInput], max_length: int | None):
+def _encode(loaded: Loaded, texts: Sequence[TextInput], max_length: int | None, truncation: bool = True):
+    """Encodings of ``texts``; pairs are always cut to ``max_length``, single texts only with ``truncation``."""
     max_length = min(max_length or loaded.max_length, loaded.max_length)
     firsts = [t if isinstance(t, str) else t[0] for t in texts]
     pairs = [None if isinstance(t, str) else t[1] for t in texts]
     if any(p is not None for p in pairs):
-        return [loaded.tokenizer.encode(a, b, max_length=max_length, truncation=True) for a, b in zip(firsts, pairs)]
-    return loaded.tokenizer.encode_batch(firsts, max_length=max_length, truncation=True)
+        return [loaded.tokenizer.encode(a, b, max_length=max_length, truncation=truncation or b is not None)
+                for a, b in zip(firsts, pairs)]
+    return loaded.tokenizer.encode_batch(firsts, max_length=max_length, truncation=truncation)
+
+
+@dataclass
+class _Window:
+    """One model input cut from a long text: ``[CLS] ids[start:start + width] [SEP]``."""
+
+    start: int
+    ids: list[int]
+
+    @property
+    def type_ids(self) -> list[int]:
+        return [0] * len(self.ids)
+
+    @property
+    def attention_mask(self) -> list[int]:
+        return [1] * len(self.ids)
+
+
+def _cut_windows(encodings: Sequence[Any], max_length: int, stride: int, cls_id: int, sep_id: int) -> list:
+    """``(text index, model input)`` for ``encodings``, each one longer than ``max_length`` replaced by its
+    overlapping ``_Window`` s."""
+    from bertkit.tasks.base import window_starts
+
+    out: list = []
+    width = max_length - 2
+    for index, encoding in enumerate(encodings):
+        if len(encoding.ids) <= max_length:
+            out.append((index, encoding))
+            continue
+        content = encoding.ids[1:-1]
+        out += [(index, _Window(start, [cls_id, *content[start:start + width], sep_id]))
+                for start in window_starts(len(content), width, stride)]
+    return out
+
+
+def _join_windows(windows: Sequence[_Window], states: Sequence[torch.Tensor], pooling: str) -> torch.Tensor:
+    """One long text's token vectors from its windows, each token taken from the window where it has the most
+    context (as SQuAD does); ``cls`` pooling averages the windows' ``[CLS]`` vectors."""
+    from bertkit.tasks.base import max_context
+
+    if pooling == "cls":
+        return torch.stack([state[0] for state in states]).mean(0)
+    spans = [(w.start, len(w.ids) - 2) for w in windows]
+    n_content = spans[-1][0] + spans[-1][1]
+    best = max_context(n_content, spans)
+    rows = [states[0][0]] + [states[best[t]][t - spans[best[t]][0] + 1] for t in range(n_content)] + [states[-1][-1]]
+    tokens = torch.stack(rows)
+    return tokens.mean(0) if pooling == "mean" else tokens
 
 
 def parse_layers(spec: str | Sequence[int]) -> list[int]:
@@ -239,6 +289,8 @@ def embed(
     max_length: int | None = None,
     normalize: bool = False,
     progress: bool = False,
+    long_text: str = "truncate",
+    window_stride: int = 128,
 ) -> np.ndarray:
     """Contextual embeddings, one row per text (or ``(text_a, text_b)`` pair).
 
@@ -248,9 +300,17 @@ def embed(
     ``layers``: hidden layers to use, counted like Python indices over the embedding output and the L
     layers (``-1`` the last); several layers are concatenated in the given order.
     ``normalize``: L2-normalise each row (for cosine similarity).
+    ``long_text``: ``truncate`` (default) keeps the first ``max_length`` tokens; ``windows`` embeds a longer
+    text in overlapping windows whose starts are ``window_stride`` tokens apart and takes each token's vector
+    from the window where it has the most context (``mean`` and ``none`` then cover the whole text; ``cls``
+    is the mean of the windows' ``[CLS]`` vectors). Pairs are always truncated.
     """
     if pooling not in ("cls", "mean", "none"):
         raise BertkitError(f"pooling must be cls, mean or none, got {pooling!r}")
+    if long_text not in ("truncate", "windows"):
+        raise BertkitError(f"long_text must be truncate or windows, got {long_text!r}")
+    if window_stride < 1:
+        raise BertkitError(f"window_stride must be at least 1, got {window_stride}")
     loaded = _as_loaded(model, head="BertModel")
     layer_ids = parse_layers(layers)
     num_states = loaded.model.config.num_hidden_layers + 1
@@ -259,33 +319,46 @@ def embed(
             raise BertkitError(f"layer {layer} does not exist: the model has {num_states - 1} layers (use -1 for the last)")
     encoder = loaded.encoder
     device = loaded.device
-    encodings = _encode(loaded, texts, max_length)
+    texts = list(texts)
+    encodings = _encode(loaded, texts, max_length, truncation=long_text == "truncate")
     rows: list = [None] * len(encodings)
-    batches = list(length_sorted_batches([len(e.ids) for e in encodings], batch_size))
+    inputs_list: list = list(enumerate(encodings))  # (text index, model input)
+    if long_text == "windows":
+        limit = min(max_length or loaded.max_length, loaded.max_length)
+        if limit < 3:
+            raise BertkitError(f"max_length {limit} leaves no room for text between [CLS] and [SEP]")
+        inputs_list = _cut_windows(encodings, limit, window_stride, loaded.tokenizer.cls_id, loaded.tokenizer.sep_id)
+    window_states: dict[int, list] = {}  # long text -> [(window, token vectors)]
+    batches = list(length_sorted_batches([len(item.ids) for _, item in inputs_list], batch_size))
     if progress:
         from tqdm import tqdm
 
         batches = tqdm(batches, desc="embed", unit="batch")
     for batch in batches:
-        padded = collate_encodings([encodings[i] for i in batch], pad_id=loaded.tokenizer.pad_id)
+        items = [inputs_list[i] for i in batch]
+        padded = collate_encodings([item for _, item in items], pad_id=loaded.tokenizer.pad_id)
         inputs = {k: v.to(device) for k, v in padded.items()}
         out = encoder(**inputs, output_hidden_states=layer_ids != [-1])
         states = [out.last_hidden_state] if out.hidden_states is None else [out.hidden_states[i] for i in layer_ids]
         hidden = torch.cat(states, dim=-1).float()
         mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        lengths = inputs["attention_mask"].sum(1).tolist()
+        pooled = None
         if pooling == "cls":
-            pooled = hidden[:, 0]
+            pooled = hidden[:, 0].cpu()
         elif pooling == "mean":
-            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-        else:
-            for row, index in enumerate(batch):
-                n = int(inputs["attention_mask"][row].sum())
-                rows[index] = hidden[row, :n].cpu().numpy()
-            continue
-        if normalize:
-            pooled = torch.nn.functional.normalize(pooled, dim=-1)
-        for row, index in enumerate(batch):
-            rows[index] = pooled[row].cpu().numpy()
+            pooled = ((hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)).cpu()
+        for row, (text, item) in enumerate(items):
+            if isinstance(item, _Window):  # pooled once all windows of its text are in
+                window_states.setdefault(text, []).append((item, hidden[row, :lengths[row]].cpu()))
+            else:
+                rows[text] = hidden[row, :lengths[row]].cpu() if pooled is None else pooled[row]
+    for text, parts in window_states.items():
+        parts.sort(key=lambda part: part[0].start)
+        rows[text] = _join_windows([w for w, _ in parts], [state for _, state in parts], pooling)
+    if normalize and pooling != "none":
+        rows = [torch.nn.functional.normalize(row, dim=-1) for row in rows]
+    rows = [row.numpy() for row in rows]
     if pooling == "none":
         result = np.empty(len(rows), dtype=object)
         result[:] = rows

@@ -9,6 +9,7 @@ metrics (``evaluate``). The training loop and the CLI only ever talk to this int
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -161,6 +162,20 @@ def window_starts(length: int, width: int, stride: int) -> list[int]:
         if start + width >= length:
             return starts
         start += min(width, stride)
+
+
+def max_context(n_tokens: int, spans: Sequence[tuple[int, int]]) -> list[int]:
+    """For each of ``n_tokens`` tokens, the window (index into ``spans`` of ``(start, length)``) where
+    ``min(left, right) + 0.01 * length`` is largest; ties go to the earlier window, as in Google's
+    ``_check_is_max_context``."""
+    best = [0] * n_tokens
+    best_score = [-math.inf] * n_tokens
+    for number, (start, length) in enumerate(spans):
+        for t in range(start, start + length):
+            score = min(t - start, start + length - 1 - t) + 0.01 * length
+            if score > best_score[t]:
+                best[t], best_score[t] = number, score
+    return best
 
 
 def write_jsonl(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike) -> Path:

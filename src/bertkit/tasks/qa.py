@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +40,7 @@ import torch
 
 from bertkit.errors import ConfigError, DataError
 from bertkit.tasks import metrics
-from bertkit.tasks.base import Feature, pad_and_stack, window_starts, write_json
+from bertkit.tasks.base import Feature, max_context, pad_and_stack, window_starts, write_json
 from bertkit.tasks.readers import read_text_file
 
 logger = logging.getLogger(__name__)
@@ -226,7 +225,7 @@ class QuestionAnsweringTask:
                 if target is None:
                     uncovered += 1
                     continue
-            best = _max_context(len(ids), spans)
+            best = max_context(len(ids), spans)
             context_start = len(question) + 2
             for number, (start, length) in enumerate(spans):
                 input_ids = [tokenizer.cls_id, *question, tokenizer.sep_id, *ids[start:start + length],
@@ -372,19 +371,6 @@ def _answer_tokens(offsets: Sequence[tuple[int, int]], answer: Mapping[str, Any]
     char_end = char_start + len(answer["text"])
     covered = [t for t, (s, e) in enumerate(offsets) if s < char_end and e > char_start]
     return (covered[0], covered[-1]) if covered else None
-
-
-def _max_context(n_tokens: int, spans: Sequence[tuple[int, int]]) -> list[int]:
-    """For each context token, the window (index) where ``min(left, right) + 0.01 * length`` is largest;
-    ties go to the earlier window, as in Google's ``_check_is_max_context``."""
-    best = [0] * n_tokens
-    best_score = [-math.inf] * n_tokens
-    for number, (start, length) in enumerate(spans):
-        for t in range(start, start + length):
-            score = min(t - start, start + length - 1 - t) + 0.01 * length
-            if score > best_score[t]:
-                best[t], best_score[t] = number, score
-    return best
 
 
 def _softmax(scores: Sequence[float]) -> list[float]:
