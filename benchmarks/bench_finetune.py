@@ -145,7 +145,8 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
     epochs = args.epochs or (2 if kind == "qa" else 3)
     lr = args.lr_for(name)
     entry = {"task": name, "seed": seed, "batch_size": args.batch_size, "lr": lr, "max_seq_length": max_len,
-             "epochs": epochs, "max_steps": args.max_steps, "max_train_examples": args.max_train_examples}
+             "epochs": epochs, "max_steps": args.max_steps, "max_train_examples": args.max_train_examples,
+             "bertkit_schedule": args.schedule}
     print(f"== {name} seed {seed}", file=sys.stderr, flush=True)
 
     # bertkit
@@ -156,7 +157,7 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
                                 epochs=epochs, max_steps=args.max_steps, lr=lr, micro_batch_size=args.batch_size,
                                 seed=seed, precision="fp32", progress=False, log_every=10,
                                 max_train_examples=args.max_train_examples, group_by_length=not args.random_batches,
-                                train_options={"tensorboard": False, "plot": False})
+                                train_options={"tensorboard": False, "plot": False, "schedule": args.schedule})
         result = finetune(config)
     finally:
         shutil.rmtree(out, ignore_errors=True)
@@ -217,6 +218,9 @@ def main() -> None:
                         help="torch threads for both systems (1 avoids thread thrashing on a shared machine)")
     parser.add_argument("--random-batches", action="store_true",
                         help="bertkit without length grouping (random padded batches, as the peer): isolates its effect")
+    parser.add_argument("--schedule", default="linear", choices=["linear", "poly"],
+                        help="bertkit's schedule: linear (Google BERT: decay from step 0, warmup overrides it) or "
+                             "poly (decay from the warmup's end, as the peer's get_linear_schedule_with_warmup)")
     parser.add_argument("--skip-peer", action="store_true",
                         help="bertkit only: a quality run where the peer would not fit the time at hand")
     parser.add_argument("--output", default=str(RESULTS))
