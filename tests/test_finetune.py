@@ -151,6 +151,22 @@ def _batch(directory: Path, texts: list[str]) -> dict:
     return collate_encodings(tokenizer.encode_batch(texts))
 
 
+def test_schedule_flag_reaches_the_training_loop(base, data, tmp_path, capsys):
+    def lrs(schedule):
+        output = tmp_path / schedule
+        code, _, err = run_cli(["finetune", "--task", "classification", "--model", base, "--train", data["cls"],
+                                "--output", output, "--no-progress", "--lr", "1e-3", "--max-steps", "4",
+                                "--micro-batch-size", "4", "--warmup-ratio", "0.5", "--schedule", schedule], capsys)
+        assert code == 0, err
+        records = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
+        return [r["lr"] for r in records if r.get("split") == "train"]
+
+    # warmup 2 of 4 updates; the lr logged is the one of the last update of each logging window
+    assert lrs("constant")[-1] == pytest.approx(1e-3)
+    assert lrs("poly")[-1] == pytest.approx(1e-3 * (4 - 3) / (4 - 2))
+    assert lrs("linear")[-1] == pytest.approx(1e-3 * (1 - 3 / 4))
+
+
 def test_classification_output_loads_in_transformers(base, data, tmp_path, capsys):
     output = tmp_path / "cls"
     config = tmp_path / "ft.toml"

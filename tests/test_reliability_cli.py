@@ -120,6 +120,8 @@ CONTRADICTIONS = [
     ("finetune-resume-overwrite", ["finetune", "--task", "classification", "--model", "{model}", "--train", "{train}",
                                    "--output", "{OUT}", "--resume", "--overwrite"]),
     ("finetune-task", ["finetune", "--task", "poetry", "--model", "{model}", "--train", "{train}", "--output", "{OUT}"]),
+    ("finetune-schedule", ["finetune", "--task", "classification", "--model", "{model}", "--train", "{train}",
+                           "--output", "{OUT}", "--schedule", "sideways"]),
     ("finetune-epochs", ["finetune", "--task", "classification", "--model", "{model}", "--train", "{train}",
                          "--output", "{OUT}", "--epochs", "-1"]),
     ("evaluate-task", ["evaluate", "--model", "{model}", "--data", "{train}", "--task", "poetry"]),

@@ -570,6 +570,8 @@ def finetune_command(
     global_batch_size: int = typer.Option(None, help="Features per update (gradient accumulation is derived) [= micro]."),
     max_seq_length: int = typer.Option(None, help="Longest feature in tokens [128; qa 384]."),
     warmup_ratio: float = typer.Option(None, help="Share of updates with linear warmup [0.1]."),
+    schedule: str = typer.Option(None, help="linear (Google BERT: decays from step 0) | poly (decays from the end "
+                                            "of warmup, as transformers) | cosine | constant [linear]."),
     weight_decay: float = typer.Option(None, help="AdamW weight decay, not on biases/LayerNorm [0.01]."),
     seed: int = typer.Option(None, help="Seed of head init, dropout and batch order [42]."),
     precision: str = typer.Option(None, help="auto | fp32 | bf16 | fp16 [auto]."),
@@ -606,6 +608,8 @@ def finetune_command(
                  eval_batch_size=eval_batch_size, max_train_examples=max_train_examples,
                  group_by_length=group_by_length, save_every=save_every, device=device)
     options.update({k: v for k, v in flags.items() if v is not None})
+    if schedule is not None:
+        options["train_options"] = {**(options.get("train_options") or {}), "schedule": schedule}
     for required, flag in (("task", "--task"), ("model", "--model"), ("train_file", "--train"), ("output", "--output")):
         if required not in options:
             fail(f"{flag} is required (on the command line or in the config file)")
