@@ -1,0 +1,62 @@
+"""Summarise ``bench_finetune.py`` result files: per task, the main dev metric of each system over seeds
+(mean, sample standard deviation, every seed) and the per-epoch speed ratio.
+
+    python benchmarks/summarize_finetune.py benchmarks/results/finetune_full_rte.json \
+        benchmarks/results/finetune_full_mrpc.json benchmarks/results/finetune_full_stsb.json
+
+A system's metric for a seed is its best dev evaluation over the epochs (what fine-tuning keeps). Runs
+bounded by ``--max-steps`` or ``--max-train-examples`` are left out. Prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+# Metrics the benchmarks also report besides the main one (GLUE: MRPC accuracy/F1, STS-B Pearson/Spearman).
+ALSO = {"mrpc": ["f1"], "stsb": ["spearman"], "squad": ["exact_match"]}
+
+
+def best(system: dict, metric: str) -> float | None:
+    values = [e[metric] for e in system.get("evaluations", []) if metric in e]
+    return max(values) if values else None
+
+
+def spread(values: list[float]) -> str:
+    if not values:
+        return ""
+    mean = statistics.fmean(values)
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    seeds = " / ".join(f"{v:.3f}" for v in values)
+    return f"{mean:.3f} ± {sd:.3f} ({seeds})" if len(values) > 1 else f"{mean:.3f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("files", nargs="+", type=Path)
+    args = parser.parse_args()
+    runs: dict[str, list[dict]] = defaultdict(list)
+    for path in args.files:
+        for run in json.loads(path.read_text())["runs"]:
+            if run.get("max_steps") is None and run.get("max_train_examples") is None:
+                runs[run["task"]].append(run)
+    print("| task | metric | seeds | bertkit | peer | speed per epoch (peer s / bertkit s) |")
+    print("|---|---|---|---|---|---|")
+    for task, entries in runs.items():
+        entries.sort(key=lambda r: r["seed"])
+        ratios = [r["speedup_per_epoch"] for r in entries if r.get("speedup_per_epoch")]
+        speed = f"{statistics.fmean(ratios):.2f}x ({' / '.join(f'{x:.2f}' for x in ratios)})" if ratios else ""
+        for metric in [entries[0]["main_metric"], *ALSO.get(task, [])]:
+            ours = [best(r["bertkit"], metric) for r in entries]
+            peer = [best(r["peer"], metric) for r in entries if "peer" in r]
+            print(f"| {task} | {metric} | {', '.join(str(r['seed']) for r in entries)} | "
+                  f"{spread([v for v in ours if v is not None])} | {spread([v for v in peer if v is not None])} | "
+                  f"{speed} |")
+            speed = ""
+
+
+if __name__ == "__main__":
+    main()
