@@ -4,7 +4,8 @@
     python benchmarks/summarize_finetune.py benchmarks/results/finetune_full_rte.json \
         benchmarks/results/finetune_full_mrpc.json benchmarks/results/finetune_full_stsb.json
 
-A system's metric for a seed is its best dev evaluation over the epochs (what fine-tuning keeps). Runs
+A system's metrics for a seed are those of its dev evaluation with the best main metric (the epoch
+fine-tuning keeps). Runs
 bounded by ``--max-steps`` or ``--max-train-examples`` are left out. Prints a markdown table.
 """
 
@@ -20,9 +21,10 @@ from pathlib import Path
 ALSO = {"mrpc": ["f1"], "stsb": ["spearman"], "squad": ["exact_match"]}
 
 
-def best(system: dict, metric: str) -> float | None:
-    values = [e[metric] for e in system.get("evaluations", []) if metric in e]
-    return max(values) if values else None
+def best(system: dict, main: str, metric: str) -> float | None:
+    """``metric`` at the evaluation with the best ``main`` metric (the checkpoint fine-tuning keeps)."""
+    evaluations = [e for e in system.get("evaluations", []) if main in e and metric in e]
+    return max(evaluations, key=lambda e: e[main])[metric] if evaluations else None
 
 
 def spread(values: list[float]) -> str:
@@ -49,9 +51,10 @@ def main() -> None:
         entries.sort(key=lambda r: r["seed"])
         ratios = [r["speedup_per_epoch"] for r in entries if r.get("speedup_per_epoch")]
         speed = f"{statistics.fmean(ratios):.2f}x ({' / '.join(f'{x:.2f}' for x in ratios)})" if ratios else ""
-        for metric in [entries[0]["main_metric"], *ALSO.get(task, [])]:
-            ours = [best(r["bertkit"], metric) for r in entries]
-            peer = [best(r["peer"], metric) for r in entries if "peer" in r]
+        main = entries[0]["main_metric"]
+        for metric in [main, *ALSO.get(task, [])]:
+            ours = [best(r["bertkit"], main, metric) for r in entries]
+            peer = [best(r["peer"], main, metric) for r in entries if "peer" in r]
             print(f"| {task} | {metric} | {', '.join(str(r['seed']) for r in entries)} | "
                   f"{spread([v for v in ours if v is not None])} | {spread([v for v in peer if v is not None])} | "
                   f"{speed} |")
