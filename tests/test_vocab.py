@@ -148,3 +148,26 @@ def test_extended_model_loads_in_transformers_with_the_same_ids_and_outputs(tmp_
     batch = torch.tensor([ids])
     with torch.no_grad():
         torch.testing.assert_close(ours(batch).mlm_logits, theirs(batch).prediction_logits, atol=1e-5, rtol=1e-5)
+
+
+def test_domain_adaptation_flow_extend_prepare_pretrain(tmp_path, capsys):
+    make_model(tmp_path / "m", unused=3)
+    lines = ["the cats run to the dogs.", "a big cat is a cat.", "the dogs run.", "", "the heart is big.",
+             "the cats and the dogs run.", "a dog is a dog.", ""]
+    (tmp_path / "corpus.txt").write_text("\n".join(lines * 20) + "\n", encoding="utf-8")
+    assert main(["tokenizer", "extend", "-m", str(tmp_path / "m"), "--corpus", str(tmp_path / "corpus.txt"),
+                 "--max-new-tokens", "2", "-o", str(tmp_path / "ext")]) == 0
+    assert main(["prepare-data", "--input", str(tmp_path / "corpus.txt"), "--tokenizer", str(tmp_path / "ext"),
+                 "--output", str(tmp_path / "data"), "--max-seq-length", "24", "--dupe-factor", "1",
+                 "--eval-fraction", "0", "--workers", "1", "--quiet"]) == 0
+    assert main(["pretrain", "--data", str(tmp_path / "data"), "--init-from", str(tmp_path / "ext"), "--output",
+                 str(tmp_path / "run"), "--max-steps", "2", "--micro-batch-size", "4", "--no-progress"]) == 0
+    capsys.readouterr()
+    added = json.loads((tmp_path / "ext" / REPORT_NAME).read_text())["added"]
+    final = Tokenizer.from_pretrained(tmp_path / "run" / "final")
+    assert [a["token"] for a in added] == ["dogs", "cats"]  # 60 and 40 occurrences
+    assert final.tokenize("the cats") == ["the", "cats"] and final.vocab["cats"] == added[1]["id"]
+    # The data must be prepared with the extended tokenizer: the original one is refused.
+    assert main(["pretrain", "--data", str(tmp_path / "data"), "--init-from", str(tmp_path / "m"), "--output",
+                 str(tmp_path / "run2"), "--max-steps", "1", "--micro-batch-size", "4", "--no-progress"]) == 2
+    assert "another tokenizer" in capsys.readouterr().err
