@@ -1,5 +1,6 @@
 """Data parallelism: 2 CPU processes (gloo, torchrun) follow the single-process trajectory at the same global
-batch, write checkpoints once, and a checkpoint resumes on another number of processes."""
+batch, write checkpoints once, and a checkpoint resumes on another number of processes; the same with FSDP,
+whose checkpoints resume unsharded and the other way round."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from bertkit.config import BertConfig
 from training_helpers import make_pretraining_dataset
@@ -21,19 +23,23 @@ SCRIPT = """
 import sys, torch
 torch.set_num_threads(1)
 from bertkit.training.pretrain import build_config, pretrain
-data, output, model_config, steps, resume = sys.argv[1:6]
+data, output, model_config, steps, resume, fsdp = sys.argv[1:7]
 cfg = build_config(dict(data=data, output=output, model_config=model_config, micro_batch_size=4,
                         global_batch_size=8, max_steps=int(steps), lr=1e-3, warmup_steps=2, log_every=1,
-                        save_every=4, eval_batches=0, progress=False, tensorboard=False, plot=False,
-                        peak_flops=1e12, resume=resume or None, device="cpu"))
+                        save_every=4, eval_batches=int(fsdp), eval_every=4 * int(fsdp), progress=False,
+                        tensorboard=False, plot=False, peak_flops=1e12, resume=resume or None, device="cpu",
+                        fsdp=fsdp == "1"))
 pretrain(cfg)
 """
 
 
-def run(tmp_path: Path, procs: int, output: str, steps: int = 8, resume: str = "") -> list[tuple[int, float]]:
+def run(tmp_path: Path, procs: int, output: str, steps: int = 8, resume: str = "",
+        fsdp: bool = False) -> list[tuple[int, float]]:
+    """Train ``steps`` updates; with ``fsdp`` the run also evaluates (on a gathered copy) every 4 updates."""
     script = tmp_path / "run.py"
     script.write_text(SCRIPT)
-    args = [str(tmp_path / "data"), str(tmp_path / output), str(tmp_path / "config.json"), str(steps), resume]
+    args = [str(tmp_path / "data"), str(tmp_path / output), str(tmp_path / "config.json"), str(steps), resume,
+            str(int(fsdp))]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     if procs == 1:
         cmd = [sys.executable, str(script), *args]
@@ -66,3 +72,39 @@ def test_two_processes_follow_the_single_process_trajectory(tmp_path):
     for (_, a), (_, b) in zip(single, resumed):
         assert b == pytest.approx(a, rel=1e-5)
     assert [s for s, _ in resumed] == list(range(1, 9))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not TORCHRUN.exists(), reason="torchrun is not installed next to this python")
+def test_fsdp_follows_the_single_process_trajectory_and_its_checkpoints_resume_either_way(tmp_path):
+    from safetensors.torch import load_file
+
+    make_pretraining_dataset(tmp_path / "data", n_train=128, n_eval=8, seq=24, vocab=60)
+    BertConfig.preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0).save(tmp_path)
+    single = run(tmp_path, 1, "single", fsdp=True)  # one process: fsdp is a no-op, the reference
+    sharded = run(tmp_path, 2, "sharded", fsdp=True)
+    assert [s for s, _ in sharded] == list(range(1, 9))
+    for (_, a), (_, b) in zip(single, sharded):
+        assert b == pytest.approx(a, rel=1e-5)
+
+    def evals(output):
+        records = [json.loads(line) for line in (tmp_path / output / "metrics.jsonl").read_text().splitlines()]
+        return [(r["step"], r["loss"]) for r in records if r["split"] == "eval"]
+
+    assert [s for s, _ in evals("sharded")] == [4, 8]  # evaluated on the gathered model
+    for (_, a), (_, b) in zip(evals("single"), evals("sharded")):
+        assert b == pytest.approx(a, rel=1e-5)
+    reference = load_file(tmp_path / "single" / "final" / "model.safetensors")
+    gathered = load_file(tmp_path / "sharded" / "final" / "model.safetensors")
+    assert sorted(gathered) == sorted(reference)  # full Hugging Face weights, not shards
+    for name, tensor in reference.items():
+        torch.testing.assert_close(gathered[name], tensor, atol=1e-5, rtol=1e-5)
+
+    # A sharded checkpoint resumes in one process, and an unsharded one resumes sharded.
+    for source, procs, output in (("sharded", 1, "to_single"), ("single", 2, "to_sharded")):
+        (tmp_path / output).mkdir()
+        shutil.copytree(tmp_path / source / "checkpoint-4", tmp_path / output / "checkpoint-4")
+        resumed = run(tmp_path, procs, output, resume="auto", fsdp=procs == 2)
+        assert [s for s, _ in resumed] == [5, 6, 7, 8]
+        for (_, a), (_, b) in zip(single[4:], resumed):
+            assert b == pytest.approx(a, rel=1e-5)

@@ -501,6 +501,7 @@ def pretrain_command(
     device: str = typer.Option(None, help="cpu | cuda | cuda:N [this process's GPU, else CPU]."),
     num_workers: int = typer.Option(None, help="Data-loader workers per process [0]."),
     attn_implementation: str = typer.Option(None, help="sdpa | eager attention [sdpa]."),
+    fsdp: bool = typer.Option(None, "--fsdp/--no-fsdp", help="Shard weights, gradients and optimizer state over the torchrun processes (FSDP2) [off: DDP]."),
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
     """Pre-train BERT (masked LM + next sentence) on a prepared dataset; resumable, multi-process with torchrun.
@@ -518,7 +519,7 @@ def pretrain_command(
                  weight_decay=weight_decay, clip_grad_norm=clip_grad_norm, precision=precision, seed=seed,
                  eval_every=eval_every, eval_batches=eval_batches, save_every=save_every, keep_last=keep_last,
                  log_every=log_every, device=device, num_workers=num_workers,
-                 attn_implementation=attn_implementation)
+                 attn_implementation=attn_implementation, fsdp=fsdp)
     options.update({k: v for k, v in flags.items() if v is not None})
     if resume and resume_from:
         fail("give --resume or --resume-from, not both")

@@ -138,6 +138,9 @@ class TrainConfig:
     """``max`` if a larger ``best_metric`` is better (accuracy, F1), ``min`` for losses."""
     eval_each_epoch: bool = True
     """With a finite batch source, also evaluate when an epoch ends (fine-tuning)."""
+    fsdp: bool = False
+    """Shard parameters, gradients and optimizer state over the processes (FSDP2) instead of replicating them
+    (DDP): for models whose training state does not fit one device. Checkpoints stay full and portable."""
     ddp_find_unused_parameters: bool = False
     """Let DistributedDataParallel tolerate parameters without gradients (e.g. a pooler a head ignores)."""
     peak_flops: float | None = None

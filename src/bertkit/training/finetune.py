@@ -558,6 +558,7 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
         if env.is_main and work.exists() and not any(work.glob("checkpoint-*")):
             shutil.rmtree(work, ignore_errors=True)  # nothing to resume from: leave nothing behind
         raise
+    model = result.model if result.model is not None else model  # unsharded (a gathered copy under FSDP)
     epoch_seconds = [b - a for a, b in zip([started, *epoch_ends], epoch_ends)]
     metrics = dict(best.get("metrics", {}))
     logged = [r for r in result.history if r.get("split") == "train" and "elapsed_s" in r]

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bertkit.errors import BertkitError, CheckpointError
+from bertkit.errors import BertkitError, CheckpointError, ConfigError
 from bertkit.training import distributed
 from bertkit.training.checkpoint import latest_valid_checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
 from bertkit.training.config import TrainConfig
@@ -63,6 +63,9 @@ class TrainResult:
     """Best value of ``config.best_metric`` seen."""
     history: list[dict[str, Any]] = field(default_factory=list)
     """Every record logged (train and eval), as in ``metrics.jsonl``."""
+    model: nn.Module | None = None
+    """The trained model, unsharded, on the main process (the model passed in, unless ``fsdp`` sharded it;
+    then a gathered full copy). None on the other processes of a sharded run."""
 
 
 # ---------------------------------------------------------------------------------------- RNG states
@@ -208,18 +211,39 @@ def train(
     accum = config.accumulation(env.world_size)
     precision = resolve_precision(config.precision, device)
     export = export or _default_export
+    sharded = config.fsdp and env.distributed
+    if sharded and precision.scaler is not None:
+        raise ConfigError("fsdp with fp16 loss scaling is not supported; use precision bf16 or fp32")
+    if config.fsdp and not env.distributed and env.is_main:
+        notice("fsdp shards over several processes (torchrun); with one process it trains unsharded")
 
     # ---------------------------------------------------------------- state: fresh or resumed
     # Rank 0 decides, so that every process resumes from the same checkpoint.
     resume_from = distributed.broadcast_object(env, _find_resume(config) if env.is_main else None)
     bare = model.to(device)
-    optimizer = build_optimizer(bare, config.optimizer, config.lr, config.weight_decay,
-                                (config.adam_beta1, config.adam_beta2), config.adam_eps)
+
+    def new_optimizer(fused: bool = True) -> torch.optim.Optimizer:
+        return build_optimizer(bare, config.optimizer, config.lr, config.weight_decay,
+                               (config.adam_beta1, config.adam_beta2), config.adam_eps, fused=fused)
+
     step, epoch, elapsed_before, skipped, tokens_total, best = 0, 0, 0.0, 0, 0, None
     seed_everything(config.seed + env.rank)
+    state: dict[str, Any] = {}
     if resume_from is not None:
         state = load_checkpoint(resume_from, bare, map_location=device)
-        optimizer.load_state_dict(state["optimizer"])
+    optimizer_state = state.get("optimizer")
+    gathered = None
+    if sharded:
+        from bertkit.training import sharding
+
+        if optimizer_state is not None and not sharding.keyed_by_name(optimizer_state):  # an unsharded run's
+            optimizer_state = sharding.by_name(bare, new_optimizer(), optimizer_state)
+        gathered = sharding.Gathered(bare, env.is_main)
+        sharding.shard(bare)
+    optimizer = new_optimizer(fused=not sharded)  # after sharding: it must hold the sharded parameters
+    if optimizer_state is not None:
+        _load_optimizer_state(bare, optimizer, optimizer_state)
+    if resume_from is not None:
         if precision.scaler is not None and state.get("scaler"):
             precision.scaler.load_state_dict(state["scaler"])
         step, epoch = int(state["step"]), int(state["epoch"])
@@ -239,7 +263,7 @@ def train(
         if env.is_main:
             notice(f"resumed from {resume_from} at step {step}")
     model_for_step: nn.Module = bare
-    if env.distributed:
+    if env.distributed and not sharded:
         model_for_step = nn.parallel.DistributedDataParallel(
             bare, device_ids=[device.index] if device.type == "cuda" else None,
             find_unused_parameters=config.ddp_find_unused_parameters)
@@ -276,20 +300,31 @@ def train(
             except StopIteration:
                 raise BertkitError("the batch source yielded no batches; is the dataset empty?") from None
 
+    def unsharded() -> nn.Module | None:
+        """The full model on the main process (collective under FSDP: every process calls it)."""
+        return gathered.refresh(bare) if gathered is not None else bare
+
     def save(reason: str) -> Path | None:
         nonlocal last_saved, last_saved_step
         rngs = distributed.all_gather_object(env, rng_state())
+        snapshot = unsharded()
         path = None
+        if sharded:
+            from bertkit.training import sharding
+
+            optimizer_state = sharding.full_optimizer_state(bare, optimizer)
+        else:
+            optimizer_state = optimizer.state_dict() if env.is_main else None
         if env.is_main:
             trainer_state = {
                 "format": 1, "step": step, "epoch": epoch, "elapsed": elapsed(), "skipped_steps": skipped,
-                "tokens": tokens_total, "best": best, "optimizer": optimizer.state_dict(),
+                "tokens": tokens_total, "best": best, "optimizer": optimizer_state,
                 "scaler": precision.scaler.state_dict() if precision.scaler is not None else {},
                 "rng": rngs, "loader": batches.state_dict() if hasattr(batches, "state_dict") else {},
                 "history": logger.history, "config": config.to_dict(), "world_size": env.world_size,
                 "reason": reason,
             }
-            path = save_checkpoint(output_dir, step, bare, trainer_state, extra_files=extra_files,
+            path = save_checkpoint(output_dir, step, snapshot, trainer_state, extra_files=extra_files,
                                    keep_last=config.keep_last)
         distributed.barrier(env)
         last_saved, last_saved_step = path or last_saved, step
@@ -300,17 +335,21 @@ def train(
     last_eval_step = step if resume_from is not None and any(
         r.get("split") == "eval" and r.get("step") == step for r in state.get("history") or []) else -1
 
+    # Callers may give ``evaluate`` on the main process only; every process must agree on when to gather.
+    evaluates = distributed.broadcast_object(env, evaluate is not None)
+
     def run_evaluation() -> None:
         nonlocal best, last_eval_step
-        if evaluate is None or last_eval_step == step:
+        if not evaluates or last_eval_step == step:
             return
         last_eval_step = step
+        evaluated = unsharded()
         if env.is_main:
-            bare.eval()
+            evaluated.eval()
             # Evaluation must not move the training RNG streams: resume would diverge otherwise.
             saved_rng = rng_state()
             with torch.no_grad(), precision.autocast():
-                results = dict(evaluate(bare))
+                results = dict(evaluate(evaluated))
             set_rng_state(saved_rng)
             bare.train()
             logger.log({"step": step, "split": "eval", "epoch": epoch, **results})
@@ -319,7 +358,7 @@ def train(
                 better = best is None or (value > best if config.best_mode == "max" else value < best)
                 if better:
                     best = value
-                    export(bare, output_dir / "best")
+                    export(evaluated, output_dir / "best")
             if progress is not None:
                 progress.write(f"step {step} eval: " + ", ".join(f"{k} {v:.4g}" for k, v in results.items()))
         distributed.barrier(env)
@@ -355,7 +394,9 @@ def train(
             update_tokens = 0
             for micro in range(accum):
                 batch = _to_device(next_batch(), device)
-                sync = (model_for_step.no_sync() if env.distributed and micro < accum - 1
+                if sharded:  # reduce-scatter gradients on the last micro-batch only
+                    bare.set_requires_gradient_sync(micro == accum - 1)
+                sync = (model_for_step.no_sync() if env.distributed and not sharded and micro < accum - 1
                         else contextlib.nullcontext())
                 with sync:
                     with precision.autocast():
@@ -376,6 +417,8 @@ def train(
                 grad_norm = nn.utils.clip_grad_norm_(params, config.clip_grad_norm)
             else:
                 grad_norm = nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
+            if hasattr(grad_norm, "full_tensor"):  # FSDP: a DTensor norm over the shards
+                grad_norm = grad_norm.full_tensor()
             loss_value = float(loss_sum) / accum
             finite_loss = math.isfinite(loss_value)
             finite = finite_loss and bool(torch.isfinite(grad_norm))
@@ -436,11 +479,22 @@ def train(
         run_evaluation()
     if last_saved_step != step:  # the same decision on every process (last_saved is the main's only)
         save(stop_reason)
+    trained = unsharded()
     logger.close(plot=config.plot)
     if env.is_main:
         notice(f"stopped ({stop_reason}) at step {step} after {elapsed():.0f}s; checkpoint {last_saved}")
     return TrainResult(step=step, stop_reason=stop_reason, checkpoint=last_saved, elapsed=elapsed(),
-                       skipped_steps=skipped, best_metric=best, history=list(logger.history))
+                       skipped_steps=skipped, best_metric=best, history=list(logger.history), model=trained)
+
+
+def _load_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> None:
+    """An optimizer state as ``Optimizer.state_dict`` writes it, or keyed by parameter name (FSDP runs)."""
+    from bertkit.training import sharding
+
+    if sharding.keyed_by_name(state):
+        sharding.load_optimizer_state(model, optimizer, state)
+    else:
+        optimizer.load_state_dict(state)
 
 
 def _find_resume(config: TrainConfig) -> Path | None:

@@ -301,7 +301,7 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
     if env.is_main and result.stop_reason != "signal":
         final = Path(config.output) / FINAL_DIR
         with atomic_directory(final) as staging:  # a crash mid-export keeps the previous final/
-            model.save_pretrained(staging)
+            result.model.save_pretrained(staging)  # unsharded (a gathered copy under FSDP)
             copy_tokenizer(staging)
         notice(f"exported the model to {final} (Hugging Face layout)")
     distributed.barrier(env)
