@@ -466,6 +466,24 @@ def export_onnx_command(
         print(f"onnxruntime matches PyTorch: max abs diff {diff:.2e}", file=sys.stderr)
         if diff > 1e-4:
             fail(f"the exported graph differs from the model by {diff:.2e} (more than 1e-4)")
+
+
+@app.command("convert")
+def convert_command(
+    model: str = typer.Option(..., "--model", "-m", help="Checkpoint: a model directory (also Google's TF release) or a bert_model.ckpt prefix."),
+    output: str = typer.Option(..., "--output", "-o", help="Directory to write (Hugging Face layout)."),
+    head: str = typer.Option("auto", help="auto (the heads the checkpoint holds) | encoder | a class name like BertForMaskedLM."),
+) -> None:
+    """Rewrite a checkpoint as a Hugging Face-layout directory (config.json, model.safetensors, tokenizer files).
+
+    Reads Google's TensorFlow BERT releases (bert_config.json, vocab.txt, bert_model.ckpt.*) without
+    TensorFlow, and pytorch_model.bin or sharded checkpoints. Example: bertkit convert --model
+    ./uncased_L-12_H-768_A-12 --output ./bert-base-uncased
+    """
+    from bertkit.weights import convert_checkpoint
+
+    converted = convert_checkpoint(model, output, head={"auto": None, "encoder": "BertModel"}.get(head, head))
+    print(f"wrote {output} ({type(converted).__name__}); it loads in bertkit and in transformers", file=sys.stderr)
 # ---------------------------------------------------------------------- end of inference block
 
 

@@ -29,6 +29,7 @@ import functools
 import hashlib
 import itertools
 import json
+import logging
 import os
 import re
 import threading
@@ -43,6 +44,8 @@ from tokenizers import Tokenizer as _Backend
 
 from bertkit.errors import TokenizerError
 from bertkit.io import atomic_write_text
+
+logger = logging.getLogger("bertkit.tokenizer")
 
 if TYPE_CHECKING:
     import tokenizers
@@ -391,6 +394,8 @@ class Tokenizer:
                 vocab = _read_vocab_txt(vocab_path)
                 if not config_path.is_file() and json_path.is_file():
                     options = _read_tokenizer_json(json_path)[1]
+                elif not config_path.is_file():
+                    options = _casing_from_vocab(vocab, vocab_path)
             else:
                 vocab, options = _read_tokenizer_json(json_path)
             if config_path.is_file():
@@ -399,6 +404,7 @@ class Tokenizer:
             vocab, options = _read_tokenizer_json(path)
         else:
             vocab = _read_vocab_txt(path)
+            options = _casing_from_vocab(vocab, path)
         unknown = set(overrides) - _OPTION_NAMES
         if unknown:
             raise TokenizerError(f"unknown tokenizer option(s) {sorted(unknown)}; known: {sorted(_OPTION_NAMES)}")
@@ -801,6 +807,18 @@ def _read_vocab_txt(path: Path) -> dict[str, int]:
     vocab = _vocab_from_list([line.rstrip("\r") for line in lines], str(path))
     _check_vocab(vocab, str(path))
     return vocab
+
+
+def _casing_from_vocab(vocab: dict[str, int], path: Path) -> dict[str, Any]:
+    """Casing for a bare ``vocab.txt`` (Google's releases have no tokenizer config): a vocabulary with many
+    upper-case pieces was built without lowercasing, and a lowercasing tokenizer could never produce them.
+    Google's uncased vocabulary has 2 such pieces in 30,522; its cased one has thousands."""
+    upper = sum(1 for token in vocab if not token.startswith("[") and any(ch.isupper() for ch in token))
+    if upper > 0.01 * len(vocab):
+        logger.info("%s: %d pieces have upper-case letters, so the tokenizer keeps case (no tokenizer_config.json "
+                    "says otherwise)", path, upper)
+        return {"lowercase": False}
+    return {}
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 bertkit's parameter names differ from Hugging Face's (shorter, and Q/K/V are one fused projection), so
 conversion is the explicit name table below plus one transform (split/concatenate Q, K, V). Reading accepts
 ``model.safetensors`` (also sharded), or ``pytorch_model.bin`` through ``torch.load(weights_only=True)``:
-nothing is ever unpickled.
+nothing is ever unpickled. Google's TensorFlow checkpoints (``bert_model.ckpt``) are read too, without
+TensorFlow (``bertkit.tf_checkpoint``), through a second small name table.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import json
 import logging
 import os
 import pickle
+import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
@@ -27,6 +30,7 @@ from bertkit.config import CONFIG_NAME, BertConfig
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.io import atomic_path
 from bertkit.model import HEAD_CLASSES, BertModel
+from bertkit.tf_checkpoint import checkpoint_prefix, read_tf_checkpoint
 
 logger = logging.getLogger("bertkit.weights")
 
@@ -94,6 +98,24 @@ _BUFFERS = {"embeddings.position_ids", "embeddings.token_type_ids"}
 _ALIASES = {"cls.predictions.decoder.bias": "cls.predictions.bias"}
 _TIED = {"cls.predictions.decoder.weight"}
 _ENCODER_PREFIXES = ("embeddings.", "encoder.", "pooler.")
+
+
+# Google's TensorFlow names are Hugging Face's with "/" for "." and "layer_{i}" for "layer.{i}", except these
+# whole names (the heads of run_pretraining.py, run_classifier.py and run_squad.py) and the leaf renames below.
+TF_NAMES: dict[str, str] = {
+    "cls/predictions/output_bias": "cls.predictions.bias",
+    "cls/seq_relationship/output_weights": "cls.seq_relationship.weight",
+    "cls/seq_relationship/output_bias": "cls.seq_relationship.bias",
+    "cls/squad/output_weights": "qa_outputs.weight",
+    "cls/squad/output_bias": "qa_outputs.bias",
+    "output_weights": "classifier.weight",
+    "output_bias": "classifier.bias",
+}
+# "kernel" is also transposed: TensorFlow stores a dense layer as [in, out], PyTorch as [out, in].
+_TF_LEAVES = {"kernel": "weight", "gamma": "weight", "beta": "bias"}
+# Optimizer slots and trainer bookkeeping (Google's AdamWeightDecayOptimizer, LAMB, loss scaling): not weights.
+_TF_NOT_WEIGHTS = re.compile(r"(^|/)(adam_[mv]|lamb_[mv]|global_step|loss_scale|good_steps|bad_steps)$"
+                             r"|AdamWeightDecayOptimizer|(^|/)LAMB")
 
 
 def encoder_names(config: BertConfig) -> list[tuple[str, str | tuple[str, ...]]]:
@@ -263,6 +285,42 @@ def load_hf_state_dict(model: nn.Module, state: dict[str, Tensor], *, ignore_mis
     return report
 
 
+# ------------------------------------------------------------------------------------------ from Google TF
+def tf_to_hf_state_dict(variables: dict[str, np.ndarray]) -> dict[str, Tensor]:
+    """Google TensorFlow BERT variables (``read_tf_checkpoint``) as Hugging Face-named tensors, optimizer
+    state dropped, which ``load_hf_state_dict`` then loads like any other checkpoint."""
+    out: dict[str, Tensor] = {}
+    for name, value in variables.items():
+        if _TF_NOT_WEIGHTS.search(name):
+            continue
+        tensor = torch.from_numpy(np.array(value))
+        if name in TF_NAMES:
+            out[TF_NAMES[name]] = tensor
+            continue
+        parts = [re.sub(r"^layer_(\d+)$", r"layer.\1", part) for part in name.split("/")]
+        leaf = parts[-1]
+        if leaf.endswith("_embeddings"):
+            parts.append("weight")
+        else:
+            parts[-1] = _TF_LEAVES.get(leaf, leaf)
+        if leaf == "kernel":
+            tensor = tensor.T.contiguous()
+        out[".".join(parts)] = tensor
+    return out
+
+
+def infer_architecture(state: dict[str, Tensor]) -> tuple[str, int | None]:
+    """The model class a checkpoint's tensors describe (for checkpoints without ``architectures``, like
+    Google's), and the label count of its classifier (None when it has none)."""
+    if "qa_outputs.weight" in state:
+        return "BertForQuestionAnswering", None
+    if "classifier.weight" in state:
+        return "BertForSequenceClassification", int(state["classifier.weight"].shape[0])
+    if "cls.predictions.bias" in state:
+        return ("BertForPreTraining" if "cls.seq_relationship.weight" in state else "BertForMaskedLM"), None
+    return "BertModel", None
+
+
 # ------------------------------------------------------------------------------------------ files
 def _read_safetensors(path: Path) -> dict[str, Tensor]:
     try:
@@ -316,17 +374,22 @@ def _read_sharded(index: Path, reader) -> dict[str, Tensor]:
 
 
 def weights_file(directory: Path) -> Path | None:
-    """The weights file of a model directory, safetensors first; None if there is none."""
+    """The weights file of a model directory: safetensors first, then PyTorch, then a TensorFlow checkpoint's
+    ``.index`` file; None if there is none."""
     for name in (SAFETENSORS_NAME, SAFETENSORS_INDEX, PYTORCH_NAME, PYTORCH_INDEX):
         if (directory / name).is_file():
             return directory / name
-    return None
+    prefix = checkpoint_prefix(directory)
+    return prefix.with_name(prefix.name + ".index") if prefix is not None else None
 
 
 def read_state_dict(path: str | os.PathLike) -> dict[str, Tensor]:
-    """Tensors of a weights file or model directory: ``*.safetensors`` (or its shard index) or
-    ``pytorch_model.bin``/``*.bin``/``*.pt`` read with ``weights_only=True``. Other files are refused."""
+    """Tensors of a weights file or model directory, under Hugging Face names: ``*.safetensors`` (or its shard
+    index), ``pytorch_model.bin``/``*.bin``/``*.pt`` read with ``weights_only=True``, or a Google TensorFlow
+    checkpoint (``bert_model.ckpt`` prefix or its ``.index``). Other files are refused."""
     path = Path(path)
+    if not path.exists() and checkpoint_prefix(path) is not None:  # a TF prefix names no file itself
+        path = path.with_name(path.name + ".index")
     if path.is_dir():
         found = weights_file(path)
         if found is None:
@@ -343,8 +406,11 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, Tensor]:
         return _read_sharded(path, _read_pytorch)
     if name.endswith((".bin", ".pt", ".pth")):
         return _read_pytorch(path)
+    if name.endswith(".index"):
+        return tf_to_hf_state_dict(read_tf_checkpoint(path))
     raise CheckpointError(
-        f"{path} is not a supported weights file; use model.safetensors or pytorch_model.bin (pickles are never loaded)"
+        f"{path} is not a supported weights file; use model.safetensors, pytorch_model.bin or a TensorFlow "
+        f"checkpoint (pickles are never loaded)"
     )
 
 
@@ -404,6 +470,8 @@ def load_model(path: str | os.PathLike, head: str | type | None = None, *, ignor
     as ``transformers`` does; call ``.train()`` to fine-tune.
     """
     path = Path(path)
+    if not path.exists() and checkpoint_prefix(path) is not None:  # .../bert_model.ckpt, Google's way to name it
+        path = path.with_name(path.name + ".index")
     if not path.exists():
         raise CheckpointError(f"{path} does not exist")
     directory = path if path.is_dir() else path.parent
@@ -411,13 +479,19 @@ def load_model(path: str | os.PathLike, head: str | type | None = None, *, ignor
     if not (directory / CONFIG_NAME).is_file() and not (directory / "bert_config.json").is_file():
         raise CheckpointError(f"{directory} is not a model directory: it has no {CONFIG_NAME}")
     if weights is None:
-        if any(directory.glob("*.ckpt.index")) or (directory / "tf_model.h5").is_file():
-            raise CheckpointError(f"{directory} holds TensorFlow weights, which bertkit does not read; convert them "
-                                  f"to {SAFETENSORS_NAME} with transformers (BertForPreTraining.from_pretrained(..., from_tf=True))")
+        if (directory / "tf_model.h5").is_file():
+            raise CheckpointError(f"{directory} holds Keras weights (tf_model.h5), which bertkit does not read; "
+                                  f"convert them with transformers (BertForPreTraining.from_pretrained(..., from_tf=True))")
         raise CheckpointError(f"{directory} has a config but no weights ({SAFETENSORS_NAME} or {PYTORCH_NAME})")
-    config = _apply_overrides(BertConfig.load(directory), config_overrides)
-    cls = _resolve_head(head, config)
+    config = BertConfig.load(directory)
     state = read_state_dict(weights)
+    if not config.architectures:  # Google's bert_config.json: the tensors say which heads were trained
+        architecture, num_labels = infer_architecture(_normalise(state))
+        config = dataclasses.replace(config, architectures=[architecture])
+        if num_labels is not None and num_labels != config.num_labels:
+            config = dataclasses.replace(config, num_labels=num_labels, id2label=None)
+    config = _apply_overrides(config, config_overrides)
+    cls = _resolve_head(head, config)
     # A config that lies about sizes would otherwise allocate its model (terabytes) before any check; small
     # mismatches are left to load_hf_state_dict, which names the missing or misshapen tensors.
     needed, held = config.num_parameters(with_pooler=False), sum(t.numel() for t in state.values())
@@ -427,3 +501,17 @@ def load_model(path: str | os.PathLike, head: str | type | None = None, *, ignor
     model = cls(config)
     load_hf_state_dict(model, state, ignore_mismatched_sizes=ignore_mismatched_sizes, source=str(weights))
     return model.eval()
+
+
+def convert_checkpoint(source: str | os.PathLike, output: str | os.PathLike, head: str | type | None = None) -> nn.Module:
+    """Rewrite a checkpoint bertkit reads (Google's TensorFlow release, ``pytorch_model.bin``, shards) as a
+    Hugging Face-layout directory: ``config.json``, ``model.safetensors`` and the tokenizer files. Returns the model."""
+    from bertkit.tokenizer import Tokenizer
+
+    source, output = Path(source), Path(output)
+    directory = source if source.is_dir() else source.parent
+    if output.resolve() == directory.resolve():
+        raise CheckpointError(f"--output {output} is the source directory; write the converted model somewhere else")
+    model = load_model(source, head)
+    save_pretrained(model, output, Tokenizer.from_pretrained(directory))
+    return model
