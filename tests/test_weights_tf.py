@@ -80,6 +80,8 @@ def test_fine_tuned_heads_of_googles_scripts_are_recognised():
                                         "cls/squad/output_bias": np.zeros(2, np.float32)})
     assert infer_architecture(squad) == ("BertForQuestionAnswering", None)
     assert infer_architecture(tf_to_hf_state_dict(base)) == ("BertModel", None)
+    with pytest.raises(CheckpointError, match="TF2 object-based"):
+        tf_to_hf_state_dict({"encoder/layer_with_weights-0/embeddings/.ATTRIBUTES/VARIABLE_VALUE": np.zeros(2)})
 
 
 def test_convert_writes_a_hugging_face_directory(tmp_path):

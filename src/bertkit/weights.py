@@ -289,6 +289,10 @@ def load_hf_state_dict(model: nn.Module, state: dict[str, Tensor], *, ignore_mis
 def tf_to_hf_state_dict(variables: dict[str, np.ndarray]) -> dict[str, Tensor]:
     """Google TensorFlow BERT variables (``read_tf_checkpoint``) as Hugging Face-named tensors, optimizer
     state dropped, which ``load_hf_state_dict`` then loads like any other checkpoint."""
+    if any(name.endswith("/.ATTRIBUTES/VARIABLE_VALUE") for name in variables):
+        raise CheckpointError("this is a TF2 object-based checkpoint (TF Model Garden, Keras), whose names follow the "
+                              "Python objects, not BERT's scopes; bertkit reads Google's original name-based BERT "
+                              "checkpoints; export it to Hugging Face layout with transformers first")
     out: dict[str, Tensor] = {}
     for name, value in variables.items():
         if _TF_NOT_WEIGHTS.search(name):
