@@ -33,6 +33,8 @@ _EXPORTS: dict[str, str] = {
     "BertForQuestionAnswering": "bertkit.model",
     "load_model": "bertkit.weights",
     "save_pretrained": "bertkit.weights",
+    "convert_checkpoint": "bertkit.weights",
+    "read_tf_checkpoint": "bertkit.tf_checkpoint",
     # pre-training data
     "PrepareConfig": "bertkit.data",
     "prepare_dataset": "bertkit.data",
