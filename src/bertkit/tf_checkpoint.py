@@ -154,16 +154,22 @@ def checkpoint_prefix(path: str | os.PathLike) -> Path | None:
     return None
 
 
+def checkpoint_index(path: str | os.PathLike) -> Path | None:
+    """The ``.index`` file of the checkpoint at ``path`` (as for ``checkpoint_prefix``); None if none."""
+    prefix = checkpoint_prefix(path)
+    return prefix.with_name(prefix.name + ".index") if prefix is not None else None
+
+
 def read_tf_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:
     """Every numeric tensor of a TensorFlow (V2) checkpoint, by variable name (``bert/embeddings/...``).
 
     ``path`` is the prefix (``model.ckpt``), its ``.index`` file or a directory holding one. String
     tensors are skipped; partitioned variables and big-endian bundles are refused with ``CheckpointError``.
     """
-    prefix = checkpoint_prefix(path)
-    if prefix is None:
+    index = checkpoint_index(path)
+    if index is None:
         raise CheckpointError(f"{path} is not a TensorFlow checkpoint: no model.ckpt.index there")
-    index = prefix.with_name(prefix.name + ".index")
+    prefix = index.with_suffix("")
     try:
         records = list(_table(index.read_bytes()))
         header = dict(_fields(records[0][1])) if records and records[0][0] == b"" else {}

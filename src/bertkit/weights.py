@@ -30,7 +30,7 @@ from bertkit.config import CONFIG_NAME, BertConfig
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.io import atomic_path
 from bertkit.model import HEAD_CLASSES, BertModel
-from bertkit.tf_checkpoint import checkpoint_prefix, read_tf_checkpoint
+from bertkit.tf_checkpoint import checkpoint_index, read_tf_checkpoint
 
 logger = logging.getLogger("bertkit.weights")
 
@@ -383,8 +383,7 @@ def weights_file(directory: Path) -> Path | None:
     for name in (SAFETENSORS_NAME, SAFETENSORS_INDEX, PYTORCH_NAME, PYTORCH_INDEX):
         if (directory / name).is_file():
             return directory / name
-    prefix = checkpoint_prefix(directory)
-    return prefix.with_name(prefix.name + ".index") if prefix is not None else None
+    return checkpoint_index(directory)
 
 
 def read_state_dict(path: str | os.PathLike) -> dict[str, Tensor]:
@@ -392,8 +391,8 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, Tensor]:
     index), ``pytorch_model.bin``/``*.bin``/``*.pt`` read with ``weights_only=True``, or a Google TensorFlow
     checkpoint (``bert_model.ckpt`` prefix or its ``.index``). Other files are refused."""
     path = Path(path)
-    if not path.exists() and checkpoint_prefix(path) is not None:  # a TF prefix names no file itself
-        path = path.with_name(path.name + ".index")
+    if not path.exists():  # .../bert_model.ckpt, Google's way to name a checkpoint, is no file itself
+        path = checkpoint_index(path) or path
     if path.is_dir():
         found = weights_file(path)
         if found is None:
@@ -474,8 +473,8 @@ def load_model(path: str | os.PathLike, head: str | type | None = None, *, ignor
     as ``transformers`` does; call ``.train()`` to fine-tune.
     """
     path = Path(path)
-    if not path.exists() and checkpoint_prefix(path) is not None:  # .../bert_model.ckpt, Google's way to name it
-        path = path.with_name(path.name + ".index")
+    if not path.exists():  # .../bert_model.ckpt, Google's way to name a checkpoint, is no file itself
+        path = checkpoint_index(path) or path
     if not path.exists():
         raise CheckpointError(f"{path} does not exist")
     directory = path if path.is_dir() else path.parent
@@ -515,7 +514,7 @@ def convert_checkpoint(source: str | os.PathLike, output: str | os.PathLike, hea
     source, output = Path(source), Path(output)
     directory = source if source.is_dir() else source.parent
     if output.resolve() == directory.resolve():
-        raise CheckpointError(f"--output {output} is the source directory; write the converted model somewhere else")
+        raise CheckpointError(f"output {output} is the source directory; write the converted model somewhere else")
     model = load_model(source, head)
     save_pretrained(model, output, Tokenizer.from_pretrained(directory))
     return model
