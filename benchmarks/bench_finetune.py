@@ -5,7 +5,8 @@ hyperparameters (AdamW eps 1e-6, weight decay 0.01 without biases/LayerNorm, lin
 clip 1.0, fp32), the same features (bertkit's task featurisation, so the data and the metric code are
 identical) and the same seed. What differs is the training stack and the batching policy:
 
-* bertkit: ``bertkit.training.finetune.finetune`` (the shared loop, length-grouped batches),
+* bertkit: ``bertkit.training.finetune.finetune`` (the shared loop; length-grouped batches, random ones for
+  regression, whose padding the model skips),
 * peer: random batches padded to the longest in the batch, the way a plain Hugging Face user does it, with
   ``transformers.get_linear_schedule_with_warmup`` (its decay starts at the end of warmup; bertkit's, as
   Google BERT's, decays from step 0 and is overridden by the warmup: at most 10% apart, at the warmup's end).
@@ -156,7 +157,7 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
                                 output=str(out / "model"), task_options=dict(options), max_seq_length=max_len,
                                 epochs=epochs, max_steps=args.max_steps, lr=lr, micro_batch_size=args.batch_size,
                                 seed=seed, precision="fp32", progress=False, log_every=10,
-                                max_train_examples=args.max_train_examples, group_by_length=not args.random_batches,
+                                max_train_examples=args.max_train_examples, group_by_length=args.group_by_length,
                                 train_options={"tensorboard": False, "plot": False, "schedule": args.schedule})
         result = finetune(config)
     finally:
@@ -177,7 +178,8 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
     features = featurize(task, train_examples, tokenizer, max_len, training=True)
     dev_examples = read_examples(task, dev_file)
     dev_features = featurize(task, dev_examples, tokenizer, max_len)
-    grouped = GroupedBatches(features, args.batch_size, lambda c: c, seed=seed, group_by_length=not args.random_batches)
+    grouped = GroupedBatches(features, args.batch_size, lambda c: c, seed=seed, group_by_length=config.group_by_length)
+    entry["bertkit"]["batches"] = "length-grouped" if config.group_by_length else "random, unpadded in the model"
     lengths = [len(f["input_ids"]) for f in features]
     entry["bertkit"]["padding_share"] = padding_share(lengths, grouped.epoch_batches(0))
     steps_total = result.train.step if args.max_steps else math.ceil(epochs * len(grouped))
@@ -216,8 +218,12 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=None, help="default 5e-5 (3e-5 for squad)")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads for both systems (1 avoids thread thrashing on a shared machine)")
-    parser.add_argument("--random-batches", action="store_true",
-                        help="bertkit without length grouping (random padded batches, as the peer): isolates its effect")
+    batching = parser.add_mutually_exclusive_group()
+    batching.add_argument("--random-batches", dest="group_by_length", action="store_false", default=None,
+                          help="bertkit with random batches (as the peer; the model skips their padding)")
+    batching.add_argument("--grouped-batches", dest="group_by_length", action="store_true",
+                          default=None,
+                          help="bertkit with length-grouped batches (default: the task's; grouped but for regression)")
     parser.add_argument("--schedule", default="linear", choices=["linear", "poly"],
                         help="bertkit's schedule: linear (Google BERT: decay from step 0, warmup overrides it) or "
                              "poly (decay from the warmup's end, as the peer's get_linear_schedule_with_warmup)")

@@ -601,7 +601,8 @@ def finetune_command(
     eval_batch_size: int = typer.Option(None, help="Features per forward pass when evaluating [64]."),
     max_train_examples: int = typer.Option(None, help="Use only the first N training examples."),
     group_by_length: bool = typer.Option(None, "--group-by-length/--random-batches",
-                                         help="Length-grouped batches (default) or plain random ones."),
+                                         help="Length-grouped batches or plain random ones (padding skipped) "
+                                              "[random for regression, grouped otherwise]."),
     save_every: int = typer.Option(None, help="Resumable checkpoint every N updates [only at the end]."),
     device: str = typer.Option(None, help="cpu | cuda | cuda:N [GPU if any]."),
     resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run (state in OUTPUT.partial/)."),

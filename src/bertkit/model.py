@@ -27,6 +27,9 @@ from bertkit.config import BertConfig
 from bertkit.errors import ConfigError
 
 ATTN_IMPLEMENTATIONS = ("sdpa", "eager")
+UNPAD_SHARE = 0.1
+"""A training batch with at least this share of padding runs its layers on the real tokens only (``Unpadded``):
+below it, the cost of moving the tokens out of the padded layout and back exceeds what the padding costs."""
 
 
 # ------------------------------------------------------------------------------------------ outputs
@@ -162,19 +165,19 @@ class SelfAttention(nn.Module):
         self.attn_implementation = attn_implementation
 
     def forward(self, x: Tensor, mask: Tensor | None, output_attentions: bool = False,
-                rows: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+                rows: Tensor | None = None, unpadded: Unpadded | None = None) -> tuple[Tensor, Tensor | None]:
         """``rows [B, K]``: attend from those positions only (every position is still a key); the output is
-        then ``[B, K, H]``."""
-        batch, seq_len, hidden = x.shape
-        if rows is None:
-            # [B, L, 3H] -> three [B, heads, L, head_dim]
-            q, k, v = self.qkv(x).view(batch, seq_len, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        then ``[B, K, H]``. ``unpadded``: ``x`` is the ``[T, H]`` real tokens of a padded batch; the
+        projections run on those alone and only the attention itself sees the padded ``[B, L]`` layout."""
+        hidden = x.shape[-1]
+        if unpadded is not None:
+            q, k, v = self._split_heads(unpadded.pad(self.qkv(x)))
+        elif rows is None:
+            q, k, v = self._split_heads(self.qkv(x))
         else:
             weight, bias = self.qkv.weight, self.qkv.bias
-            q = F.linear(gather_rows(x, rows), weight[:hidden], bias[:hidden])
-            q = q.view(batch, -1, self.num_heads, self.head_dim).transpose(1, 2)
-            k, v = F.linear(x, weight[hidden:], bias[hidden:]).view(
-                batch, seq_len, 2, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+            (q,) = self._split_heads(F.linear(gather_rows(x, rows), weight[:hidden], bias[:hidden]), parts=1)
+            k, v = self._split_heads(F.linear(x, weight[hidden:], bias[hidden:]), parts=2)
         dropout_p = self.dropout_p if self.training else 0.0
         probs = None
         if output_attentions or self.attn_implementation == "eager":
@@ -186,8 +189,42 @@ class SelfAttention(nn.Module):
             context = F.dropout(probs, dropout_p, training=self.training) @ v
         else:
             context = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-        context = context.transpose(1, 2).reshape(batch, q.shape[2], hidden)
+        context = context.transpose(1, 2).reshape(q.shape[0], q.shape[2], hidden)
+        if unpadded is not None:
+            context = unpadded.unpad(context)
         return self.out(context), probs
+
+    def _split_heads(self, projected: Tensor, parts: int = 3) -> tuple[Tensor, ...]:
+        """``[B, L, parts * H]`` -> ``parts`` tensors ``[B, heads, L, head_dim]``."""
+        batch, seq_len, _ = projected.shape
+        return projected.view(batch, seq_len, parts, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+
+
+class Unpadded:
+    """Where the real tokens of a padded ``[B, L]`` batch sit, to run the position-wise parts of the layers
+    (projections, feed-forward, LayerNorm: nearly all the work) on those ``T`` tokens alone.
+
+    A batch of sentences of mixed lengths then costs what its real tokens cost, whatever the padding, so
+    training batches can be drawn at random (as the reference does) instead of grouped by length.
+    """
+
+    def __init__(self, keep: Tensor, batch: int, seq_len: int):
+        self.keep, self.batch, self.seq_len = keep, batch, seq_len
+
+    @classmethod
+    def of(cls, mask: Tensor) -> Unpadded:
+        """From the boolean key mask ``[B, 1, 1, L]`` (True = real token)."""
+        batch, seq_len = mask.shape[0], mask.shape[-1]
+        return cls(mask.reshape(-1).nonzero().squeeze(1), batch, seq_len)
+
+    def unpad(self, padded: Tensor) -> Tensor:
+        """``[B, L, C]`` -> ``[T, C]``."""
+        return padded.reshape(-1, padded.shape[-1]).index_select(0, self.keep)
+
+    def pad(self, packed: Tensor) -> Tensor:
+        """``[T, C]`` -> ``[B, L, C]``, zeros at the padded positions."""
+        flat = packed.new_zeros(self.batch * self.seq_len, packed.shape[-1]).index_copy(0, self.keep, packed)
+        return flat.view(self.batch, self.seq_len, -1)
 
 
 def gather_rows(x: Tensor, rows: Tensor) -> Tensor:
@@ -209,9 +246,10 @@ class EncoderLayer(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def forward(self, x: Tensor, mask: Tensor | None, output_attentions: bool = False,
-                rows: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
-        """``rows [B, K]``: compute the block's output at those positions only (``[B, K, H]``)."""
-        attended, probs = self.attention(x, mask, output_attentions, rows)
+                rows: Tensor | None = None, unpadded: Unpadded | None = None) -> tuple[Tensor, Tensor | None]:
+        """``rows [B, K]``: compute the block's output at those positions only (``[B, K, H]``).
+        ``unpadded``: ``x`` is ``[T, H]``, the real tokens only (see ``Unpadded``), and so is the output."""
+        attended, probs = self.attention(x, mask, output_attentions, rows, unpadded)
         if rows is not None:
             x = gather_rows(x, rows)
         h = self.attention_norm(x + self.dropout(attended))
@@ -229,22 +267,32 @@ class Encoder(nn.Module):
         self.gradient_checkpointing = False
 
     def forward(self, x: Tensor, mask: Tensor | None, output_hidden_states: bool = False,
-                output_attentions: bool = False, last_layer_rows: Tensor | None = None
-                ) -> tuple[Tensor, tuple | None, tuple | None]:
-        """``last_layer_rows [B, K]``: the last layer computes only those positions (see ``BertModel``)."""
+                output_attentions: bool = False, last_layer_rows: Tensor | None = None,
+                unpadded: Unpadded | None = None) -> tuple[Tensor, tuple | None, tuple | None]:
+        """``last_layer_rows [B, K]``: the last layer computes only those positions (see ``BertModel``).
+        ``unpadded``: run the layers on the real tokens only (not with per-layer outputs); the output is
+        padded again, with zeros at the padded positions."""
+        if unpadded is not None and (output_hidden_states or output_attentions):
+            raise ValueError("unpadded layers do not return per-layer outputs")
         hidden_states = [x] if output_hidden_states else None
         attentions = [] if output_attentions else None
+        if unpadded is not None:
+            x = unpadded.unpad(x)
         last = len(self.layers) - 1
         for i, layer in enumerate(self.layers):
             rows = last_layer_rows if i == last else None
+            if rows is not None and unpadded is not None:  # a last layer of a few rows reads the padded layout
+                x, unpadded = unpadded.pad(x), None
             if self.gradient_checkpointing and self.training and torch.is_grad_enabled():
-                x, probs = checkpoint(layer, x, mask, output_attentions, rows, use_reentrant=False)
+                x, probs = checkpoint(layer, x, mask, output_attentions, rows, unpadded, use_reentrant=False)
             else:
-                x, probs = layer(x, mask, output_attentions, rows)
+                x, probs = layer(x, mask, output_attentions, rows, unpadded)
             if hidden_states is not None:
                 hidden_states.append(x)
             if attentions is not None:
                 attentions.append(probs)
+        if unpadded is not None:
+            x = unpadded.pad(x)
         return (x, tuple(hidden_states) if hidden_states is not None else None,
                 tuple(attentions) if attentions is not None else None)
 
@@ -326,6 +374,9 @@ class BertModel(PreTrainedMixin, nn.Module):
         self.embeddings = Embeddings(config)
         self.encoder = Encoder(config, self.attn_implementation)
         self.pooler = Pooler(config) if add_pooling_layer else None
+        self.unpad = True
+        """Run training batches with ``UNPAD_SHARE`` or more padding on their real tokens only (``Unpadded``);
+        False pads them through every layer, as Hugging Face does."""
         self.apply(lambda m: init_weights(m, config.initializer_range, config.pad_token_id))
 
     def gradient_checkpointing_enable(self, enabled: bool = True) -> None:
@@ -350,19 +401,30 @@ class BertModel(PreTrainedMixin, nn.Module):
             if torch.compiler.is_compiling() or not bool(attention_mask.all()):
                 mask = attention_mask[:, None, None, :].bool()
         x = self.embeddings(input_ids, token_type_ids)
-        if output_rows is None:
-            x, hidden_states, attentions = self.encoder(x, mask, output_hidden_states, output_attentions)
-            return BertOutput(x, self.pooler(x) if self.pooler is not None else None, hidden_states, attentions)
-        if output_hidden_states or output_attentions:  # every layer's full output was asked for anyway
+        if output_hidden_states or output_attentions:  # every layer's full output is asked for
             x, hidden_states, attentions = self.encoder(x, mask, output_hidden_states, output_attentions)
             pooled = self.pooler(x) if self.pooler is not None else None
-            return BertOutput(gather_rows(x, output_rows), pooled, hidden_states, attentions)
+            return BertOutput(x if output_rows is None else gather_rows(x, output_rows), pooled, hidden_states,
+                              attentions)
+        unpadded = self._unpadded(mask)
+        if output_rows is None:
+            x, _, _ = self.encoder(x, mask, unpadded=unpadded)
+            return BertOutput(x, self.pooler(x) if self.pooler is not None else None)
         if self.pooler is None:
-            x, _, _ = self.encoder(x, mask, last_layer_rows=output_rows)
-            return BertOutput(x, None, None, None)
+            x, _, _ = self.encoder(x, mask, last_layer_rows=output_rows, unpadded=unpadded)
+            return BertOutput(x, None)
         cls_first = torch.cat([output_rows.new_zeros(output_rows.shape[0], 1), output_rows], dim=1)
-        x, _, _ = self.encoder(x, mask, last_layer_rows=cls_first)
-        return BertOutput(x[:, 1:], self.pooler(x), None, None)
+        x, _, _ = self.encoder(x, mask, last_layer_rows=cls_first, unpadded=unpadded)
+        return BertOutput(x[:, 1:], self.pooler(x))
+
+    def _unpadded(self, mask: Tensor | None) -> Unpadded | None:
+        """Unpad a training batch whose padding is at least ``UNPAD_SHARE`` of it. Only in training: in
+        evaluation the padded positions keep the values Hugging Face computes there (nothing reads them,
+        but outputs stay identical tensor for tensor), and inference batches are length-sorted anyway."""
+        if mask is None or not (self.training and self.unpad) or torch.compiler.is_compiling():
+            return None
+        real = int(mask.sum())
+        return Unpadded.of(mask) if real <= (1.0 - UNPAD_SHARE) * mask.numel() else None
 
 
 def _check_position_embedding_type(config: BertConfig) -> None:
