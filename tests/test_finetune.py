@@ -358,6 +358,17 @@ def test_grouped_batches_cover_each_epoch_once_and_pad_little():
     assert padding(epoch0) < 0.1 < padding(list(random_batches))
 
 
+def test_batching_default_is_random_for_regression_only():
+    """A regression score that follows length (STS-B's does) makes length-grouped batches a biased sample."""
+    def grouped(task, **kwargs):
+        return FinetuneConfig(task=task, model="m", train_file="t", output="o", **kwargs).group_by_length
+
+    assert grouped("regression") is False
+    assert grouped("classification") is True and grouped("ner") is True and grouped("qa") is True
+    assert grouped("regression", group_by_length=True) is True
+    assert grouped("classification", group_by_length=False) is False
+
+
 def test_grouped_batches_resume_exactly():
     features = _features(list(range(3, 103)))
     collate = lambda chunk: [f["i"] for f in chunk]  # noqa: E731

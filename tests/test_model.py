@@ -388,3 +388,61 @@ def test_unsupported_position_embedding_type():
     config = BertConfig.from_dict({**tiny().to_dict(), "position_embedding_type": "relative_key"})
     with pytest.raises(ConfigError, match="position_embedding_type"):
         BertModel(config)
+
+
+def _train_step(model, head_kwargs, unpad: bool, checkpointing: bool = False):
+    """One forward/backward in training mode; the outputs at real tokens and every gradient."""
+    model.zero_grad()
+    model.bert.unpad = unpad
+    model.bert.gradient_checkpointing_enable(checkpointing)
+    ids, types, mask = batch(lengths=(12, 3, 7, 1))
+    out = model(ids, types, mask, **head_kwargs(ids, mask))
+    out.loss.backward()
+    logits = out.logits if hasattr(out, "logits") else out.mlm_logits
+    real = logits[mask.bool()] if logits.dim() == 3 and logits.shape[:2] == ids.shape else logits
+    return real.detach(), {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("head, head_kwargs", [
+    (BertForSequenceClassification, lambda ids, mask: {"labels": torch.tensor([0, 2, 1, 1])}),
+    (BertForTokenClassification, lambda ids, mask: {"labels": torch.randint(
+        0, 3, ids.shape, generator=torch.Generator().manual_seed(1)).masked_fill(mask == 0, -100)}),
+    (BertForPreTraining, lambda ids, mask: {"masked_positions": torch.tensor([[1, 5], [2, 0], [3, 4], [0, 0]]),
+                                      "masked_labels": torch.tensor([[7, 8], [9, -100], [10, 11], [-100, -100]]),
+                                      "next_sentence_label": torch.tensor([0, 1, 1, 0])}),
+])
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_unpadded_training_equals_padded(head, head_kwargs, checkpointing):
+    """Running the layers on the real tokens only changes nothing a head reads, nor any gradient."""
+    model = head(tiny(num_labels=3, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)).train()
+    padded, padded_grads = _train_step(model, head_kwargs, unpad=False)
+    unpadded, unpadded_grads = _train_step(model, head_kwargs, unpad=True, checkpointing=checkpointing)
+    torch.testing.assert_close(unpadded, padded, atol=1e-5, rtol=1e-5)
+    assert unpadded_grads.keys() == padded_grads.keys()
+    for name, grad in padded_grads.items():
+        torch.testing.assert_close(unpadded_grads[name], grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_unpadding_only_in_training_and_only_for_padded_batches(monkeypatch):
+    import bertkit.model as model_module
+
+    calls = []
+    original = model_module.Unpadded.of
+    monkeypatch.setattr(model_module.Unpadded, "of", classmethod(lambda cls, mask: calls.append(1) or original(mask)))
+    model = BertModel(tiny())
+    ids, types, mask = batch(lengths=(10, 2, 5))  # 43% padding
+    model.eval()(ids, types, mask)
+    assert calls == []  # evaluation keeps the padded layout (pad positions as Hugging Face computes them)
+    model.train()(ids, types, mask, output_hidden_states=True)
+    assert calls == []  # per-layer outputs are full [B, L, H] tensors
+    out = model(ids, types, mask)
+    assert len(calls) == 1
+    assert torch.equal(out.last_hidden_state[~mask.bool()], torch.zeros_like(out.last_hidden_state[~mask.bool()]))
+    ids, types, mask = batch(lengths=(10, 10, 9))  # 3% padding: not worth moving the tokens
+    model(ids, types, mask)
+    assert len(calls) == 1
+    # QA's loss normalises over every position, padding included, as the reference's does
+    qa = BertForQuestionAnswering(tiny()).train()
+    ids, types, mask = batch(lengths=(10, 2, 5))
+    qa(ids, types, mask, start_positions=torch.tensor([1, 1, 1]), end_positions=torch.tensor([2, 1, 3]))
+    assert len(calls) == 1

@@ -630,6 +630,9 @@ class BertForQuestionAnswering(PreTrainedMixin, nn.Module):
         super().__init__()
         self.config = config
         self.bert = BertModel(config, add_pooling_layer=False, attn_implementation=attn_implementation)
+        # The loss's softmax runs over every position, padding included (as the reference's does), so the
+        # padded positions must keep their values: no unpadding.
+        self.bert.unpad = False
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         init_weights(self.qa_outputs, config.initializer_range)
 
