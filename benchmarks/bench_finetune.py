@@ -137,7 +137,7 @@ def evaluate_peer(model, task, examples, features, pad_id: int) -> dict:
 def run_task(name: str, seed: int, args, model_dir: str) -> dict:
     from bertkit.tokenizer import Tokenizer
     from bertkit.training.finetune import (
-        FinetuneConfig, GroupedBatches, featurize, finetune, make_task, read_examples,
+        FinetuneConfig, GroupedBatches, featurize, finetune, groups_by_length, make_task, read_examples,
     )
 
     kind, train_file, dev_file, options, _ = TASKS[name]
@@ -178,8 +178,9 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
     features = featurize(task, train_examples, tokenizer, max_len, training=True)
     dev_examples = read_examples(task, dev_file)
     dev_features = featurize(task, dev_examples, tokenizer, max_len)
-    grouped = GroupedBatches(features, args.batch_size, lambda c: c, seed=seed, group_by_length=config.group_by_length)
-    entry["bertkit"]["batches"] = "length-grouped" if config.group_by_length else "random, unpadded in the model"
+    by_length = groups_by_length(config, task)
+    grouped = GroupedBatches(features, args.batch_size, lambda c: c, seed=seed, group_by_length=by_length)
+    entry["bertkit"]["batches"] = "length-grouped" if by_length else "random, unpadded in the model"
     lengths = [len(f["input_ids"]) for f in features]
     entry["bertkit"]["padding_share"] = padding_share(lengths, grouped.epoch_batches(0))
     steps_total = result.train.step if args.max_steps else math.ceil(epochs * len(grouped))

@@ -19,7 +19,8 @@ from bertkit.cli import main
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.model import BertModel
 from bertkit.training.finetune import (
-    FinetuneConfig, GroupedBatches, _training_collate, evaluate_model, finetune, load_finetuned, predict,
+    FinetuneConfig, GroupedBatches, _training_collate, evaluate_model, finetune, groups_by_length, load_finetuned,
+    make_task, predict,
 )
 from inference_helpers import make_tokenizer, save_model
 
@@ -360,12 +361,19 @@ def test_grouped_batches_cover_each_epoch_once_and_pad_little():
 
 def test_batching_default_is_random_for_regression_only():
     """A regression score that follows length (STS-B's does) makes length-grouped batches a biased sample."""
-    def grouped(task, **kwargs):
-        return FinetuneConfig(task=task, model="m", train_file="t", output="o", **kwargs).group_by_length
+    from bertkit.tasks.classification import ClassificationExample
 
-    assert grouped("regression") is False
+    def grouped(task, labels=("a", "b"), **kwargs):
+        config = FinetuneConfig(task=task, model="m", train_file="t", output="o", **kwargs)
+        fitted = make_task(task, {})
+        if task in ("classification", "regression"):
+            fitted.fit_labels([ClassificationExample("x", None, label, "t:1") for label in labels])
+        return groups_by_length(config, fitted)
+
+    assert grouped("regression", labels=("1", "2")) is False
+    assert grouped("classification", labels=("0.5", "3.8")) is False  # float scores: regression detected
     assert grouped("classification") is True and grouped("ner") is True and grouped("qa") is True
-    assert grouped("regression", group_by_length=True) is True
+    assert grouped("regression", labels=("1", "2"), group_by_length=True) is True
     assert grouped("classification", group_by_length=False) is False
 
 

@@ -134,8 +134,6 @@ class FinetuneConfig:
         self.lr = defaults["lr"] if self.lr is None else self.lr
         self.epochs = defaults["epochs"] if self.epochs is None else self.epochs
         self.max_seq_length = defaults["max_seq_length"] if self.max_seq_length is None else self.max_seq_length
-        if self.group_by_length is None:
-            self.group_by_length = self.task != "regression"
         for name in ("micro_batch_size", "eval_batch_size", "max_seq_length", "log_every"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -428,7 +426,7 @@ def _training_collate(task: Any, features: Sequence[Feature], config: FinetuneCo
     def collate(chunk: list) -> dict[str, torch.Tensor]:
         return task.collate(chunk, pad_id=pad_id)
 
-    if task.head != "BertForTokenClassification" or not config.group_by_length:
+    if task.head != "BertForTokenClassification" or not groups_by_length(config, task):
         return collate
     labeled = sum(sum(1 for label in f["labels"] if label != IGNORE_INDEX) for f in features)
     normalizer = torch.tensor(max(1.0, labeled * config.micro_batch_size / len(features)))
@@ -437,6 +435,14 @@ def _training_collate(task: Any, features: Sequence[Feature], config: FinetuneCo
         return {**collate(chunk), "label_normalizer": normalizer}
 
     return collate_with_normalizer
+
+
+def groups_by_length(config: FinetuneConfig, task: Any) -> bool:
+    """``config.group_by_length``, or by default whether ``task`` (with its labels fitted) batches by length:
+    all but regression, whose score may follow length (see ``FinetuneConfig.group_by_length``)."""
+    if config.group_by_length is not None:
+        return config.group_by_length
+    return not getattr(task, "regression", False)
 
 
 def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) -> FinetuneResult:
@@ -456,6 +462,7 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
     if config.max_train_examples is not None:
         train_examples = train_examples[: config.max_train_examples]
     task.fit_labels(train_examples)
+    config = dataclasses.replace(config, group_by_length=groups_by_length(config, task))
     train_features = featurize(task, train_examples, tokenizer, config.max_seq_length, training=True)
     skipped = int(getattr(task, "skipped", 0)) if task.name == "qa" else skipped
     if not train_features:
