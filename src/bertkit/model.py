@@ -7,6 +7,9 @@ LayerNorm eps from the config (1e-12), additive masking of padded keys only. Att
 return the attention probabilities. Parameter names are bertkit's own; ``bertkit.weights`` holds the
 explicit table to and from Hugging Face names (Q, K and V are one fused projection here).
 
+Training batches with much padding are unpadded (``Unpadded``): projections, feed-forward and LayerNorm, nearly
+all of the work, run on the real tokens only; the attention alone sees the padded layout.
+
 The model knows nothing of files: ``from_pretrained``/``save_pretrained`` delegate to ``bertkit.weights``.
 """
 
@@ -28,8 +31,8 @@ from bertkit.errors import ConfigError
 
 ATTN_IMPLEMENTATIONS = ("sdpa", "eager")
 UNPAD_SHARE = 0.1
-"""A training batch with at least this share of padding runs its layers on the real tokens only (``Unpadded``):
-below it, the cost of moving the tokens out of the padded layout and back exceeds what the padding costs."""
+"""A training batch with at least this share of padding runs its layers on the real tokens only (``Unpadded``).
+Below it there is little to save (length-grouped batches have 2-5 %), and unpadding costs two copies per layer."""
 
 
 # ------------------------------------------------------------------------------------------ outputs
