@@ -130,7 +130,7 @@ def encoder_names(config: BertConfig) -> list[tuple[str, str | tuple[str, ...]]]
     return names
 
 
-def _parts(model: nn.Module) -> tuple[BertModel, str]:
+def encoder_and_prefix(model: nn.Module) -> tuple[BertModel, str]:
     """The encoder inside ``model`` and the prefix of its names (``bert.`` in heads, as in Hugging Face)."""
     if isinstance(model, BertModel):
         return model, ""
@@ -143,7 +143,7 @@ def _parts(model: nn.Module) -> tuple[BertModel, str]:
 # ------------------------------------------------------------------------------------------ to HF
 def to_hf_state_dict(model: nn.Module) -> dict[str, Tensor]:
     """The model's tensors under Hugging Face names, as ``transformers`` would save the same class."""
-    bert, prefix = _parts(model)
+    bert, prefix = encoder_and_prefix(model)
     params = dict(model.named_parameters(remove_duplicate=False))
     out: dict[str, Tensor] = {}
     for ours, theirs in encoder_names(bert.config):
@@ -205,7 +205,7 @@ def load_hf_state_dict(model: nn.Module, state: dict[str, Tensor], *, ignore_mis
     freshly initialised, and tensors of other heads are ignored (both reported with one log line). With
     ``ignore_mismatched_sizes`` a head of another size (e.g. a different ``num_labels``) is re-initialised.
     """
-    bert, prefix = _parts(model)
+    bert, prefix = encoder_and_prefix(model)
     params = dict(model.named_parameters(remove_duplicate=False))
     state = _normalise(state)
     report = LoadReport()
@@ -420,7 +420,7 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, Tensor]:
 def save_pretrained(model: nn.Module, directory: str | os.PathLike, tokenizer: Any = None) -> Path:
     """Write ``config.json`` (``model_type: bert``, ``architectures: [<class>]``) and ``model.safetensors``
     under Hugging Face names, each atomically, plus ``tokenizer.save_pretrained(directory)`` when given."""
-    bert, _ = _parts(model)
+    bert, _ = encoder_and_prefix(model)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     tensors = to_hf_state_dict(model)

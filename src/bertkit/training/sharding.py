@@ -32,10 +32,10 @@ _FULL = StateDictOptions(full_state_dict=True)
 
 def shard(model: nn.Module) -> nn.Module:
     """Shard ``model`` in place: each BERT encoder layer, then the rest (any other model: as one group)."""
-    from bertkit.weights import _parts
+    from bertkit.weights import encoder_and_prefix
 
     try:
-        bert, _ = _parts(model)
+        bert, _ = encoder_and_prefix(model)
         for layer in bert.encoder.layers:
             fully_shard(layer)
     except TypeError:  # not a bertkit model: one group
