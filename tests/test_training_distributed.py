@@ -40,7 +40,7 @@ def run(tmp_path: Path, procs: int, output: str, steps: int = 8, resume: str = "
     script.write_text(SCRIPT)
     args = [str(tmp_path / "data"), str(tmp_path / output), str(tmp_path / "config.json"), str(steps), resume,
             str(int(fsdp))]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"}  # a crash shows its stacks
     if procs == 1:
         cmd = [sys.executable, str(script), *args]
     else:

@@ -7,6 +7,7 @@ Without ``torchrun`` (no ``WORLD_SIZE`` in the environment) everything here is a
 
 from __future__ import annotations
 
+import atexit
 import os
 from dataclasses import dataclass
 
@@ -47,12 +48,22 @@ def setup(device: str | None = None) -> DistEnv:
         torch.cuda.set_device(dev)
     if world_size > 1 and not dist.is_initialized():
         dist.init_process_group(backend="nccl" if dev.type == "cuda" else "gloo")
+        # Destroy the group before the interpreter tears down (see ``finish``); atexit covers a run that
+        # ends early, by an exception.
+        atexit.register(teardown)
     return DistEnv(rank, world_size, local_rank, dev)
 
 
 def teardown() -> None:
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+
+
+def finish(env: DistEnv) -> None:
+    """The end of a run: wait for every process, then destroy the process group while all of them are alive.
+    Left to the interpreter's finalisation, gloo now and then aborted a process whose work was done."""
+    barrier(env)
+    teardown()
 
 
 def barrier(env: DistEnv) -> None:
