@@ -48,8 +48,8 @@ def setup(device: str | None = None) -> DistEnv:
         torch.cuda.set_device(dev)
     if world_size > 1 and not dist.is_initialized():
         dist.init_process_group(backend="nccl" if dev.type == "cuda" else "gloo")
-        # Destroy the group before the interpreter tears down (see ``finish``); atexit covers a run that
-        # ends early, by an exception.
+        # Destroy the group before the interpreter's finalisation, whichever way the program ends (torch
+        # warns about a group left alive), for pretrain, finetune and any script of the user's alike.
         atexit.register(teardown)
     return DistEnv(rank, world_size, local_rank, dev)
 
@@ -57,13 +57,6 @@ def setup(device: str | None = None) -> DistEnv:
 def teardown() -> None:
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
-
-
-def finish(env: DistEnv) -> None:
-    """The end of a run: wait for every process, then destroy the process group while all of them are alive.
-    Left to the interpreter's finalisation, gloo now and then aborted a process whose work was done."""
-    barrier(env)
-    teardown()
 
 
 def barrier(env: DistEnv) -> None:

@@ -250,7 +250,6 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
     from bertkit.data import PretrainingLoader, open_dataset
     from bertkit.data.shards import file_stamps, verify
 
-    owns_group = env is None
     env = env or distributed.setup(config.train.device)
     meta = open_dataset(config.data)
     # Every shard against the sizes and SHA-256 of its metadata, now rather than when a damaged one is
@@ -305,8 +304,5 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
             result.model.save_pretrained(staging)  # unsharded (a gathered copy under FSDP)
             copy_tokenizer(staging)
         notice(f"exported the model to {final} (Hugging Face layout)")
-    if owns_group:
-        distributed.finish(env)
-    else:
-        distributed.barrier(env)
+    distributed.barrier(env)
     return result
