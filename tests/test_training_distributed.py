@@ -108,3 +108,34 @@ def test_fsdp_follows_the_single_process_trajectory_and_its_checkpoints_resume_e
         assert [s for s, _ in resumed] == [5, 6, 7, 8]
         for (_, a), (_, b) in zip(single[4:], resumed):
             assert b == pytest.approx(a, rel=1e-5)
+
+
+COLLECTIVES = """
+import json, sys
+from bertkit.training import distributed
+env = distributed.setup("cpu")
+# Objects of different sizes on each rank: the gather pads to the longest and cuts each back.
+gathered = distributed.all_gather_object(env, {"rank": env.rank, "text": "x" * (1000 * env.rank)})
+chosen = distributed.broadcast_object(env, f"from {env.rank}", src=1)
+summed = distributed.all_reduce_sum(env, [1.0, float(env.rank)])
+largest = distributed.all_reduce_max(env, [float(env.rank), -float(env.rank)])
+distributed.barrier(env)
+with open(f"{sys.argv[1]}/rank{env.rank}.json", "w") as f:
+    json.dump(dict(gathered=gathered, chosen=chosen, summed=summed, largest=largest), f)
+"""
+
+
+@pytest.mark.skipif(not TORCHRUN.exists(), reason="torchrun is not installed next to this python")
+def test_collectives_agree_across_two_processes(tmp_path):
+    script = tmp_path / "collectives.py"
+    script.write_text(COLLECTIVES)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"}
+    done = subprocess.run([str(TORCHRUN), "--standalone", "--nproc_per_node=2", str(script), str(tmp_path)],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for rank in (0, 1):
+        result = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert result["gathered"] == [{"rank": 0, "text": ""}, {"rank": 1, "text": "x" * 1000}]
+        assert result["chosen"] == "from 1"
+        assert result["summed"] == [2.0, 1.0]
+        assert result["largest"] == [1.0, 0.0]

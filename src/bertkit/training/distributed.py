@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import atexit
 import os
+import pickle
+import time
 from dataclasses import dataclass
 
 import torch
@@ -59,44 +61,80 @@ def teardown() -> None:
         dist.destroy_process_group()
 
 
+# Why the collectives below wait for gloo to let go of their tensors (``_settle``): gloo runs a collective on a
+# worker thread, which drops the work (and its tensors) a moment after the caller saw it complete, and a
+# ``dist.barrier`` keeps the works still in flight alive until the barrier is freed in turn. A tensor whose
+# Python object is gone by then is freed on that thread, which must take the GIL to do it; once the
+# interpreter is finalising, taking the GIL ends the thread and the process aborts ("terminate called without
+# an active exception", seen in a core dump of a 2-process run under load). torch's DDP keeps the gloo group,
+# and so its threads, alive past ``destroy_process_group``. Hence: no ``dist.barrier`` on gloo (an all-reduce
+# of one number synchronises as well), and each collective returns once gloo holds none of its tensors.
+
+
 def barrier(env: DistEnv) -> None:
-    if env.distributed:
+    if not env.distributed:
+        return
+    if _gloo():
+        all_reduce_sum(env, [0.0])
+    else:
         dist.barrier()
 
 
 def all_reduce_max(env: DistEnv, values: list[float]) -> list[float]:
     """Element-wise max over processes (used to agree on stop flags)."""
-    if not env.distributed:
-        return values
-    tensor = torch.tensor(values, dtype=torch.float64, device=_comm_device(env))
-    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
-    return tensor.tolist()
+    return _all_reduce(env, values, dist.ReduceOp.MAX)
 
 
 def all_reduce_sum(env: DistEnv, values: list[float]) -> list[float]:
     """Element-wise sum over processes (metric numerators and denominators)."""
-    if not env.distributed:
-        return values
-    tensor = torch.tensor(values, dtype=torch.float64, device=_comm_device(env))
-    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
-    return tensor.tolist()
+    return _all_reduce(env, values, dist.ReduceOp.SUM)
 
 
 def all_gather_object(env: DistEnv, obj):
-    """``[obj of rank 0, obj of rank 1, ...]`` (a one-element list in a single process)."""
+    """``[obj of rank 0, obj of rank 1, ...]`` (a one-element list in a single process); picklable objects."""
     if not env.distributed:
         return [obj]
-    out = [None] * env.world_size
-    dist.all_gather_object(out, obj)
-    return out
+    device = _comm_device(env)
+    payload = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8).to(device)
+    size = torch.tensor([payload.numel()], device=device)
+    sizes = [torch.zeros_like(size) for _ in range(env.world_size)]
+    dist.all_gather(sizes, size)
+    lengths = [int(n) for n in sizes]
+    padded = torch.zeros(max(lengths), dtype=torch.uint8, device=device)
+    padded[: payload.numel()] = payload
+    gathered = [torch.empty_like(padded) for _ in range(env.world_size)]
+    dist.all_gather(gathered, padded)
+    _settle(size, *sizes, padded, *gathered)
+    return [pickle.loads(t[:n].cpu().numpy().tobytes()) for t, n in zip(gathered, lengths)]
 
 
 def broadcast_object(env: DistEnv, obj, src: int = 0):
+    """Process ``src``'s ``obj`` on every process (small objects: it rides on :func:`all_gather_object`)."""
     if not env.distributed:
         return obj
-    box = [obj]
-    dist.broadcast_object_list(box, src=src)
-    return box[0]
+    return all_gather_object(env, obj if env.rank == src else None)[src]
+
+
+def _all_reduce(env: DistEnv, values: list[float], op) -> list[float]:
+    if not env.distributed:
+        return values
+    tensor = torch.tensor(values, dtype=torch.float64, device=_comm_device(env))
+    dist.all_reduce(tensor, op=op)
+    _settle(tensor)
+    return tensor.tolist()
+
+
+def _settle(*tensors: torch.Tensor, timeout: float = 10.0) -> None:
+    """Wait (GIL released) until gloo's worker threads hold none of ``tensors``: see the note above."""
+    if not _gloo():
+        return
+    deadline = time.monotonic() + timeout
+    while any(t._use_count() > 1 for t in tensors) and time.monotonic() < deadline:
+        time.sleep(0.0002)
+
+
+def _gloo() -> bool:
+    return dist.get_backend() == "gloo"
 
 
 def _comm_device(env: DistEnv) -> torch.device:
