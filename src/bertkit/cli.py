@@ -585,7 +585,7 @@ def finetune_command(
     epochs: float = typer.Option(None, help="Passes over the training data [3; qa 2]."),
     max_steps: int = typer.Option(None, help="Stop after this many updates instead of --epochs."),
     lr: float = typer.Option(None, help="Peak learning rate [5e-5; qa 3e-5]."),
-    micro_batch_size: int = typer.Option(None, help="Features per forward/backward pass [32]."),
+    micro_batch_size: int = typer.Option(None, help="Features per forward/backward pass [32; qa 12]."),
     global_batch_size: int = typer.Option(None, help="Features per update (gradient accumulation is derived) [= micro]."),
     max_seq_length: int = typer.Option(None, help="Longest feature in tokens [128; qa 384]."),
     warmup_ratio: float = typer.Option(None, help="Share of updates with linear warmup [0.1]."),
