@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import pickle
 import time
 from dataclasses import dataclass
 
@@ -68,7 +67,7 @@ def teardown() -> None:
 # interpreter is finalising, taking the GIL ends the thread and the process aborts ("terminate called without
 # an active exception", seen in a core dump of a 2-process run under load). torch's DDP keeps the gloo group,
 # and so its threads, alive past ``destroy_process_group``. Hence: no ``dist.barrier`` on gloo (an all-reduce
-# of one number synchronises as well), and each collective returns once gloo holds none of its tensors.
+# of one number synchronises as well), and each all-reduce returns once gloo holds none of its tensor.
 
 
 def barrier(env: DistEnv) -> None:
@@ -91,28 +90,20 @@ def all_reduce_sum(env: DistEnv, values: list[float]) -> list[float]:
 
 
 def all_gather_object(env: DistEnv, obj):
-    """``[obj of rank 0, obj of rank 1, ...]`` (a one-element list in a single process); picklable objects."""
+    """``[obj of rank 0, obj of rank 1, ...]`` (a one-element list in a single process)."""
     if not env.distributed:
         return [obj]
-    device = _comm_device(env)
-    payload = torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8).to(device)
-    size = torch.tensor([payload.numel()], device=device)
-    sizes = [torch.zeros_like(size) for _ in range(env.world_size)]
-    dist.all_gather(sizes, size)
-    lengths = [int(n) for n in sizes]
-    padded = torch.zeros(max(lengths), dtype=torch.uint8, device=device)
-    padded[: payload.numel()] = payload
-    gathered = [torch.empty_like(padded) for _ in range(env.world_size)]
-    dist.all_gather(gathered, padded)
-    _settle(size, *sizes, padded, *gathered)
-    return [pickle.loads(t[:n].cpu().numpy().tobytes()) for t, n in zip(gathered, lengths)]
+    out = [None] * env.world_size
+    dist.all_gather_object(out, obj)
+    return out
 
 
 def broadcast_object(env: DistEnv, obj, src: int = 0):
-    """Process ``src``'s ``obj`` on every process (small objects: it rides on :func:`all_gather_object`)."""
     if not env.distributed:
         return obj
-    return all_gather_object(env, obj if env.rank == src else None)[src]
+    box = [obj]
+    dist.broadcast_object_list(box, src=src)
+    return box[0]
 
 
 def _all_reduce(env: DistEnv, values: list[float], op) -> list[float]:
