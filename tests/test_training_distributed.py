@@ -18,6 +18,7 @@ from bertkit.config import BertConfig
 from training_helpers import make_pretraining_dataset
 
 TORCHRUN = Path(sys.executable).with_name("torchrun")
+CHILD_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"}  # a crash shows its stacks
 
 SCRIPT = """
 import sys, torch
@@ -40,12 +41,11 @@ def run(tmp_path: Path, procs: int, output: str, steps: int = 8, resume: str = "
     script.write_text(SCRIPT)
     args = [str(tmp_path / "data"), str(tmp_path / output), str(tmp_path / "config.json"), str(steps), resume,
             str(int(fsdp))]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"}  # a crash shows its stacks
     if procs == 1:
         cmd = [sys.executable, str(script), *args]
     else:
         cmd = [str(TORCHRUN), "--standalone", f"--nproc_per_node={procs}", str(script), *args]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(cmd, env=CHILD_ENV, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     records = [json.loads(line) for line in (tmp_path / output / "metrics.jsonl").read_text().splitlines()]
     return [(r["step"], r["loss"]) for r in records if r["split"] == "train"]
@@ -114,7 +114,7 @@ COLLECTIVES = """
 import json, sys
 from bertkit.training import distributed
 env = distributed.setup("cpu")
-# Objects of different sizes on each rank: the gather pads to the longest and cuts each back.
+# Objects of different sizes on each rank, then every helper once, the barrier last (as at the end of a run).
 gathered = distributed.all_gather_object(env, {"rank": env.rank, "text": "x" * (1000 * env.rank)})
 chosen = distributed.broadcast_object(env, f"from {env.rank}", src=1)
 summed = distributed.all_reduce_sum(env, [1.0, float(env.rank)])
@@ -129,9 +129,8 @@ with open(f"{sys.argv[1]}/rank{env.rank}.json", "w") as f:
 def test_collectives_agree_across_two_processes(tmp_path):
     script = tmp_path / "collectives.py"
     script.write_text(COLLECTIVES)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"}
     done = subprocess.run([str(TORCHRUN), "--standalone", "--nproc_per_node=2", str(script), str(tmp_path)],
-                          env=env, capture_output=True, text=True, timeout=120)
+                          env=CHILD_ENV, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     for rank in (0, 1):
         result = json.loads((tmp_path / f"rank{rank}.json").read_text())
