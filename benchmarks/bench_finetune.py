@@ -128,6 +128,8 @@ def peer_run(name: str, model_dir: str, features: list[dict], dev_examples, dev_
             epoch_seconds.append(seconds)
         evaluations.append({"epoch": epoch + 1, "step": step, **evaluate_peer(model, task, dev_examples,
                                                                               dev_features, pad_id)})
+        print(f"peer: epoch {epoch + 1} in {seconds:.0f} s; dev {json.dumps(evaluations[-1])}", file=sys.stderr,
+              flush=True)
         if step >= steps_total:
             break
     return {"epoch_seconds": epoch_seconds, "train_seconds": train_seconds, "steps": step,
