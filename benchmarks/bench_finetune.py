@@ -8,8 +8,8 @@ identical) and the same seed. What differs is the training stack and the batchin
 * bertkit: ``bertkit.training.finetune.finetune`` (the shared loop; length-grouped batches, random ones for
   regression, whose padding the model skips),
 * peer: random batches padded to the longest in the batch, the way a plain Hugging Face user does it, with
-  ``transformers.get_linear_schedule_with_warmup`` (its decay starts at the end of warmup; bertkit's, as
-  Google BERT's, decays from step 0 and is overridden by the warmup: at most 10% apart, at the warmup's end).
+  ``transformers.get_linear_schedule_with_warmup`` (its decay starts at the end of warmup, as bertkit's
+  fine-tuning default ``poly`` does; ``--schedule linear`` runs bertkit on Google BERT's, decaying from step 0).
 
 Measured per system: training seconds per epoch (evaluation excluded; for runs bounded by ``--max-steps``,
 seconds for those steps), dev metrics after each epoch, padding share of the batch tensors.
@@ -165,7 +165,8 @@ def bertkit_run(config, out: Path, name: str, seed: int) -> dict:
 def run_task(name: str, seed: int, args, model_dir: str) -> dict:
     from bertkit.tokenizer import Tokenizer
     from bertkit.training.finetune import (
-        FinetuneConfig, GroupedBatches, featurize, groups_by_length, make_task, read_examples,
+        DEFAULT_SCHEDULE, FinetuneConfig, GroupedBatches, featurize, groups_by_length, make_task,
+        read_examples,
     )
 
     kind, train_file, dev_file, options, _ = TASKS[name]
@@ -177,11 +178,12 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
                             epochs=args.epochs, max_steps=args.max_steps, lr=args.lr, micro_batch_size=args.batch_size,
                             seed=seed, precision="fp32", device=args.device, progress=False, log_every=10,
                             max_train_examples=args.max_train_examples, group_by_length=args.group_by_length,
-                            train_options={"tensorboard": False, "plot": False, "schedule": args.schedule})
+                            train_options={"tensorboard": False, "plot": False,
+                                           "schedule": args.schedule or DEFAULT_SCHEDULE})
     max_len, epochs = config.max_seq_length, config.epochs
     entry = {"task": name, "seed": seed, "batch_size": config.micro_batch_size, "lr": config.lr,
              "max_seq_length": max_len, "epochs": epochs, "max_steps": args.max_steps,
-             "max_train_examples": args.max_train_examples, "bertkit_schedule": args.schedule,
+             "max_train_examples": args.max_train_examples, "bertkit_schedule": args.schedule or DEFAULT_SCHEDULE,
              "device": args.device}
     print(f"== {name} seed {seed}", file=sys.stderr, flush=True)
 
@@ -275,9 +277,10 @@ def main() -> None:
     batching.add_argument("--grouped-batches", dest="group_by_length", action="store_true",
                           default=None,
                           help="bertkit with length-grouped batches (default: the task's; grouped but for regression)")
-    parser.add_argument("--schedule", default="linear", choices=["linear", "poly"],
-                        help="bertkit's schedule: linear (Google BERT: decay from step 0, warmup overrides it) or "
-                             "poly (decay from the warmup's end, as the peer's get_linear_schedule_with_warmup)")
+    parser.add_argument("--schedule", default=None, choices=["linear", "poly"],
+                        help="bertkit's schedule: poly (its fine-tuning default: decay from the warmup's end, as the "
+                             "peer's get_linear_schedule_with_warmup) or linear (Google BERT: decay from step 0, "
+                             "warmup overrides it)")
     parser.add_argument("--skip-peer", action="store_true",
                         help="bertkit only: a quality run where the peer would not fit the time at hand")
     parser.add_argument("--skip-bertkit", action="store_true",

@@ -154,10 +154,11 @@ def _batch(directory: Path, texts: list[str]) -> dict:
 
 def test_schedule_flag_reaches_the_training_loop(base, data, tmp_path, capsys):
     def lrs(schedule):
-        output = tmp_path / schedule
+        output = tmp_path / (schedule or "default")
+        flag = ["--schedule", schedule] if schedule else []
         code, _, err = run_cli(["finetune", "--task", "classification", "--model", base, "--train", data["cls"],
                                 "--output", output, "--no-progress", "--lr", "1e-3", "--max-steps", "4",
-                                "--micro-batch-size", "4", "--warmup-ratio", "0.5", "--schedule", schedule], capsys)
+                                "--micro-batch-size", "4", "--warmup-ratio", "0.5", *flag], capsys)
         assert code == 0, err
         records = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
         return [r["lr"] for r in records if r.get("split") == "train"]
@@ -166,6 +167,7 @@ def test_schedule_flag_reaches_the_training_loop(base, data, tmp_path, capsys):
     assert lrs("constant")[-1] == pytest.approx(1e-3)
     assert lrs("poly")[-1] == pytest.approx(1e-3 * (4 - 3) / (4 - 2))
     assert lrs("linear")[-1] == pytest.approx(1e-3 * (1 - 3 / 4))
+    assert lrs(None)[-1] == pytest.approx(1e-3 * (4 - 3) / (4 - 2))  # fine-tuning's default: transformers' decay
 
 
 def test_classification_output_loads_in_transformers(base, data, tmp_path, capsys):

@@ -589,8 +589,8 @@ def finetune_command(
     global_batch_size: int = typer.Option(None, help="Features per update (gradient accumulation is derived) [= micro]."),
     max_seq_length: int = typer.Option(None, help="Longest feature in tokens [128; qa 384]."),
     warmup_ratio: float = typer.Option(None, help="Share of updates with linear warmup [0.1]."),
-    schedule: str = typer.Option(None, help="linear (Google BERT: decays from step 0) | poly (decays from the end "
-                                            "of warmup, as transformers) | cosine | constant [linear]."),
+    schedule: str = typer.Option(None, help="poly (decays from the end of warmup, as transformers) | linear "
+                                            "(Google BERT: decays from step 0) | cosine | constant [poly]."),
     weight_decay: float = typer.Option(None, help="AdamW weight decay, not on biases/LayerNorm [0.01]."),
     seed: int = typer.Option(None, help="Seed of head init, dropout and batch order [42]."),
     precision: str = typer.Option(None, help="auto | fp32 | bf16 | fp16 [auto]."),
