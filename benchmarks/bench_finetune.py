@@ -172,18 +172,18 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
     kind, train_file, dev_file, options, _ = TASKS[name]
     train_file, dev_file = str(Path(args.data_dir) / train_file), str(Path(args.data_dir) / dev_file)
     # bertkit's defaults for the task fill whatever the command line leaves out, for both systems
+    schedule = args.schedule or DEFAULT_SCHEDULE
     out = Path(tempfile.mkdtemp(prefix=f"bench-ft-{name}-"))
     config = FinetuneConfig(task=kind, model=model_dir, train_file=train_file, dev_file=dev_file,
                             output=str(out / "model"), task_options=dict(options), max_seq_length=args.max_seq_length,
                             epochs=args.epochs, max_steps=args.max_steps, lr=args.lr, micro_batch_size=args.batch_size,
                             seed=seed, precision="fp32", device=args.device, progress=False, log_every=10,
                             max_train_examples=args.max_train_examples, group_by_length=args.group_by_length,
-                            train_options={"tensorboard": False, "plot": False,
-                                           "schedule": args.schedule or DEFAULT_SCHEDULE})
+                            train_options={"tensorboard": False, "plot": False, "schedule": schedule})
     max_len, epochs = config.max_seq_length, config.epochs
     entry = {"task": name, "seed": seed, "batch_size": config.micro_batch_size, "lr": config.lr,
              "max_seq_length": max_len, "epochs": epochs, "max_steps": args.max_steps,
-             "max_train_examples": args.max_train_examples, "bertkit_schedule": args.schedule or DEFAULT_SCHEDULE,
+             "max_train_examples": args.max_train_examples, "bertkit_schedule": schedule,
              "device": args.device}
     print(f"== {name} seed {seed}", file=sys.stderr, flush=True)
 
@@ -322,6 +322,7 @@ def main() -> None:
             partial = path.with_name(path.name + ".partial")
             partial.write_text(json.dumps(results, indent=1) + "\n")
             partial.replace(path)
+
 
 if __name__ == "__main__":
     main()

@@ -99,6 +99,7 @@ def all_gather_object(env: DistEnv, obj):
 
 
 def broadcast_object(env: DistEnv, obj, src: int = 0):
+    """Process ``src``'s ``obj`` on every process."""
     if not env.distributed:
         return obj
     box = [obj]
