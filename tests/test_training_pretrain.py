@@ -9,7 +9,7 @@ import torch
 
 from bertkit.cli import main
 from bertkit.errors import ConfigError, DataError
-from bertkit.training.pretrain import ShardStream, build_config, build_model, pretrain, read_config_file
+from bertkit.training.pretrain import build_config, build_model, pretrain, read_config_file
 from training_helpers import make_pretraining_dataset
 
 QUIET = dict(progress=False, tensorboard=False, plot=False, peak_flops=1e12)
@@ -136,24 +136,24 @@ def test_cli_flags_override_the_config_file(data, tmp_path, capsys):
     assert (out / "checkpoint-3").is_dir()
 
 
-def test_shard_stream_state_is_independent_of_the_process_count(data):
+def test_loader_state_is_independent_of_the_process_count(data):
     from bertkit.data import PretrainingLoader
 
-    one = ShardStream(PretrainingLoader(data, 4, seed=1))
+    one = PretrainingLoader(data, 4, seed=1)
     it = iter(one)
     seen = [next(it)["input_ids"] for _ in range(6)]
     state = one.state_dict()
-    assert state["global_position"] == 6
-    ranks = [ShardStream(PretrainingLoader(data, 4, seed=1, rank=r, world_size=2)) for r in range(2)]
+    assert state["position"] == 6
+    ranks = [PretrainingLoader(data, 4, seed=1, rank=r, world_size=2) for r in range(2)]
     for stream in ranks:
         stream.load_state_dict(state)
     nexts = [next(iter(s))["input_ids"] for s in ranks]
     continued = [next(it)["input_ids"] for _ in range(2)]
     assert all(torch.equal(a, b) for a, b in zip(nexts, continued))
     assert len(seen) == 6
-    odd = ShardStream(PretrainingLoader(data, 4, seed=1, rank=0, world_size=4))
+    odd = PretrainingLoader(data, 4, seed=1, rank=0, world_size=4)
     with pytest.raises(Exception, match="split"):
-        odd.load_state_dict({**state, "global_position": 6})
+        odd.load_state_dict({**state, "position": 6})
 
 
 @pytest.mark.parametrize("predictions", [5, 32])

@@ -9,7 +9,7 @@ from bertkit.data.masking import MaskingSpec, mask_tokens
 from bertkit.data.prepare import PrepareConfig, prepare_dataset
 from bertkit.data.shards import open_dataset, verify
 
-_LOADER = {"PretrainingBatchSampler", "PretrainingCollator", "PretrainingDataset", "PretrainingLoader"}
+_LOADER = {"PretrainingCollator", "PretrainingDataset", "PretrainingLoader"}
 
 
 def __getattr__(name: str):
@@ -21,8 +21,8 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'bertkit.data' has no attribute {name!r}")
 
 __all__ = [
-    "CorpusOptions", "CorpusStats", "Instance", "MaskingSpec", "PrepareConfig", "PretrainingBatchSampler",
-    "PretrainingCollator", "PretrainingDataset", "PretrainingLoader", "create_instances",
+    "CorpusOptions", "CorpusStats", "Instance", "MaskingSpec", "PrepareConfig", "PretrainingCollator",
+    "PretrainingDataset", "PretrainingLoader", "create_instances",
     "create_instances_from_document", "expand_inputs", "mask_tokens", "open_dataset", "prepare_dataset",
     "read_documents", "split_sentences", "truncate_seq_pair", "verify",
 ]

@@ -1,28 +1,26 @@
-"""Loading prepared shards for training: a map-style dataset, a stateful batch sampler and a resumable loader.
+"""Loading prepared shards for training: a map-style dataset, its collator and the resumable loader.
 
-Order: epoch ``e`` visits the instances in a permutation drawn from ``(seed, e)``; consecutive
-``batch_size`` slices of it are the global micro-batches, and rank ``r`` of ``world_size`` takes batches
-``r, r + w, r + 2w, ...`` (disjoint; every rank gets the same count, the tail is dropped). The sampler
-yields ``(epoch, index)`` keys, so a dataset copy inside a DataLoader worker needs no shared epoch
-state, and dynamic masks are drawn from ``(seed, epoch, index)``: the batches are the same whatever
-``num_workers`` and wherever they are computed.
-
-Resume: :class:`PretrainingLoader` counts the batches it has handed out; ``state_dict()`` gives
-``(epoch, position)`` and ``load_state_dict()`` continues with exactly the next batch.
+Order and resume follow the one batch-source contract of :mod:`bertkit.data.batches`: epoch ``e`` visits the
+instances in a permutation drawn from ``epoch_rng(seed, e)``, cut into global micro-batches of which rank
+``r`` of ``world_size`` takes ``r, r + w, ...``, and the state counts global micro-batches. Instances are
+fetched by ``(epoch, index)`` keys, so a dataset copy inside a DataLoader worker needs no shared epoch state,
+and dynamic masks are drawn from ``(seed, epoch, index)``: the batches are the same whatever ``num_workers``
+and wherever they are computed.
 """
 
 from __future__ import annotations
 
 import bisect
 import random
-from collections.abc import Iterator
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset
 
+from bertkit.data.batches import RandomOrder, ResumableBatches
 from bertkit.data.masking import MaskingSpec, derive_seed, mask_tokens
 from bertkit.data.shards import ShardSplit, load_splits, open_dataset
 from bertkit.errors import DataError
@@ -130,96 +128,45 @@ class PretrainingCollator:
         }
 
 
-class PretrainingBatchSampler(Sampler[list[Key]]):
-    """Batches of ``(epoch, index)`` keys for one rank, starting at ``(epoch, start_batch)``."""
+class PretrainingLoader(ResumableBatches):
+    """Micro-batches of a prepared dataset for one process, one epoch per ``iter()``, resumable at any batch.
 
-    def __init__(self, num_instances: int, batch_size: int, *, seed: int, epoch: int = 0, start_batch: int = 0,
-                 shuffle: bool = True, rank: int = 0, world_size: int = 1, drop_last: bool = True):
-        if batch_size < 1:
-            raise DataError(f"batch_size must be positive, got {batch_size}")
-        if not 0 <= rank < world_size:
-            raise DataError(f"rank must be in [0, {world_size}), got {rank}")
-        self.num_instances = num_instances
-        self.batch_size = batch_size
-        self.seed, self.epoch, self.start_batch = seed, epoch, start_batch
-        self.shuffle, self.rank, self.world_size, self.drop_last = shuffle, rank, world_size, drop_last
-
-    def __len__(self) -> int:
-        """Batches per epoch for this rank."""
-        full, rest = divmod(self.num_instances, self.batch_size)
-        total = full + (1 if rest and not self.drop_last else 0)
-        return total // self.world_size
-
-    def order(self, epoch: int) -> np.ndarray:
-        """The global visiting order of epoch ``epoch``."""
-        if not self.shuffle:
-            return np.arange(self.num_instances)
-        return np.random.default_rng(derive_seed(self.seed, epoch)).permutation(self.num_instances)
-
-    def __iter__(self) -> Iterator[list[Key]]:
-        order = self.order(self.epoch)
-        for local in range(self.start_batch, len(self)):
-            g = local * self.world_size + self.rank
-            chunk = order[g * self.batch_size:(g + 1) * self.batch_size]
-            yield [(self.epoch, int(i)) for i in chunk]
-
-
-class PretrainingLoader:
-    """Iterates batches of a prepared dataset, one epoch per ``iter()``, resumable at any batch.
-
-    ``state_dict()`` is part of a training checkpoint; after ``load_state_dict`` the next batch is the one
-    that would have come next. Works with ``num_workers > 0``: order and masks do not depend on it.
+    Items are fetched by ``(epoch, index)`` keys, so dynamic masks are drawn per epoch; the tail that does
+    not fill a micro-batch is dropped unless ``drop_last=False``. Works with ``num_workers > 0``: order and
+    masks do not depend on it.
     """
+
+    error = DataError
 
     def __init__(self, directory: str | Path, batch_size: int, *, split: str = "train", seed: int = 0,
                  shuffle: bool = True, rank: int = 0, world_size: int = 1, num_workers: int = 0,
                  pad_to_max_length: bool = False, drop_last: bool = True, pin_memory: bool = False,
                  dataset: PretrainingDataset | None = None):
-        self.dataset = dataset or PretrainingDataset(directory, split)
-        self.batch_size, self.seed, self.shuffle = batch_size, seed, shuffle
-        self.rank, self.world_size, self.drop_last = rank, world_size, drop_last
+        dataset = dataset or PretrainingDataset(directory, split)
+        collate = PretrainingCollator(pad_id=dataset.pad_id, max_predictions=dataset.max_predictions,
+                                      pad_to=dataset.max_seq_length if pad_to_max_length else None)
         self.num_workers, self.pin_memory = num_workers, pin_memory
-        self.collate = PretrainingCollator(
-            pad_id=self.dataset.pad_id, max_predictions=self.dataset.max_predictions,
-            pad_to=self.dataset.max_seq_length if pad_to_max_length else None,
-        )
-        self.epoch = 0
-        self.position = 0
-        """Batches of the current epoch already handed out by this rank."""
+        super().__init__(dataset, batch_size, collate, order=RandomOrder(shuffle), seed=seed, drop_last=drop_last,
+                         rank=rank, world_size=world_size)
 
-    def _sampler(self) -> PretrainingBatchSampler:
-        return PretrainingBatchSampler(
-            len(self.dataset), self.batch_size, seed=self.seed, epoch=self.epoch, start_batch=self.position,
-            shuffle=self.shuffle, rank=self.rank, world_size=self.world_size, drop_last=self.drop_last,
-        )
+    def _too_small(self) -> str:
+        return (f"the {self.dataset.split} split has {len(self.dataset)} instances, fewer than one micro-batch of "
+                f"{self.batch_size} per process x {self.world_size} process(es); prepare more data or lower "
+                "--micro-batch-size")
 
-    def __len__(self) -> int:
-        """Batches per epoch for this rank."""
-        return len(self._sampler())
+    def _sampler(self) -> list[list[Key]]:
+        """The ``(epoch, index)`` keys of this process's remaining micro-batches of the current epoch."""
+        mine = self.epoch_batches(self.epoch)[self.position + self.rank::self.world_size]
+        return [[(self.epoch, i) for i in indexes] for indexes in mine]
 
-    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        sampler = self._sampler()
+    def _load(self, epoch: int, batches: list[list[int]]) -> Iterable[dict[str, torch.Tensor]]:
+        keys = [[(epoch, i) for i in indexes] for indexes in batches]
         if self.num_workers > 0:
-            batches = DataLoader(self.dataset, batch_sampler=sampler, collate_fn=self.collate,
-                                 num_workers=self.num_workers, pin_memory=self.pin_memory)
-        else:
-            batches = (self.collate([self.dataset[k] for k in keys]) for keys in sampler)
-        for batch in batches:
-            self.position += 1
-            yield batch
-        self.epoch += 1
-        self.position = 0
+            return DataLoader(self.dataset, batch_sampler=keys, collate_fn=self.collate,
+                              num_workers=self.num_workers, pin_memory=self.pin_memory)
+        return (self.collate([self.dataset[k] for k in chunk]) for chunk in keys)
 
-    def state_dict(self) -> dict[str, int]:
-        """Where the stream stands, plus what must match on resume."""
-        return {"epoch": self.epoch, "position": self.position, "seed": self.seed, "batch_size": self.batch_size,
-                "world_size": self.world_size, "num_instances": len(self.dataset)}
-
-    def load_state_dict(self, state: dict[str, int]) -> None:
-        """Continue from ``state``; the batch layout (size, ranks, data) must be the one it was saved with."""
-        for key in ("seed", "batch_size", "world_size", "num_instances"):
-            mine = len(self.dataset) if key == "num_instances" else getattr(self, key)
-            if key in state and state[key] != mine:
-                raise DataError(f"cannot resume the data stream: {key} was {state[key]}, now {mine}")
-        self.epoch = int(state["epoch"])
-        self.position = int(state["position"])
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if "global_position" in state:  # the key checkpoints of earlier versions used
+            state = {**state, "position": state["global_position"]}
+        super().load_state_dict(state)

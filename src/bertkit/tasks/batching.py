@@ -11,6 +11,32 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from bertkit.data.batches import epoch_rng
+
+
+class LengthGroupedOrder:
+    """The length-grouped batch order of one epoch, as an ordering strategy of a resumable batch source."""
+
+    def __init__(self, lengths: Sequence[int], chunk_batches: int = 50, drop_last: bool = False):
+        if chunk_batches < 1:
+            raise ValueError(f"chunk_batches must be positive, got {chunk_batches}")
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.chunk_batches = chunk_batches
+        self.drop_last = drop_last
+
+    def batches(self, num_items: int, batch_size: int, rng: np.random.Generator) -> list[list[int]]:
+        """Shuffle, sort each chunk of ``batch_size * chunk_batches`` by length, cut, shuffle the batches."""
+        order = rng.permutation(num_items)
+        chunk = batch_size * self.chunk_batches
+        batches: list[list[int]] = []
+        for c in range(0, num_items, chunk):
+            part = order[c:c + chunk]
+            part = part[np.argsort(-self.lengths[part], kind="stable")]
+            batches += [part[i:i + batch_size].tolist() for i in range(0, len(part), batch_size)]
+        if self.drop_last:
+            batches = [b for b in batches if len(b) == batch_size]
+        return [batches[i] for i in rng.permutation(len(batches))]
+
 
 class LengthGroupedBatchSampler:
     """A ``torch.utils.data.DataLoader`` ``batch_sampler`` yielding lists of indexes of similar lengths.
@@ -44,18 +70,8 @@ class LengthGroupedBatchSampler:
             order = np.argsort(-self.lengths, kind="stable") if self.sort_when_not_shuffled else np.arange(n)
             batches = [order[i:i + self.batch_size].tolist() for i in range(0, n, self.batch_size)]
         else:
-            rng = np.random.default_rng([self.seed, self.epoch])
-            order = rng.permutation(n)
-            chunk = self.batch_size * self.chunk_batches
-            batches = []
-            for c in range(0, n, chunk):
-                part = order[c:c + chunk]
-                part = part[np.argsort(-self.lengths[part], kind="stable")]
-                batches += [part[i:i + self.batch_size].tolist() for i in range(0, len(part), self.batch_size)]
-            if self.drop_last:
-                batches = [b for b in batches if len(b) == self.batch_size]
-            batches = [batches[i] for i in rng.permutation(len(batches))]
-            return batches
+            order = LengthGroupedOrder(self.lengths, self.chunk_batches, self.drop_last)
+            return order.batches(n, self.batch_size, epoch_rng(self.seed, self.epoch))
         if self.drop_last:
             batches = [b for b in batches if len(b) == self.batch_size]
         return batches

@@ -4,7 +4,7 @@
 the data pipeline, which fine-tuning users of the loop do not.
 """
 
-from bertkit.training.batches import ResumableBatches
+from bertkit.data.batches import BatchSource, ResumableBatches, Stateful
 from bertkit.training.checkpoint import (
     latest_valid_checkpoint,
     list_checkpoints,
@@ -17,7 +17,7 @@ from bertkit.training.loop import TrainingDiverged, TrainResult, train
 from bertkit.training.optim import Lamb, build_optimizer, lr_multiplier, param_groups
 
 __all__ = [
-    "Lamb", "ResumableBatches", "TrainConfig", "TrainResult", "TrainingDiverged", "build_optimizer",
+    "BatchSource", "Lamb", "ResumableBatches", "Stateful", "TrainConfig", "TrainResult", "TrainingDiverged", "build_optimizer",
     "latest_valid_checkpoint", "list_checkpoints", "load_checkpoint", "lr_multiplier", "param_groups",
     "parse_duration", "save_checkpoint", "train", "validate_checkpoint",
 ]

@@ -16,7 +16,7 @@ import dataclasses
 import json
 import os
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,48 +104,6 @@ def build_config(options: Mapping[str, Any]) -> PretrainConfig:
             raise ConfigError(f"--{required} is required (on the command line or in the config file)")
     train_options["output_dir"] = pre["output"]
     return PretrainConfig(**pre, train=TrainConfig(**train_options))
-
-
-# ------------------------------------------------------------------------------------------ data stream
-class ShardStream:
-    """Endless micro-batches from :class:`bertkit.data.PretrainingLoader`, epoch after epoch.
-
-    Its state counts *global* micro-batches (this process's count x world size), so a checkpoint resumes on
-    another number of processes as long as the global batch is unchanged.
-    """
-
-    def __init__(self, loader: Any) -> None:
-        self.loader = loader
-
-    @property
-    def epoch(self) -> int:
-        return self.loader.epoch
-
-    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        if len(self.loader) == 0:
-            raise DataError(
-                f"the training split has {len(self.loader.dataset)} instances, fewer than one micro-batch of "
-                f"{self.loader.batch_size} per process x {self.loader.world_size} process(es); prepare more data "
-                "or lower --micro-batch-size"
-            )
-        while True:
-            yield from self.loader
-
-    def state_dict(self) -> dict[str, int]:
-        state = dict(self.loader.state_dict())
-        state["global_position"] = state.pop("position") * self.loader.world_size
-        state.pop("world_size", None)
-        return state
-
-    def load_state_dict(self, state: Mapping[str, int]) -> None:
-        state = dict(state)
-        world = self.loader.world_size
-        if state["global_position"] % world:
-            raise DataError(f"cannot split the saved data position ({state['global_position']} micro-batches) over "
-                            f"{world} processes; keep the global batch a multiple of micro-batch x processes")
-        state["position"] = state.pop("global_position") // world
-        state["world_size"] = world
-        self.loader.load_state_dict(state)
 
 
 # ------------------------------------------------------------------------------------------ metrics
@@ -269,7 +227,6 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
     loader = PretrainingLoader(config.data, config.train.micro_batch_size, split="train", seed=config.train.seed,
                                rank=env.rank, world_size=env.world_size, num_workers=config.num_workers,
                                pin_memory=env.device.type == "cuda")
-    batches = ShardStream(loader)
     evaluate = make_evaluator(config.data, config.train.micro_batch_size, config.eval_batches, env.device) \
         if env.is_main else None
     settings = meta["settings"]
@@ -296,7 +253,7 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
             if file.is_file():
                 shutil.copyfile(file, directory / file.name)
 
-    result = train(model, batches, config.train, evaluate=evaluate, output_metrics=pretraining_metrics,
+    result = train(model, loader, config.train, evaluate=evaluate, output_metrics=pretraining_metrics,
                    flops_per_token=flops, extra_files=copy_tokenizer, env=env)
     if env.is_main and result.stop_reason != "signal":
         final = Path(config.output) / FINAL_DIR
