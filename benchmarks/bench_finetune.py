@@ -165,8 +165,8 @@ def bertkit_run(config, out: Path, name: str, seed: int) -> dict:
 def run_task(name: str, seed: int, args, model_dir: str) -> dict:
     from bertkit.tokenizer import Tokenizer
     from bertkit.training.finetune import (
-        DEFAULT_SCHEDULE, FinetuneConfig, GroupedBatches, featurize, groups_by_length, make_task,
-        read_examples,
+        DEFAULT_SCHEDULE, FinetuneConfig, featurize, groups_by_length, make_task,
+        read_examples, training_batches,
     )
 
     kind, train_file, dev_file, options, _ = TASKS[name]
@@ -203,7 +203,7 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
     dev_examples = read_examples(task, dev_file)
     dev_features = featurize(task, dev_examples, tokenizer, max_len)
     by_length = groups_by_length(config, task)
-    grouped = GroupedBatches(features, config.micro_batch_size, lambda c: c, seed=seed, group_by_length=by_length)
+    grouped = training_batches(features, config.micro_batch_size, lambda c: c, seed=seed, group_by_length=by_length)
     lengths = [len(f["input_ids"]) for f in features]
     main = task.main_metric
     entry["main_metric"] = main

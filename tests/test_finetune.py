@@ -19,8 +19,8 @@ from bertkit.cli import main
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.model import BertModel
 from bertkit.training.finetune import (
-    FinetuneConfig, GroupedBatches, _training_collate, evaluate_model, finetune, groups_by_length, load_finetuned,
-    make_task, predict,
+    FinetuneConfig, _training_collate, evaluate_model, finetune, groups_by_length, load_finetuned,
+    make_task, predict, training_batches,
 )
 from inference_helpers import make_tokenizer, save_model
 
@@ -348,7 +348,7 @@ def test_grouped_batches_cover_each_epoch_once_and_pad_little():
     rng = np.random.default_rng(0)
     lengths = rng.integers(5, 120, size=500).tolist()
     features = _features(lengths)
-    batches = GroupedBatches(features, 16, lambda chunk: [f["i"] for f in chunk], seed=3, chunk_batches=8)
+    batches = training_batches(features, 16, lambda chunk: [f["i"] for f in chunk], seed=3, chunk_batches=8)
     epoch0 = list(batches)
     assert batches.epoch == 1 and len(epoch0) == len(batches) == 32
     assert sorted(i for b in epoch0 for i in b) == list(range(500))
@@ -358,8 +358,8 @@ def test_grouped_batches_cover_each_epoch_once_and_pad_little():
     def padding(bs):
         return 1 - sum(lengths[i] for b in bs for i in b) / sum(len(b) * max(lengths[i] for i in b) for b in bs)
 
-    random_batches = GroupedBatches(features, 16, lambda chunk: [f["i"] for f in chunk], seed=3,
-                                    group_by_length=False)
+    random_batches = training_batches(features, 16, lambda chunk: [f["i"] for f in chunk], seed=3,
+                                      group_by_length=False)
     assert padding(epoch0) < 0.1 < padding(list(random_batches))
 
 
@@ -384,25 +384,25 @@ def test_batching_default_is_random_for_regression_only():
 def test_grouped_batches_resume_exactly():
     features = _features(list(range(3, 103)))
     collate = lambda chunk: [f["i"] for f in chunk]  # noqa: E731
-    full = GroupedBatches(features, 8, collate, seed=1)
+    full = training_batches(features, 8, collate, seed=1)
     expected = list(full) + list(full)
-    first = GroupedBatches(features, 8, collate, seed=1)
+    first = training_batches(features, 8, collate, seed=1)
     iterator = iter(first)
     seen = [next(iterator) for _ in range(5)]
-    resumed = GroupedBatches(features, 8, collate, seed=1)
+    resumed = training_batches(features, 8, collate, seed=1)
     resumed.load_state_dict(first.state_dict())
     assert resumed.consumed == 5
     rest = list(resumed)
     assert seen + rest + list(resumed) == expected
     with pytest.raises(ConfigError, match="micro-batch"):
-        GroupedBatches(features, 4, collate, seed=1).load_state_dict(first.state_dict())
+        training_batches(features, 4, collate, seed=1).load_state_dict(first.state_dict())
 
 
 def test_grouped_batches_split_over_processes():
     features = _features(list(range(3, 103)))
     collate = lambda chunk: [f["i"] for f in chunk]  # noqa: E731
-    one = list(GroupedBatches(features, 10, collate, seed=2))
-    ranks = [list(GroupedBatches(features, 10, collate, seed=2, rank=r, world_size=2)) for r in range(2)]
+    one = list(training_batches(features, 10, collate, seed=2))
+    ranks = [list(training_batches(features, 10, collate, seed=2, rank=r, world_size=2)) for r in range(2)]
     assert [b for pair in zip(*ranks) for b in pair] == one
 
 

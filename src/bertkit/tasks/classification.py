@@ -88,6 +88,8 @@ class ClassificationTask:
     head: str = field(default="BertForSequenceClassification", init=False)
     model_input_names: tuple[str, ...] = field(
         default=("input_ids", "token_type_ids", "attention_mask", "labels"), init=False)
+    skipped: int = field(default=0, init=False)
+    """Always 0: only SQuAD training data skips (and counts) examples."""
 
     def __post_init__(self) -> None:
         if self.long_text not in ("truncate", "windows"):
@@ -99,7 +101,14 @@ class ClassificationTask:
 
     # ------------------------------------------------------------------------------------ reading
 
-    def read(self, path: str | os.PathLike, *, labeled: bool = True) -> list[ClassificationExample]:
+    @property
+    def batch_by_length(self) -> bool:
+        """Not for regression: a score that follows length (STS-B's does) makes length-grouped batches a
+        biased sample."""
+        return not self.regression
+
+    def read(self, path: str | os.PathLike, *, labeled: bool = True,
+             training: bool = False) -> list[ClassificationExample]:
         """Examples of a table; with ``labeled=False`` the label column is ignored (GLUE test files)."""
         columns, rows = read_table(path, self.format)
         text = pick_column(path, columns, self.text_column, TEXT_COLUMNS, "text")
@@ -168,8 +177,8 @@ class ClassificationTask:
 
     # ------------------------------------------------------------------------------------ features
 
-    def featurize(self, examples: Sequence[ClassificationExample], tokenizer: Any,
-                  max_seq_length: int) -> list[Feature]:
+    def featurize(self, examples: Sequence[ClassificationExample], tokenizer: Any, max_seq_length: int, *,
+                  training: bool = False) -> list[Feature]:
         """Model inputs; ``labels`` is present when the examples are labelled and the labels are fitted."""
         if max_seq_length < 5:
             raise ConfigError(f"max_seq_length {max_seq_length} leaves no room for text")

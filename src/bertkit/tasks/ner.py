@@ -116,12 +116,15 @@ class NerTask:
     head: str = field(default="BertForTokenClassification", init=False)
     model_input_names: tuple[str, ...] = field(
         default=("input_ids", "token_type_ids", "attention_mask", "labels"), init=False)
+    skipped: int = field(default=0, init=False)
+    """Always 0: only SQuAD training data skips (and counts) examples."""
+    batch_by_length: bool = field(default=True, init=False)
 
     def __post_init__(self) -> None:
         if self.window_stride < 1:
             raise ConfigError(f"window_stride must be at least 1, got {self.window_stride}")
 
-    def read(self, path: str | os.PathLike, *, labeled: bool = True) -> list[NerExample]:
+    def read(self, path: str | os.PathLike, *, labeled: bool = True, training: bool = False) -> list[NerExample]:
         return read_conll(path, labeled=labeled)
 
     def fit_labels(self, examples: Sequence[NerExample]) -> None:
@@ -143,7 +146,8 @@ class NerTask:
 
     # ------------------------------------------------------------------------------------ features
 
-    def featurize(self, examples: Sequence[NerExample], tokenizer: Any, max_seq_length: int) -> list[Feature]:
+    def featurize(self, examples: Sequence[NerExample], tokenizer: Any, max_seq_length: int, *,
+                  training: bool = False) -> list[Feature]:
         """One feature per window of each sentence (one window unless the sentence is too long).
 
         Bookkeeping keys: ``example_index``, ``word_positions`` (for each word of the sentence that the window

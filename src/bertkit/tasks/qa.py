@@ -168,6 +168,7 @@ class QuestionAnsweringTask:
 
     name: str = field(default="qa", init=False)
     head: str = field(default="BertForQuestionAnswering", init=False)
+    batch_by_length: bool = field(default=True, init=False)
     model_input_names: tuple[str, ...] = field(
         default=("input_ids", "token_type_ids", "attention_mask", "start_positions", "end_positions"), init=False)
 

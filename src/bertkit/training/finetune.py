@@ -37,14 +37,16 @@ import numpy as np
 import torch
 
 from bertkit.config import BertConfig
+from bertkit.data.batches import Ordering, RandomOrder, ResumableBatches
 from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.io import atomic_write_text
 from bertkit.tasks import HEAD_TO_TASK, LengthGroupedBatchSampler, Task, get_task
 from bertkit.tasks.base import Feature, write_jsonl
+from bertkit.tasks.batching import LengthGroupedOrder
 from bertkit.tasks.ner import IGNORE_INDEX
 from bertkit.training import distributed
 from bertkit.training.config import PRECISIONS, TrainConfig, read_options_file
-from bertkit.training.loop import TrainResult, train
+from bertkit.training.loop import Hooks, Trainer, TrainResult
 from bertkit.training.metrics import notice
 
 TASK_NAMES = ("classification", "regression", "ner", "qa")
@@ -223,10 +225,7 @@ def read_examples(task: Task, path: str | os.PathLike, *, training: bool = False
     """Examples of ``path``; SQuAD training files check (and skip, counted) misaligned answers."""
     if not Path(path).is_file():
         raise DataError(f"{path}: no such file")
-    if task.name == "qa":
-        examples = task.read(path, labeled=labeled, training=training)  # type: ignore[call-arg]
-    else:
-        examples = task.read(path, labeled=labeled)
+    examples = task.read(path, labeled=labeled, training=training)
     if not examples:
         raise DataError(f"{path}: no examples found (is the file empty?)")
     return examples
@@ -235,83 +234,18 @@ def read_examples(task: Task, path: str | os.PathLike, *, training: bool = False
 def featurize(task: Task, examples: Sequence, tokenizer: Any, max_seq_length: int, *,
               training: bool = False) -> list[dict[str, Any]]:
     """Task features; SQuAD training features carry the answer positions."""
-    if task.name == "qa":
-        return task.featurize(examples, tokenizer, max_seq_length, training=training)  # type: ignore[call-arg]
-    return task.featurize(examples, tokenizer, max_seq_length)
+    return task.featurize(examples, tokenizer, max_seq_length, training=training)
 
 
 # ------------------------------------------------------------------------------------------ batches
-class GroupedBatches:
-    """Resumable training batches of ``features`` for the loop: length-grouped (or plain random) per epoch.
-
-    Epoch ``e`` orders the features with seed ``(seed, e)`` (see ``LengthGroupedBatchSampler``) into global
-    micro-batches; process ``r`` of ``W`` takes batches ``r, r + W, ...``. The state is the epoch and the
-    global micro-batches consumed in it, so a resumed run sees exactly the batches it would have seen. As
-    the loop expects, ``epoch`` is incremented just before the epoch's last batch is yielded.
-    """
-
-    def __init__(self, features: Sequence[Mapping[str, Any]], batch_size: int,
-                 collate: Callable[[list], dict[str, torch.Tensor]], *, seed: int = 0, group_by_length: bool = True,
-                 rank: int = 0, world_size: int = 1, chunk_batches: int = 50) -> None:
-        if batch_size < 1:
-            raise ConfigError(f"batch_size must be positive, got {batch_size}")
-        self.features, self.batch_size, self.collate = features, batch_size, collate
-        self.seed, self.group_by_length = seed, group_by_length
-        self.rank, self.world_size, self.chunk_batches = rank, world_size, chunk_batches
-        self.lengths = [len(f["input_ids"]) for f in features]
-        self.epoch = 0
-        self.position = 0  # global micro-batches consumed in this epoch
-        if len(self) == 0:
-            raise ConfigError(f"{len(features)} training features are too few for {world_size} process(es) x "
-                              f"micro-batch {batch_size}")
-
-    def epoch_batches(self, epoch: int) -> list[list[int]]:
-        """Global micro-batches (feature indexes) of ``epoch``, cut to a multiple of the world size."""
-        if self.group_by_length:
-            sampler = LengthGroupedBatchSampler(self.lengths, self.batch_size, shuffle=True, seed=self.seed,
-                                                chunk_batches=self.chunk_batches)
-            sampler.set_epoch(epoch)
-            batches = sampler.batches()
-        else:
-            order = np.random.default_rng([self.seed, epoch]).permutation(len(self.lengths))
-            batches = [order[i:i + self.batch_size].tolist() for i in range(0, len(order), self.batch_size)]
-        return batches[: len(batches) - len(batches) % self.world_size]
-
-    def __len__(self) -> int:
-        """Micro-batches this process gets per epoch."""
-        n = -(-len(self.lengths) // self.batch_size)
-        return (n - n % self.world_size) // self.world_size
-
-    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
-        batches = self.epoch_batches(self.epoch)
-        last = False
-        while not last:
-            indexes = batches[self.position + self.rank]
-            batch = self.collate([self.features[i] for i in indexes])
-            self.position += self.world_size
-            last = self.position >= len(batches)
-            if last:  # the state after an epoch's last batch is "start of the next epoch"
-                self.epoch += 1
-                self.position = 0
-            yield batch
-
-    @property
-    def consumed(self) -> int:
-        """Micro-batches this process has taken since the start of training (resumed runs included)."""
-        return self.epoch * len(self) + self.position // self.world_size
-
-    def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "position": self.position, "seed": self.seed, "batch_size": self.batch_size,
-                "num_features": len(self.features)}
-
-    def load_state_dict(self, state: Mapping[str, int]) -> None:
-        if state.get("batch_size", self.batch_size) != self.batch_size:
-            raise ConfigError(f"the checkpoint was trained with micro-batch {state['batch_size']}, this run uses "
-                              f"{self.batch_size}; resume with the same --micro-batch-size")
-        if state.get("num_features", len(self.features)) != len(self.features):
-            raise ConfigError(f"the checkpoint was trained on {state['num_features']} features, this run has "
-                              f"{len(self.features)}; resume with the same data and --max-seq-length")
-        self.epoch, self.position, self.seed = int(state["epoch"]), int(state["position"]), int(state["seed"])
+def training_batches(features: Sequence[Mapping[str, Any]], batch_size: int,
+                     collate: Callable[[list], Any], *, seed: int = 0, group_by_length: bool = True,
+                     rank: int = 0, world_size: int = 1, chunk_batches: int = 50) -> ResumableBatches:
+    """Resumable training batches of ``features``: length-grouped (each pads only to its own longest feature;
+    see ``LengthGroupedOrder``) or plain random, in a new order every epoch."""
+    order: Ordering = (LengthGroupedOrder([len(f["input_ids"]) for f in features], chunk_batches)
+                       if group_by_length else RandomOrder())
+    return ResumableBatches(features, batch_size, collate, order=order, seed=seed, rank=rank, world_size=world_size)
 
 
 # ------------------------------------------------------------------------------------------ inference
@@ -425,7 +359,8 @@ def _jsonable(options: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in options.items() if isinstance(v, (str, int, float, bool)) or v is None}
 
 
-def _training_collate(task: Any, features: Sequence[Feature], config: FinetuneConfig, pad_id: int):
+def _training_collate(task: Task, features: Sequence[Feature], config: FinetuneConfig,
+                      pad_id: int) -> Callable[[list], dict[str, torch.Tensor]]:
     """The task's collate; for per-token losses (NER) with the mean count of labeled tokens per batch added,
     so the model divides every batch's summed loss by the same number (see BertForTokenClassification)."""
     def collate(chunk: list) -> dict[str, torch.Tensor]:
@@ -442,12 +377,86 @@ def _training_collate(task: Any, features: Sequence[Feature], config: FinetuneCo
     return collate_with_normalizer
 
 
-def groups_by_length(config: FinetuneConfig, task: Any) -> bool:
+def groups_by_length(config: FinetuneConfig, task: Task) -> bool:
     """``config.group_by_length``, or by default whether ``task`` (with its labels fitted) batches by length:
     all but regression, whose score may follow length (see ``FinetuneConfig.group_by_length``)."""
     if config.group_by_length is not None:
         return config.group_by_length
-    return not getattr(task, "regression", False)
+    return task.batch_by_length
+
+
+class _DevSelection:
+    """The loop's hooks in fine-tuning: dev evaluation that keeps the best predictions, early stopping on
+    the main metric, epoch timing (evaluations excluded) and the export of ``best/`` with its tokenizer."""
+
+    def __init__(self, task: Task, config: FinetuneConfig, tokenizer: Any, batches: ResumableBatches, accum: int,
+                 dev: tuple[Sequence, Sequence] | None, previous: list[dict[str, Any]]) -> None:
+        self.task, self.config, self.tokenizer, self.batches, self.accum, self.dev = (
+            task, config, tokenizer, batches, accum, dev)
+        self.evaluations = previous
+        """Every dev evaluation: ``step``, ``epoch``, ``seconds`` and the metrics (an interrupted run's first)."""
+        self.best: dict[str, Any] = {}
+        self.stale = 0  # evaluations in a row without a better main metric
+        for record in previous:  # a resumed run continues the best-model and patience bookkeeping
+            scores = {k: v for k, v in record.items() if k not in ("step", "epoch", "seconds")}
+            self._score(record["step"], record["epoch"], scores, predictions=None)
+        self.epoch_ends: list[float] = []
+        self.eval_spans: list[tuple[float, float]] = []  # (start, seconds) of each evaluation in this run
+
+    def hooks(self) -> Hooks:
+        return Hooks(evaluate=self.evaluate if self.dev is not None else None, export=self.export,
+                     on_epoch_end=self.on_epoch_end, should_stop=self.should_stop)
+
+    def _score(self, step: int, epoch: int | None, scores: dict[str, float], predictions: Any) -> None:
+        main = self.task.main_metric
+        if main in scores and (not self.best or scores[main] > self.best["metrics"][main]):
+            self.best.update(step=step, epoch=epoch, metrics=scores, predictions=predictions)
+            self.stale = 0
+        else:
+            self.stale += 1
+
+    def evaluate(self, model: torch.nn.Module) -> dict[str, float]:
+        assert self.dev is not None  # only handed to the loop with a dev set
+        examples, features = self.dev
+        start = time.perf_counter()
+        rows = run_model(model, self.task, features, batch_size=self.config.eval_batch_size,
+                         pad_id=self.tokenizer.pad_id)
+        predictions = self.task.postprocess(examples, features, rows)
+        scores = {k: float(v) for k, v in self.task.evaluate(predictions, examples).items()
+                  if isinstance(v, (int, float))}
+        if self.task.main_metric not in scores:
+            raise ConfigError(f"main metric {self.task.main_metric!r} is not among the task's metrics "
+                              f"({', '.join(scores)}); choose another main_metric")
+        step = self.batches.consumed // self.accum
+        self._score(step, self.batches.epoch, scores, predictions)
+        seconds = time.perf_counter() - start
+        self.eval_spans.append((start, seconds))
+        self.evaluations.append({"step": step, "epoch": self.batches.epoch, "seconds": round(seconds, 3), **scores})
+        return scores
+
+    def on_epoch_end(self, epoch: int, model: torch.nn.Module) -> None:
+        self.epoch_ends.append(time.perf_counter() - sum(seconds for _, seconds in self.eval_spans))
+
+    def export(self, model: torch.nn.Module, directory: Path) -> None:
+        model.save_pretrained(directory, tokenizer=self.tokenizer)  # type: ignore[operator]  # a bertkit head
+
+    def should_stop(self) -> str | None:
+        patience = self.config.early_stopping_patience
+        if patience is None or self.stale < patience:
+            return None
+        main = self.task.main_metric
+        notice(f"early stopping: {self.stale} evaluations without a better {main} "
+               f"(best {self.best['metrics'][main]:.4f} at step {self.best['step']})")
+        return "early_stopping"
+
+    def train_seconds(self, started: float, history: Sequence[Mapping[str, Any]]) -> float:
+        """Training wall-clock up to the last logged update, dev evaluations excluded."""
+        logged = [r for r in history if r.get("split") == "train" and "elapsed_s" in r]
+        if not logged:
+            return 0.0
+        # elapsed_s counts from the loop's start and includes evaluations done before that update
+        last = logged[-1]["elapsed_s"]
+        return last - sum(seconds for at, seconds in self.eval_spans if at - started < last)
 
 
 def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) -> FinetuneResult:
@@ -463,13 +472,12 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
     task = make_task(config.task, config.task_options)
     tokenizer = _load_tokenizer(model_dir)
     train_examples = read_examples(task, config.train_file, training=True)
-    skipped = int(getattr(task, "skipped", 0))
     if config.max_train_examples is not None:
         train_examples = train_examples[: config.max_train_examples]
     task.fit_labels(train_examples)
     config = dataclasses.replace(config, group_by_length=groups_by_length(config, task))
     train_features = featurize(task, train_examples, tokenizer, config.max_seq_length, training=True)
-    skipped = int(getattr(task, "skipped", 0)) if task.name == "qa" else skipped
+    skipped = task.skipped
     if not train_features:
         raise DataError(f"{config.train_file}: no training features (every example was skipped)")
     dev_examples = dev_features = None
@@ -492,8 +500,8 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
 
     # ------------------------------------------------------------ the loop's configuration
     collate = _training_collate(task, train_features, config, tokenizer.pad_id)
-    batches = GroupedBatches(train_features, config.micro_batch_size, collate, seed=config.seed,
-                             group_by_length=config.group_by_length, rank=env.rank, world_size=env.world_size)
+    batches = training_batches(train_features, config.micro_batch_size, collate, seed=config.seed,
+                               group_by_length=config.group_by_length, rank=env.rank, world_size=env.world_size)
     global_batch = config.global_batch_size or config.micro_batch_size * env.world_size
     probe = TrainConfig(micro_batch_size=config.micro_batch_size, global_batch_size=global_batch, max_steps=1)
     accum = probe.accumulation(env.world_size)
@@ -510,58 +518,9 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
         log_every=config.log_every, save_every=config.save_every, extra={"task": config.task},
         **{"schedule": DEFAULT_SCHEDULE, **config.train_options},
     )
-
-    # ------------------------------------------------------------ callbacks: evaluation, early stopping, timing
-    evaluations = _previous_evaluations(work) if config.resume else []
-    best: dict[str, Any] = {}
-    stale = 0
-    for record in evaluations:  # a resumed run continues the best-model and patience bookkeeping
-        scores = {k: v for k, v in record.items() if k not in ("step", "epoch", "seconds")}
-        if task.main_metric in scores and (not best or scores[task.main_metric] > best["metrics"][task.main_metric]):
-            best.update(step=record["step"], epoch=record["epoch"], metrics=scores, predictions=None)
-            stale = 0
-        else:
-            stale += 1
-    epoch_ends: list[float] = []
-    eval_seconds: list[float] = []  # evaluation time spent in this run
-    eval_spans: list[tuple[float, float]] = []  # (start, seconds) of each evaluation in this run
-
-    def evaluate(m: torch.nn.Module) -> dict[str, float]:
-        nonlocal stale
-        start = time.perf_counter()
-        rows = run_model(m, task, dev_features, batch_size=config.eval_batch_size, pad_id=tokenizer.pad_id)
-        predictions = task.postprocess(dev_examples, dev_features, rows)
-        scores = {k: float(v) for k, v in task.evaluate(predictions, dev_examples).items()
-                  if isinstance(v, (int, float))}
-        step = batches.consumed // accum
-        value = scores.get(task.main_metric)
-        if value is None:
-            raise ConfigError(f"main metric {task.main_metric!r} is not among the task's metrics "
-                              f"({', '.join(scores)}); choose another main_metric")
-        if not best or value > best["metrics"][task.main_metric]:
-            best.update(step=step, epoch=batches.epoch, metrics=scores, predictions=predictions)
-            stale = 0
-        else:
-            stale += 1
-        seconds = time.perf_counter() - start
-        eval_seconds.append(seconds)
-        eval_spans.append((start, seconds))
-        evaluations.append({"step": step, "epoch": batches.epoch, "seconds": round(seconds, 3), **scores})
-        return scores
-
-    def on_epoch_end(epoch: int, m: torch.nn.Module) -> None:
-        epoch_ends.append(time.perf_counter() - sum(eval_seconds))
-
-    def export(m: torch.nn.Module, directory: Path) -> None:
-        m.save_pretrained(directory, tokenizer=tokenizer)
-
-    def early_stop() -> str | None:
-        patience = config.early_stopping_patience
-        if patience is None or stale < patience:
-            return None
-        notice(f"early stopping: {stale} evaluations without a better {task.main_metric} "
-               f"(best {best['metrics'][task.main_metric]:.4f} at step {best['step']})")
-        return "early_stopping"
+    dev = (dev_examples, dev_features) if dev_examples is not None and dev_features is not None else None
+    selection = _DevSelection(task, config, tokenizer, batches, accum, dev,
+                              previous=_previous_evaluations(work) if config.resume else [])
 
     if env.is_main:
         kind = "length-grouped" if config.group_by_length else "random"
@@ -569,22 +528,17 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
                f"features, {micro_per_epoch} {kind} micro-batches per epoch, {max_steps} updates; lr {config.lr}")
     started = time.perf_counter()
     try:
-        result = train(model, batches, train_config, evaluate=evaluate if dev_examples is not None else None,
-                       export=export, on_epoch_end=on_epoch_end, should_stop=early_stop, env=env)
+        result = Trainer(model, batches, train_config, selection.hooks(), env=env).train()
     except BaseException:
         if env.is_main and work.exists() and not any(work.glob("checkpoint-*")):
             shutil.rmtree(work, ignore_errors=True)  # nothing to resume from: leave nothing behind
         raise
     model = result.model if result.model is not None else model  # unsharded (a gathered copy under FSDP)
-    epoch_seconds = [b - a for a, b in zip([started, *epoch_ends], epoch_ends)]
-    metrics = dict(best.get("metrics", {}))
-    logged = [r for r in result.history if r.get("split") == "train" and "elapsed_s" in r]
-    train_seconds = 0.0
-    if logged:  # elapsed_s counts from the loop's start and includes evaluations done before that update
-        last = logged[-1]
-        train_seconds = last["elapsed_s"] - sum(seconds for at, seconds in eval_spans if at - started < last["elapsed_s"])
-    outcome = FinetuneResult(output=None, metrics=metrics, best_step=best.get("step"), epoch_seconds=epoch_seconds,
-                             evaluations=evaluations, train=result, train_seconds=train_seconds,
+    best = selection.best
+    epoch_seconds = [b - a for a, b in zip([started, *selection.epoch_ends], selection.epoch_ends)]
+    outcome = FinetuneResult(output=None, metrics=dict(best.get("metrics", {})), best_step=best.get("step"),
+                             epoch_seconds=epoch_seconds, evaluations=selection.evaluations, train=result,
+                             train_seconds=selection.train_seconds(started, result.history),
                              num_train_examples=len(train_examples),
                              num_train_features=len(train_features), skipped_train_examples=skipped)
     if result.stop_reason == "signal":
@@ -623,7 +577,7 @@ def _write_output(config: FinetuneConfig, output: Path, work: Path, model: torch
         elif source.is_file():
             shutil.copyfile(source, staging / name)
     if best.get("predictions") is not None:
-        task.write_predictions(best["predictions"], staging / "dev_predictions", dev_examples)  # type: ignore[call-arg]
+        task.write_predictions(best["predictions"], staging / "dev_predictions", dev_examples)
     train_records = [r for r in outcome.train.history if r.get("split") == "train"]
     summary = {
         "task": config.task, "main_metric": task.main_metric, "dev": outcome.metrics,
