@@ -156,3 +156,23 @@ def test_dynamic_masks_follow_seed_epoch_and_index_only(tmp_path):
     other_epoch = [ds[(1, i)]["masked_positions"].tolist() for i in range(20)]
     assert other_epoch != [ds[(0, i)]["masked_positions"].tolist() for i in range(20)]
     assert c["masked_labels"].tolist() == [ds[(1, 3)]["masked_labels"].tolist()][0]
+
+
+def test_epoch_rolls_over_with_its_last_batch_and_old_checkpoint_states_resume(tmp_path):
+    """The batch-source contract: the state after an epoch's last batch is the next epoch's start; a state
+    saved under the earlier key ``global_position`` continues at the same batch."""
+    build(tmp_path, masking="dynamic")
+    loader = PretrainingLoader(tmp_path, batch_size=4, seed=3)
+    iterator = iter(loader)
+    for _ in range(len(loader) - 1):
+        next(iterator)
+    assert loader.epoch == 0
+    next(iterator)
+    assert loader.state_dict()["epoch"] == 1 and loader.state_dict()["position"] == 0
+
+    full = PretrainingLoader(tmp_path, batch_size=4, seed=3)
+    reference = stream(full)
+    old = {"epoch": 0, "global_position": 3, "seed": 3, "batch_size": 4, "num_instances": len(full.dataset)}
+    resumed = PretrainingLoader(tmp_path, batch_size=4, seed=3)
+    resumed.load_state_dict(old)
+    assert same(stream(resumed), reference[3:])

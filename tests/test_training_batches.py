@@ -1,4 +1,4 @@
-"""ResumableBatches: global order independent of the process count, exact resume, epochs."""
+"""ResumableBatches: global order independent of the process count, exact resume, epochs, orderings."""
 
 from __future__ import annotations
 
@@ -57,3 +57,34 @@ def test_bad_arguments():
     loader = ResumableBatches(list(range(8)), 2, ids)
     with pytest.raises(ConfigError, match="micro-batch"):
         loader.load_state_dict({"epoch": 0, "position": 0, "batch_size": 4})
+
+
+def test_position_counts_global_batches_so_a_state_resumes_on_another_world_size():
+    data = list(range(48))
+    single = ResumableBatches(data, 4, ids, seed=5)
+    it = iter(single)
+    head = [next(it) for _ in range(4)]
+    state = single.state_dict()
+    assert state["position"] == 4 and head
+    ranks = [ResumableBatches(data, 4, ids, seed=5, rank=r, world_size=2) for r in range(2)]
+    for source in ranks:
+        source.load_state_dict(state)
+    rest = [b for pair in zip(*(list(r) for r in ranks)) for b in pair]
+    assert rest == list(it)
+    with pytest.raises(ConfigError, match="split"):
+        ResumableBatches(data, 4, ids, world_size=3).load_state_dict({**state, "position": 4})
+
+
+def test_length_grouped_order_draws_from_the_one_epoch_stream():
+    """Every ordering draws from ``epoch_rng(seed, epoch)``: the fine-tuning source's length-grouped batches
+    are exactly those of ``LengthGroupedBatchSampler`` with that seed and epoch."""
+    from bertkit.tasks import LengthGroupedBatchSampler
+    from bertkit.tasks.batching import LengthGroupedOrder
+
+    lengths = [(7 * i) % 53 + 1 for i in range(90)]
+    source = ResumableBatches(lengths, 8, ids, seed=4, order=LengthGroupedOrder(lengths, chunk_batches=3))
+    sampler = LengthGroupedBatchSampler(lengths, 8, seed=4, chunk_batches=3)
+    for epoch in range(2):
+        sampler.set_epoch(epoch)
+        assert source.epoch_batches(epoch) == sampler.batches()
+    assert source.epoch_batches(0) != source.epoch_batches(1)

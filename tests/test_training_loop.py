@@ -182,3 +182,21 @@ def test_fp16_loss_scaling_skips_overflowing_updates_and_resumes_its_scale(tmp_p
     # The resumed scaler starts from the saved scale, not from 2^126: no new overflow skips.
     assert resumed.step == 8 and resumed.skipped_steps == result.skipped_steps
     assert scalers[-1].get_scale() == scale
+
+
+def test_trainer_hooks_stop_the_run_and_checkpoints_keep_their_keys(tmp_path):
+    from bertkit.training.loop import Hooks, Trainer
+
+    torch.manual_seed(0)
+    batches = ResumableBatches(toy_dataset(), 16, collate, seed=0)
+    ended = []
+    hooks = Hooks(on_epoch_end=lambda epoch, model: ended.append(epoch),
+                  should_stop=lambda: "enough" if len(ended) == 2 else None)
+    cfg = TrainConfig(output_dir=tmp_path, micro_batch_size=16, max_steps=50, **FAST)
+    result = Trainer(ToyModel(), batches, cfg, hooks).train()
+    # 64 examples / 16 = 4 updates per epoch: the hook asks to stop after the second epoch's last update.
+    assert (result.stop_reason, result.step, ended) == ("enough", 8, [0, 1])
+    saved = torch.load(tmp_path / "checkpoint-8" / "trainer_state.pt", weights_only=False)
+    assert set(saved) == {"format", "step", "epoch", "elapsed", "skipped_steps", "tokens", "best", "optimizer",
+                          "scaler", "rng", "loader", "history", "config", "world_size", "reason"}
+    assert (saved["reason"], saved["epoch"], saved["loader"]["epoch"], saved["loader"]["position"]) == ("enough", 2, 2, 0)

@@ -15,13 +15,21 @@ into batches (random, or grouped by length) is an :class:`Ordering` strategy.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
 from bertkit.errors import BertkitError, ConfigError
+
+
+class Dataset(Protocol):
+    """Items by index (a list, or a map-style dataset)."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, key: Any, /) -> Any: ...
 
 
 class Stateful(Protocol):
@@ -74,7 +82,7 @@ class ResumableBatches:
     error: type[BertkitError] = ConfigError
     """The error raised for a bad layout or a checkpoint that does not fit this source."""
 
-    def __init__(self, dataset: Sequence[Any], batch_size: int, collate: Callable[[list[Any]], Any], *,
+    def __init__(self, dataset: Dataset, batch_size: int, collate: Callable[[list[Any]], Any], *,
                  order: Ordering = RandomOrder(), seed: int = 0, drop_last: bool = False, repeat: bool = False,
                  rank: int = 0, world_size: int = 1) -> None:
         if batch_size < 1:

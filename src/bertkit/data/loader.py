@@ -137,6 +137,7 @@ class PretrainingLoader(ResumableBatches):
     """
 
     error = DataError
+    dataset: PretrainingDataset
 
     def __init__(self, directory: str | Path, batch_size: int, *, split: str = "train", seed: int = 0,
                  shuffle: bool = True, rank: int = 0, world_size: int = 1, num_workers: int = 0,

@@ -17,7 +17,7 @@ from bertkit.data.batches import epoch_rng
 class LengthGroupedOrder:
     """The length-grouped batch order of one epoch, as an ordering strategy of a resumable batch source."""
 
-    def __init__(self, lengths: Sequence[int], chunk_batches: int = 50, drop_last: bool = False):
+    def __init__(self, lengths: Sequence[int] | np.ndarray, chunk_batches: int = 50, drop_last: bool = False):
         if chunk_batches < 1:
             raise ValueError(f"chunk_batches must be positive, got {chunk_batches}")
         self.lengths = np.asarray(lengths, dtype=np.int64)
@@ -70,8 +70,8 @@ class LengthGroupedBatchSampler:
             order = np.argsort(-self.lengths, kind="stable") if self.sort_when_not_shuffled else np.arange(n)
             batches = [order[i:i + self.batch_size].tolist() for i in range(0, n, self.batch_size)]
         else:
-            order = LengthGroupedOrder(self.lengths, self.chunk_batches, self.drop_last)
-            return order.batches(n, self.batch_size, epoch_rng(self.seed, self.epoch))
+            grouping = LengthGroupedOrder(self.lengths, self.chunk_batches, self.drop_last)
+            return grouping.batches(n, self.batch_size, epoch_rng(self.seed, self.epoch))
         if self.drop_last:
             batches = [b for b in batches if len(b) == self.batch_size]
         return batches

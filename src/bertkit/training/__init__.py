@@ -1,7 +1,9 @@
-"""Training machinery: optimizers and schedules, the shared loop, checkpoints, distributed, pre-training.
+"""Training machinery: optimizers and schedules, the shared Trainer, checkpoints, distributed, pre-training.
 
 ``bertkit.training.pretrain`` (the pre-training entry point) is imported on demand: it needs the model and
-the data pipeline, which fine-tuning users of the loop do not.
+the data pipeline, which fine-tuning users of the loop do not. The batch-source contract the Trainer reads
+(``BatchSource``, ``ResumableBatches``) lives one floor down, in ``bertkit.data.batches``, because the
+pre-training loader implements it too.
 """
 
 from bertkit.data.batches import BatchSource, ResumableBatches, Stateful
@@ -13,11 +15,11 @@ from bertkit.training.checkpoint import (
     validate_checkpoint,
 )
 from bertkit.training.config import TrainConfig, parse_duration
-from bertkit.training.loop import TrainingDiverged, TrainResult, train
+from bertkit.training.loop import Hooks, Trainer, TrainingDiverged, TrainResult, train
 from bertkit.training.optim import Lamb, build_optimizer, lr_multiplier, param_groups
 
 __all__ = [
-    "BatchSource", "Lamb", "ResumableBatches", "Stateful", "TrainConfig", "TrainResult", "TrainingDiverged", "build_optimizer",
-    "latest_valid_checkpoint", "list_checkpoints", "load_checkpoint", "lr_multiplier", "param_groups",
-    "parse_duration", "save_checkpoint", "train", "validate_checkpoint",
+    "BatchSource", "Hooks", "Lamb", "ResumableBatches", "Stateful", "TrainConfig", "TrainResult", "Trainer",
+    "TrainingDiverged", "build_optimizer", "latest_valid_checkpoint", "list_checkpoints", "load_checkpoint",
+    "lr_multiplier", "param_groups", "parse_duration", "save_checkpoint", "train", "validate_checkpoint",
 ]

@@ -2,7 +2,7 @@
 
 ``finetune(FinetuneConfig(...))`` reads and checks the data through ``bertkit.tasks`` (every bad-input error
 is raised before anything is written), loads the starting model with the task's head (a fresh head is
-initialised with a one-line notice), trains with :func:`bertkit.training.loop.train` on length-grouped
+initialised with a one-line notice), trains with :class:`bertkit.training.loop.Trainer` on length-grouped
 batches (each batch pads only to its own longest feature), evaluates on dev after every epoch, keeps the
 best model by the task's main metric, optionally stops early, and writes the output directory:
 
@@ -40,6 +40,7 @@ from bertkit.config import BertConfig
 from bertkit.data.batches import Ordering, RandomOrder, ResumableBatches
 from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.io import atomic_write_text
+from bertkit.model import PreTrainedMixin
 from bertkit.tasks import HEAD_TO_TASK, LengthGroupedBatchSampler, Task, get_task
 from bertkit.tasks.base import Feature, write_jsonl
 from bertkit.tasks.batching import LengthGroupedOrder
@@ -438,7 +439,8 @@ class _DevSelection:
         self.epoch_ends.append(time.perf_counter() - sum(seconds for _, seconds in self.eval_spans))
 
     def export(self, model: torch.nn.Module, directory: Path) -> None:
-        model.save_pretrained(directory, tokenizer=self.tokenizer)  # type: ignore[operator]  # a bertkit head
+        assert isinstance(model, PreTrainedMixin), "fine-tuning trains a bertkit head"
+        model.save_pretrained(directory, tokenizer=self.tokenizer)
 
     def should_stop(self) -> str | None:
         patience = self.config.early_stopping_patience

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Self
 
 import torch
 from safetensors.torch import save_model
@@ -28,6 +28,7 @@ from torch import nn
 
 from bertkit.data.batches import BatchSource
 from bertkit.errors import BertkitError, ConfigError
+from bertkit.model import PreTrainedMixin
 from bertkit.training import distributed
 from bertkit.training.checkpoint import load_checkpoint, save_checkpoint
 from bertkit.training.config import TrainConfig
@@ -68,9 +69,8 @@ class TrainResult:
 
 def save_weights(model: nn.Module, directory: Path) -> None:
     """The default export: ``save_pretrained`` for bertkit models, else a bare ``model.safetensors``."""
-    save_pretrained = getattr(model, "save_pretrained", None)
-    if save_pretrained is not None:
-        save_pretrained(directory)
+    if isinstance(model, PreTrainedMixin):
+        model.save_pretrained(directory)
     else:
         directory.mkdir(parents=True, exist_ok=True)
         save_model(model, str(directory / "model.safetensors"))
@@ -104,7 +104,7 @@ class _StopFlag:
         self.signal: int | None = None
         self._previous: dict[int, Any] = {}
 
-    def __enter__(self) -> _StopFlag:
+    def __enter__(self) -> Self:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 self._previous[sig] = signal.signal(sig, self._handle)
@@ -116,7 +116,7 @@ class _StopFlag:
         self.signal = signum
         notice(f"received {signal.Signals(signum).name}: saving a checkpoint after this update, then stopping")
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
 
@@ -139,7 +139,8 @@ class Trainer:
             raise ConfigError("fsdp with fp16 loss scaling is not supported; use precision bf16 or fp32")
         if config.fsdp and not env.distributed and env.is_main:
             notice("fsdp shards over several processes (torchrun); with one process it trains unsharded")
-        self.step, self.epoch, self.elapsed_before, self.skipped, self.tokens, self.best = 0, 0, 0.0, 0, 0, None
+        self.step, self.epoch, self.elapsed_before, self.skipped, self.tokens = 0, 0, 0.0, 0, 0
+        self.best: float | None = None  # of config.best_metric
         self.lr = 0.0
         self.bad_in_a_row = 0
         self.stop = _StopFlag()
@@ -387,6 +388,7 @@ class Trainer:
             optimizer_state = self.optimizer.state_dict() if env.is_main else None
         path = None
         if env.is_main:
+            assert snapshot is not None  # the main process holds the full model
             scaler = self.precision.scaler
             trainer_state = {
                 "format": STATE_FORMAT, "step": self.step, "epoch": self.epoch, "elapsed": self.elapsed(),

@@ -26,6 +26,7 @@ import torch
 from bertkit.config import PRESETS, BertConfig
 from bertkit.errors import ConfigError, DataError
 from bertkit.io import atomic_directory, atomic_write_text
+from bertkit.model import PreTrainedMixin
 from bertkit.training import distributed
 from bertkit.training.config import TrainConfig, read_options_file
 from bertkit.training.loop import TrainResult, train
@@ -258,7 +259,8 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
     if env.is_main and result.stop_reason != "signal":
         final = Path(config.output) / FINAL_DIR
         with atomic_directory(final) as staging:  # a crash mid-export keeps the previous final/
-            result.model.save_pretrained(staging)  # unsharded (a gathered copy under FSDP)
+            assert isinstance(result.model, PreTrainedMixin)  # unsharded (a gathered copy under FSDP)
+            result.model.save_pretrained(staging)
             copy_tokenizer(staging)
         notice(f"exported the model to {final} (Hugging Face layout)")
     distributed.barrier(env)

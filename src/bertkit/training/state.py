@@ -26,8 +26,8 @@ optimizer, scaler, rng (one entry per process), loader, history, config, world_s
 
 def rng_state() -> dict[str, Any]:
     """States of the python, numpy and torch (CPU and CUDA) generators, as plain values and tensors."""
-    np_state = np.random.get_state()
-    state = {
+    np_state: Any = np.random.get_state()
+    state: dict[str, Any] = {
         "python": random.getstate(),
         "numpy": [np_state[0], torch.from_numpy(np_state[1].astype(np.int64)), int(np_state[2]), int(np_state[3]),
                   float(np_state[4])],
