@@ -154,11 +154,7 @@ class Trainer:
         self.optimizer = self._build_optimizer(state.get("optimizer"))
         if resume_from is not None:
             self.resume(resume_from, state)
-        self.ddp: nn.parallel.DistributedDataParallel | None = None
-        if env.distributed and not self.sharded:
-            self.ddp = nn.parallel.DistributedDataParallel(
-                self.bare, device_ids=[self.device.index] if self.device.type == "cuda" else None,
-                find_unused_parameters=config.ddp_find_unused_parameters)
+        self.ddp = self._data_parallel()
         self.bare.train()
 
         history = state.get("history")
@@ -166,9 +162,7 @@ class Trainer:
                                     resume_step=self.step if resume_from is not None else None,
                                     resume_history=history if resume_from is not None else None)
         if env.is_main:
-            notice(f"training: micro-batch {config.micro_batch_size} x {self.accum} accumulation x "
-                   f"{env.world_size} process(es) = global batch {config.micro_batch_size * self.accum * env.world_size}"
-                   f"; precision {self.precision.name} on {self.device}; optimizer {config.optimizer}")
+            self._announce()
         self.params = [p for p in self.bare.parameters() if p.requires_grad]
         self.run_start = time.perf_counter()
         self.last_saved: Path | None = resume_from
@@ -421,6 +415,20 @@ class Trainer:
             seed_everything(self.config.seed + self.env.rank + 1_000_003 * self.step)
         if self.env.is_main:
             notice(f"resumed from {checkpoint} at step {self.step}")
+
+    def _data_parallel(self) -> nn.parallel.DistributedDataParallel | None:
+        """DDP around the model when several processes train it unsharded (FSDP shards it instead)."""
+        if not self.env.distributed or self.sharded:
+            return None
+        return nn.parallel.DistributedDataParallel(
+            self.bare, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+            find_unused_parameters=self.config.ddp_find_unused_parameters)
+
+    def _announce(self) -> None:
+        config, world = self.config, self.env.world_size
+        notice(f"training: micro-batch {config.micro_batch_size} x {self.accum} accumulation x {world} process(es) "
+               f"= global batch {config.micro_batch_size * self.accum * world}; precision {self.precision.name} on "
+               f"{self.device}; optimizer {config.optimizer}")
 
     def _build_optimizer(self, saved: dict[str, Any] | None) -> torch.optim.Optimizer:
         """The optimizer with its saved state; under FSDP it is built after sharding, over the shards."""
