@@ -218,8 +218,6 @@ def embed_command(
 
 
 # ---------------------------------------------------------------------- inference pipelines, serve, export
-# (issue 6; this block is the inference helper's: fill-mask, next-sentence, classify, tag, answer,
-#  attention, serve, export onnx)
 def _pipeline_inputs(texts: list[str] | None, input: str | None, pairs: bool = False) -> list:
     """Texts from the arguments or from ``--input`` (a file, ``-`` for stdin), one per line; with
     ``pairs``, a TAB splits a line into (text, text_pair)."""
@@ -659,7 +657,7 @@ def evaluate_command(
 
     Example: bertkit evaluate --model runs/sst2 --data sst2/dev.tsv
     """
-    from bertkit.training.finetune import evaluate_model
+    from bertkit.inference import evaluate_model
 
     _show_warnings()
     scores = evaluate_model(model, data, task=task, task_options=_task_options(text_column, text_pair_column,
@@ -683,7 +681,7 @@ def predict_command(
 
     Example: bertkit predict --model runs/sst2 --input sst2/test.tsv --output predictions.jsonl
     """
-    from bertkit.training.finetune import predict
+    from bertkit.inference import predict
 
     _show_warnings()
     count = predict(model, input, output, task=task, task_options=_task_options(text_column, text_pair_column, None),

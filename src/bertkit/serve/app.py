@@ -241,7 +241,9 @@ class Service:
     def __init__(self, loaded: Loaded, limits: ServeLimits):
         self.loaded = loaded
         self.limits = limits
-        self.max_tokens = min(limits.max_tokens or loaded.max_length, loaded.max_length)
+        # What a request may send is bounded by the model's positions; each pipeline then cuts or windows its
+        # inputs at the length the model was fine-tuned with, as `bertkit predict` does.
+        self.max_tokens = min(limits.max_tokens or loaded.max_positions, loaded.max_positions)
         self.batcher = Batcher(limits.batch_window_ms / 1000, limits.max_batch_items, limits.max_queue)
 
     # ---------------------------------------------------------------------------- checks
@@ -290,6 +292,7 @@ class Service:
                 "layers": config.num_hidden_layers, "hidden_size": config.hidden_size,
                 "heads": config.num_attention_heads, "vocab_size": config.vocab_size,
                 "max_position_embeddings": config.max_position_embeddings,
+                "max_seq_length": self.loaded.max_length,
                 "labels": [config.id2label[i] for i in sorted(config.id2label)] if config.id2label else None,
                 "lowercase": self.loaded.tokenizer.lowercase,
             },

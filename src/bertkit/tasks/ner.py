@@ -220,6 +220,21 @@ class NerTask:
             raise ValueError(f"{len(predictions)} predictions for {len(examples)} sentences")
         return metrics.entity_scores([p.tags for p in predictions], [e.tags for e in examples])
 
+    def prediction_rows(self, examples: Sequence[NerExample], features: Sequence[Feature],
+                        rows: Sequence[np.ndarray], predictions: Sequence[NerPrediction]) -> list[dict[str, Any]]:
+        """``{index, words, tags, scores, entities}`` per sentence; ``scores``: the probability of each word's
+        tag, read where ``postprocess`` reads the tag (the first sub-token, in the window with most context)."""
+        scores = [[1.0] * len(e.words) for e in examples]
+        for feature, row in zip(features, rows):
+            sentence = scores[feature["example_index"]]
+            for offset, (position, best) in enumerate(zip(feature["word_positions"], feature["max_context"])):
+                if best and position >= 0:
+                    logits = np.asarray(row[position], dtype=np.float64)
+                    probs = np.exp(logits - logits.max())
+                    sentence[feature["first_word"] + offset] = float(probs.max() / probs.sum())
+        return [{"index": i, "words": p.words, "tags": p.tags, "scores": s, "entities": p.entities}
+                for i, (p, s) in enumerate(zip(predictions, scores))]
+
     def write_predictions(self, predictions: Sequence[NerPrediction], directory: str | os.PathLike,
                           examples: Sequence[NerExample] | None = None) -> list[Path]:
         """``predictions.jsonl`` (words, tags, entities per sentence) and ``predictions.conll`` (``word tag``,
