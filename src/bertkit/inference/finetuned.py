@@ -20,7 +20,7 @@ from bertkit.errors import BertkitError
 from bertkit.inference.inputs import TextInput, as_list, check_texts, input_length, is_single, paired_texts
 from bertkit.inference.loading import Loaded, for_pipeline, with_options
 from bertkit.tasks.classification import ClassificationExample
-from bertkit.tasks.ner import NerExample
+from bertkit.tasks.ner import NerExample, NerTask
 from bertkit.tasks.qa import QuestionAnsweringTask, SquadExample
 from bertkit.tasks.runner import run_model
 from bertkit.tokenizer import Tokenizer
@@ -56,6 +56,8 @@ class TaggedWord:
     end: int
     """Character span ``[start, end)`` in the input text."""
     tag: str
+    score: float = 1.0
+    """Probability of ``tag`` (softmax at the word's first sub-token); 1.0 for a word the model does not see."""
 
 
 @dataclass
@@ -111,19 +113,21 @@ def tag(texts: str | Sequence[str], model: str | os.PathLike | Loaded, *, batch_
     if any(isinstance(t, tuple) for t in items):
         raise BertkitError("tag takes single texts, not pairs")
     task = with_options(loaded.task, window_stride=window_stride)
+    assert isinstance(task, NerTask)  # the token-classification head's task
     spans = [word_spans(loaded.tokenizer, text) for text in items]
     tagged = [i for i, s in enumerate(spans) if s]  # a text without words has nothing to tag
     examples = [NerExample([items[i][s:e] for s, e in spans[i]], None, "input", i) for i in tagged]
     features = task.featurize(examples, loaded.tokenizer, loaded.max_length) if examples else []
     rows = run_model(loaded.model, task, features, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id)
     predictions = dict(zip(tagged, task.postprocess(examples, features, rows))) if examples else {}
+    scores = dict(zip(tagged, task.word_scores(examples, features, rows))) if examples else {}
     results = []
     for i, text in enumerate(items):
         if i not in predictions:
             results.append(TagResult(text, [], []))
             continue
         prediction, word_span = predictions[i], spans[i]
-        words = [TaggedWord(text[s:e], s, e, t) for (s, e), t in zip(word_span, prediction.tags)]
+        words = [TaggedWord(text[s:e], s, e, t, p) for (s, e), t, p in zip(word_span, prediction.tags, scores[i])]
         entities = []
         for entity in prediction.entities:
             start, end = word_span[entity["start"]][0], word_span[entity["end"] - 1][1]

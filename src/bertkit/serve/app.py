@@ -129,6 +129,7 @@ class TaggedWordOut(BaseModel):
     start: int
     end: int
     tag: str
+    score: float = Field(description="Probability of the tag.")
 
 
 class EntityOut(BaseModel):

@@ -220,10 +220,10 @@ class NerTask:
             raise ValueError(f"{len(predictions)} predictions for {len(examples)} sentences")
         return metrics.entity_scores([p.tags for p in predictions], [e.tags for e in examples])
 
-    def prediction_rows(self, examples: Sequence[NerExample], features: Sequence[Feature],
-                        rows: Sequence[np.ndarray], predictions: Sequence[NerPrediction]) -> list[dict[str, Any]]:
-        """``{index, words, tags, scores, entities}`` per sentence; ``scores``: the probability of each word's
-        tag, read where ``postprocess`` reads the tag (the first sub-token, in the window with most context)."""
+    def word_scores(self, examples: Sequence[NerExample], features: Sequence[Feature],
+                    rows: Sequence[np.ndarray]) -> list[list[float]]:
+        """Softmax probability of each word's predicted tag, read where ``postprocess`` reads the tag (the first
+        sub-token, in the window that gives the word most context); 1.0 for a word the model does not see."""
         scores = [[1.0] * len(e.words) for e in examples]
         for feature, row in zip(features, rows):
             sentence = scores[feature["example_index"]]
@@ -232,6 +232,12 @@ class NerTask:
                     logits = np.asarray(row[position], dtype=np.float64)
                     probs = np.exp(logits - logits.max())
                     sentence[feature["first_word"] + offset] = float(probs.max() / probs.sum())
+        return scores
+
+    def prediction_rows(self, examples: Sequence[NerExample], features: Sequence[Feature],
+                        rows: Sequence[np.ndarray], predictions: Sequence[NerPrediction]) -> list[dict[str, Any]]:
+        """``{index, words, tags, scores, entities}`` per sentence (``scores``: see ``word_scores``)."""
+        scores = self.word_scores(examples, features, rows)
         return [{"index": i, "words": p.words, "tags": p.tags, "scores": s, "entities": p.entities}
                 for i, (p, s) in enumerate(zip(predictions, scores))]
 
