@@ -10,16 +10,15 @@ from pathlib import Path
 
 import pytest
 
-import bertkit
-from bertkit.cli import main
-from bertkit.model import BertModel
-from bertkit.training.finetune import FinetuneConfig, finetune
-from inference_helpers import make_tokenizer, save_model
-
 pytest.importorskip("fastapi", reason="the serve extra (fastapi) is not installed")
 httpx = pytest.importorskip("httpx", reason="httpx is needed to call the app")
 
+import bertkit  # noqa: E402
+from bertkit.cli import main  # noqa: E402
+from bertkit.model import BertModel  # noqa: E402
 from bertkit.serve import create_app  # noqa: E402
+from bertkit.training.finetune import FinetuneConfig, finetune  # noqa: E402
+from inference_helpers import make_tokenizer, save_model  # noqa: E402
 
 MAX_SEQ_LENGTH = 16
 QUIET = {"tensorboard": False, "plot": False}
@@ -30,7 +29,7 @@ LONG_TEXTS = [
     "good movie",
 ]
 LONG_SENTENCE = ("george washington lived in virginia and john smith went to paris then the cat sat in france "
-                 "and the king lived in new york").split()
+                 "and the king lived in new york")
 LONG_CONTEXT = ("once upon a time there was a king . the king lived in a castle in france . john smith led the "
                 "continental army . george washington lived in mount vernon in virginia . the cat sat on the mat "
                 "and the dog slept in the river city .")
@@ -104,10 +103,10 @@ def test_ner_predict_tag_and_service_agree_on_a_long_sentence(root, base):
     train = root / "ner.txt"
     train.write_text("".join("".join(f"{w} {t}\n" for w, t in s) + "\n" for s in sentences * 3), encoding="utf-8")
     model = _finetune(base, "ner", train, root / "ner", task_options={"window_stride": 6})
-    text = " ".join(LONG_SENTENCE)
+    text, words = LONG_SENTENCE, LONG_SENTENCE.split()
     _longer_than_saved(model, [text])
     inputs = root / "long.conll"
-    inputs.write_text("".join(f"{w}\n" for w in LONG_SENTENCE), encoding="utf-8")
+    inputs.write_text("".join(f"{w}\n" for w in words), encoding="utf-8")
 
     (row,) = _predict(model, inputs, root / "ner.jsonl", "--task", "ner")
     tagged = bertkit.tag(text, model)

@@ -108,7 +108,7 @@ def embed(
         raise BertkitError(f"window_stride must be at least 1, got {window_stride}")
     loaded = as_loaded(model, head="BertModel")
     layer_ids = parse_layers(layers)
-    num_states = loaded.model.config.num_hidden_layers + 1
+    num_states = loaded.config.num_hidden_layers + 1
     for layer in layer_ids:
         if not -num_states <= layer < num_states:
             raise BertkitError(f"layer {layer} does not exist: the model has {num_states - 1} layers (use -1 for the last)")
@@ -151,7 +151,7 @@ def embed(
         result = np.empty(len(arrays), dtype=object)
         result[:] = arrays
         return result
-    width = len(layer_ids) * loaded.model.config.hidden_size
+    width = len(layer_ids) * loaded.config.hidden_size
     return np.stack(arrays) if arrays else np.zeros((0, width), dtype=np.float32)
 
 

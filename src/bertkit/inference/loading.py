@@ -15,10 +15,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
+from bertkit.config import BertConfig
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.model import HEAD_CLASSES
 from bertkit.tasks import HEAD_TO_TASK, Task
@@ -88,7 +89,7 @@ def restore_task(model: torch.nn.Module, settings: Settings) -> Task | None:
             raise ConfigError(f"the model is a {head or type(model).__name__}, which has no {settings.task} head; "
                               f"fine-tune it first with `bertkit finetune`")
         return None
-    config = model.config
+    config = cast(BertConfig, model.config)
     name = settings.task or ("regression" if config.problem_type == "regression" else head_task)
     if ("classification" if name == "regression" else name) != head_task:
         raise ConfigError(f"the model holds a {head} ({head_task}), not a {name} model; use --task {head_task}")
@@ -113,12 +114,16 @@ class Loaded:
 
     def __post_init__(self) -> None:
         if self.settings is None:
-            self.settings = Settings.saved(self.model.config)
+            self.settings = Settings.saved(self.config)
+
+    @property
+    def config(self) -> BertConfig:
+        return cast(BertConfig, self.model.config)
 
     @property
     def max_positions(self) -> int:
         """The longest input the model can take at all (its position embeddings)."""
-        return int(self.model.config.max_position_embeddings)
+        return self.config.max_position_embeddings
 
     @property
     def max_length(self) -> int:
@@ -209,12 +214,13 @@ def load(path: str | os.PathLike, head: str | None = None, device: str | torch.d
     """
     model = load_model(path, head=head).to(device).eval()
     tokenizer = Tokenizer.from_pretrained(path)
-    if tokenizer.vocab_size > model.config.vocab_size:
+    config = cast(BertConfig, model.config)
+    if tokenizer.vocab_size > config.vocab_size:
         raise BertkitError(
             f"{path}: the tokenizer has {tokenizer.vocab_size} tokens but the model only "
-            f"{model.config.vocab_size} embeddings; the tokenizer files belong to another model"
+            f"{config.vocab_size} embeddings; the tokenizer files belong to another model"
         )
-    settings = Settings.saved(model.config).override(task=task, task_options=task_options,
+    settings = Settings.saved(config).override(task=task, task_options=task_options,
                                                      max_seq_length=max_seq_length)
     return Loaded(model, tokenizer, checkpoint_tensor_names(path), settings)
 

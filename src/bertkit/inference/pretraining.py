@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +44,7 @@ def _vocab_filters(loaded: Loaded) -> tuple[torch.Tensor, torch.Tensor]:
     """Boolean masks over the model's vocabulary: tokens never proposed (specials, ``[unused]``, ids the
     tokenizer lacks), and word continuations (``##``)."""
     if "vocab_filters" not in loaded.cache:
-        size = loaded.model.config.vocab_size
+        size = loaded.config.vocab_size
         excluded = torch.ones(size, dtype=torch.bool)
         continuation = torch.zeros(size, dtype=torch.bool)
         for token, index in loaded.tokenizer.vocab.items():
@@ -114,7 +114,7 @@ def fill_mask(texts: str | Sequence[str], model: str | os.PathLike | Loaded, *, 
         logits = out.mlm_logits if hasattr(out, "mlm_logits") else out.logits
         return logits.float().softmax(-1)  # [B, P, V]
 
-    def unbatch(probs: torch.Tensor, inputs: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+    def unbatch(probs: torch.Tensor, inputs: Mapping[str, torch.Tensor]) -> list[torch.Tensor]:
         return list(probs.cpu())
 
     rows = run_batches(loaded.model, features, unbatch, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from bertkit.errors import BertkitError
-from bertkit.inference import Loaded, MASK_PATTERN, load
+from bertkit.inference import MASK_PATTERN, Loaded, load
 from bertkit.serve.batcher import Batcher, Overloaded
 from bertkit.serve.limits import ServeLimits
 
@@ -279,14 +279,14 @@ class Service:
     async def run(self, key: Hashable, fn: Callable[[list], list], items: Sequence[Any]) -> list:
         try:
             return await asyncio.wait_for(self.batcher.submit(key, fn, items), self.limits.request_timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise Problem(504, f"the request took longer than {self.limits.request_timeout_s:g} s and was "
                                f"dropped; send fewer or shorter texts") from None
         except Overloaded as exc:
             raise Problem(503, f"the server is overloaded: {exc}") from None
 
     def info(self) -> dict[str, Any]:
-        config = self.loaded.model.config
+        config = self.loaded.config
         return {
             "model": {
                 "architecture": type(self.loaded.model).__name__,
@@ -397,7 +397,7 @@ def _add_pipelines(app: FastAPI, service: Service) -> None:
 
             def run(pairs: list[tuple[str, str]]) -> list:
                 probs = inference.next_sentence([a for a, _ in pairs], [b for _, b in pairs], loaded, batch_size=batch)
-                return [{"probability": p} for p in probs]
+                return [{"probability": p} for p in (probs if isinstance(probs, list) else [probs])]
 
             return {"results": await service.run(("next_sentence",), run, request.pairs)}
 
@@ -417,7 +417,7 @@ def _add_pipelines(app: FastAPI, service: Service) -> None:
     if loaded.supports("classify"):
         @app.post("/classify", response_model=ClassifyResponse, summary="Label probabilities of texts or pairs.")
         async def classify(request: ClassifyRequest) -> dict:
-            texts = [t if isinstance(t, str) else tuple(t) for t in request.texts]
+            texts = [t if isinstance(t, str) else (t[0], t[1]) for t in request.texts]
             service.check_count(texts)
             service.check_chars([s for t in texts for s in ((t,) if isinstance(t, str) else t)])
             service.check_tokens(texts)
