@@ -188,7 +188,7 @@ def embed_command(
     pooling: str = typer.Option("cls", help="cls | mean: how token vectors become one vector per line."),
     layers: str = typer.Option("-1", help="Comma-separated hidden layers to concatenate, -1 = last."),
     batch_size: int = typer.Option(32, help="Texts per forward pass."),
-    max_length: int = typer.Option(None, help="Truncate inputs to this many tokens (default: the model's maximum)."),
+    max_length: int = typer.Option(None, help="Truncate inputs to this many tokens (default: its fine-tuning length, else the model's maximum)."),
     normalize: bool = typer.Option(False, help="L2-normalise every vector."),
     long_text: str = typer.Option("truncate", help="truncate | windows: embed longer texts whole, in overlapping windows."),
     window_stride: int = typer.Option(128, help="With --long-text windows: tokens between window starts."),
