@@ -59,7 +59,7 @@ class Settings:
     """Longest input in tokens, specials included; ``None``: not saved (see ``Loaded.max_length``)."""
 
     @classmethod
-    def saved(cls, config: Any) -> Settings:
+    def saved(cls, config: BertConfig) -> Settings:
         """The settings in a model config (``config.extra["bertkit_finetune"]``), empty when there are none."""
         saved = config.extra.get(CONFIG_KEY) or {}
         length = saved.get("max_seq_length")
@@ -74,9 +74,9 @@ class Settings:
 
 
 def head_name(model: torch.nn.Module) -> str | None:
-    """The Hugging Face class name of a model's head (``BertForSequenceClassification``...), subclasses included."""
-    return next((name for name, cls in HEAD_CLASSES.items() if type(model) is cls), None) or next(
-        (name for name, cls in HEAD_CLASSES.items() if name != "BertModel" and isinstance(model, cls)), None)
+    """The Hugging Face class name of a model (``BertForSequenceClassification``...); for a subclass, that of
+    the nearest bertkit class it derives from."""
+    return next((cls.__name__ for cls in type(model).__mro__ if HEAD_CLASSES.get(cls.__name__) is cls), None)
 
 
 def restore_task(model: torch.nn.Module, settings: Settings) -> Task | None:
@@ -240,5 +240,7 @@ def for_pipeline(pipeline: str, model: str | os.PathLike | Loaded) -> Loaded:
 def with_options(task: Task, **options: Any) -> Task:
     """A copy of ``task`` (a task dataclass) with the options that are not ``None`` replaced."""
     chosen = {name: value for name, value in options.items() if value is not None}
-    copy: Task = dataclasses.replace(task, **chosen) if chosen else task  # type: ignore[type-var]
+    if not chosen:
+        return task
+    copy: Task = dataclasses.replace(cast(Any, task), **chosen)  # every task class is a dataclass
     return copy
