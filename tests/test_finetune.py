@@ -18,9 +18,9 @@ import torch
 from bertkit.cli import main
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.model import BertModel
+from bertkit.inference import evaluate_model, load_finetuned, predict
 from bertkit.training.finetune import (
-    FinetuneConfig, _training_collate, evaluate_model, finetune, groups_by_length, load_finetuned,
-    make_task, predict, training_batches,
+    FinetuneConfig, _training_collate, finetune, groups_by_length, make_task, training_batches,
 )
 from inference_helpers import make_tokenizer, save_model
 

@@ -13,6 +13,7 @@ from bertkit import inference
 from bertkit.cli import main
 from bertkit.errors import BertkitError
 from bertkit.inference import Loaded, answer, attentions, classify, embed, fill_mask, next_sentence, tag
+from bertkit.inference.pretraining import _mask_features
 from bertkit.model import (
     BertForMaskedLM,
     BertForPreTraining,
@@ -162,10 +163,10 @@ def test_typed_mask_maps_to_the_mask_id_like_the_tokenizer(loaded):
     model = loaded("mlm")
     tokenizer = model.tokenizer
     for text in ["Paris is the [MASK] of France.", "un[MASK]able", "[MASK]", "a [MASK], [MASK]!"]:
-        (feature,) = inference._mask_features(model, [text], 128)
+        (feature,) = _mask_features(model, [text], 128)
         assert feature["input_ids"] == tokenizer.encode(text).ids, text
         assert [feature["input_ids"][p] for p in feature["masked_positions"]] == [tokenizer.mask_id] * text.count("[MASK]")
-    (lower,) = inference._mask_features(model, ["paris is the [mask] ."], 128)
+    (lower,) = _mask_features(model, ["paris is the [mask] ."], 128)
     assert lower["input_ids"] == tokenizer.encode("paris is the [MASK] .").ids
 
 

@@ -188,7 +188,7 @@ def embed_command(
     pooling: str = typer.Option("cls", help="cls | mean: how token vectors become one vector per line."),
     layers: str = typer.Option("-1", help="Comma-separated hidden layers to concatenate, -1 = last."),
     batch_size: int = typer.Option(32, help="Texts per forward pass."),
-    max_length: int = typer.Option(None, help="Truncate inputs to this many tokens (default: the model's maximum)."),
+    max_length: int = typer.Option(None, help="Truncate inputs to this many tokens (default: its fine-tuning length, else the model's maximum)."),
     normalize: bool = typer.Option(False, help="L2-normalise every vector."),
     long_text: str = typer.Option("truncate", help="truncate | windows: embed longer texts whole, in overlapping windows."),
     window_stride: int = typer.Option(128, help="With --long-text windows: tokens between window starts."),
@@ -218,8 +218,6 @@ def embed_command(
 
 
 # ---------------------------------------------------------------------- inference pipelines, serve, export
-# (issue 6; this block is the inference helper's: fill-mask, next-sentence, classify, tag, answer,
-#  attention, serve, export onnx)
 def _pipeline_inputs(texts: list[str] | None, input: str | None, pairs: bool = False) -> list:
     """Texts from the arguments or from ``--input`` (a file, ``-`` for stdin), one per line; with
     ``pairs``, a TAB splits a line into (text, text_pair)."""
@@ -659,7 +657,7 @@ def evaluate_command(
 
     Example: bertkit evaluate --model runs/sst2 --data sst2/dev.tsv
     """
-    from bertkit.training.finetune import evaluate_model
+    from bertkit.inference import evaluate_model
 
     _show_warnings()
     scores = evaluate_model(model, data, task=task, task_options=_task_options(text_column, text_pair_column,
@@ -683,7 +681,7 @@ def predict_command(
 
     Example: bertkit predict --model runs/sst2 --input sst2/test.tsv --output predictions.jsonl
     """
-    from bertkit.training.finetune import predict
+    from bertkit.inference import predict
 
     _show_warnings()
     count = predict(model, input, output, task=task, task_options=_task_options(text_column, text_pair_column, None),

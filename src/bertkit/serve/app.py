@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from bertkit.errors import BertkitError
-from bertkit.inference import Loaded, MASK_PATTERN, load
+from bertkit.inference import MASK_PATTERN, Loaded, load
 from bertkit.serve.batcher import Batcher, Overloaded
 from bertkit.serve.limits import ServeLimits
 
@@ -129,6 +129,7 @@ class TaggedWordOut(BaseModel):
     start: int
     end: int
     tag: str
+    score: float = Field(description="Probability of the tag.")
 
 
 class EntityOut(BaseModel):
@@ -241,7 +242,9 @@ class Service:
     def __init__(self, loaded: Loaded, limits: ServeLimits):
         self.loaded = loaded
         self.limits = limits
-        self.max_tokens = min(limits.max_tokens or loaded.max_length, loaded.max_length)
+        # What a request may send is bounded by the model's positions; each pipeline then cuts or windows its
+        # inputs at the length the model was fine-tuned with, as `bertkit predict` does.
+        self.max_tokens = min(limits.max_tokens or loaded.max_positions, loaded.max_positions)
         self.batcher = Batcher(limits.batch_window_ms / 1000, limits.max_batch_items, limits.max_queue)
 
     # ---------------------------------------------------------------------------- checks
@@ -276,20 +279,21 @@ class Service:
     async def run(self, key: Hashable, fn: Callable[[list], list], items: Sequence[Any]) -> list:
         try:
             return await asyncio.wait_for(self.batcher.submit(key, fn, items), self.limits.request_timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise Problem(504, f"the request took longer than {self.limits.request_timeout_s:g} s and was "
                                f"dropped; send fewer or shorter texts") from None
         except Overloaded as exc:
             raise Problem(503, f"the server is overloaded: {exc}") from None
 
     def info(self) -> dict[str, Any]:
-        config = self.loaded.model.config
+        config = self.loaded.config
         return {
             "model": {
                 "architecture": type(self.loaded.model).__name__,
                 "layers": config.num_hidden_layers, "hidden_size": config.hidden_size,
                 "heads": config.num_attention_heads, "vocab_size": config.vocab_size,
                 "max_position_embeddings": config.max_position_embeddings,
+                "max_seq_length": self.loaded.max_length,
                 "labels": [config.id2label[i] for i in sorted(config.id2label)] if config.id2label else None,
                 "lowercase": self.loaded.tokenizer.lowercase,
             },
@@ -393,7 +397,7 @@ def _add_pipelines(app: FastAPI, service: Service) -> None:
 
             def run(pairs: list[tuple[str, str]]) -> list:
                 probs = inference.next_sentence([a for a, _ in pairs], [b for _, b in pairs], loaded, batch_size=batch)
-                return [{"probability": p} for p in probs]
+                return [{"probability": p} for p in (probs if isinstance(probs, list) else [probs])]
 
             return {"results": await service.run(("next_sentence",), run, request.pairs)}
 
@@ -413,7 +417,7 @@ def _add_pipelines(app: FastAPI, service: Service) -> None:
     if loaded.supports("classify"):
         @app.post("/classify", response_model=ClassifyResponse, summary="Label probabilities of texts or pairs.")
         async def classify(request: ClassifyRequest) -> dict:
-            texts = [t if isinstance(t, str) else tuple(t) for t in request.texts]
+            texts = [t if isinstance(t, str) else (t[0], t[1]) for t in request.texts]
             service.check_count(texts)
             service.check_chars([s for t in texts for s in ((t,) if isinstance(t, str) else t)])
             service.check_tokens(texts)

@@ -72,6 +72,10 @@ class Task(Protocol):
     def write_predictions(self, predictions: Any, directory: str | os.PathLike,
                           examples: Sequence | None = None) -> list[Path]: ...
 
+    def prediction_rows(self, examples: Sequence, features: Sequence[Feature], rows: Sequence,
+                        predictions: Any) -> list[dict[str, Any]]:
+        """One JSON-ready object per example for ``bertkit predict``, with the prediction and its scores."""
+
 
 class LabelMap:
     """Label names <-> contiguous ids. Built from the training examples and saved as ``config.id2label``."""

@@ -273,6 +273,22 @@ class ClassificationTask:
             result["accuracy_f1"] = (result["accuracy"] + result["f1"]) / 2
         return result
 
+    def prediction_rows(self, examples: Sequence[ClassificationExample], features: Sequence[Feature],
+                        rows: Sequence[np.ndarray],
+                        predictions: Sequence[ClassificationPrediction]) -> list[dict[str, Any]]:
+        """``{index, text[, text_pair], label, score, probabilities}`` per example (regression: ``score``)."""
+        out = []
+        for i, (example, p) in enumerate(zip(examples, predictions)):
+            row: dict[str, Any] = {"index": i, "text": example.text}
+            if example.text_pair is not None:
+                row["text_pair"] = example.text_pair
+            if p.label is None:
+                row["score"] = p.score
+            else:
+                row.update(label=p.label, score=p.score, probabilities=p.probabilities)
+            out.append(row)
+        return out
+
     def write_predictions(self, predictions: Sequence[ClassificationPrediction],
                           directory: str | os.PathLike,
                           examples: Sequence[ClassificationExample] | None = None) -> list[Path]:

@@ -224,6 +224,27 @@ class NerTask:
             raise ValueError(f"{len(predictions)} predictions for {len(examples)} sentences")
         return metrics.entity_scores([p.tags for p in predictions], [e.tags for e in examples])
 
+    def word_scores(self, examples: Sequence[NerExample], features: Sequence[Feature],
+                    rows: Sequence[np.ndarray]) -> list[list[float]]:
+        """Softmax probability of each word's predicted tag, read where ``postprocess`` reads the tag (the first
+        sub-token, in the window that gives the word most context); 1.0 for a word the model does not see."""
+        scores = [[1.0] * len(e.words) for e in examples]
+        for feature, row in zip(features, rows):
+            sentence = scores[feature["example_index"]]
+            for offset, (position, best) in enumerate(zip(feature["word_positions"], feature["max_context"])):
+                if best and position >= 0:
+                    logits = np.asarray(row[position], dtype=np.float64)
+                    probs = np.exp(logits - logits.max())
+                    sentence[feature["first_word"] + offset] = float(probs.max() / probs.sum())
+        return scores
+
+    def prediction_rows(self, examples: Sequence[NerExample], features: Sequence[Feature],
+                        rows: Sequence[np.ndarray], predictions: Sequence[NerPrediction]) -> list[dict[str, Any]]:
+        """``{index, words, tags, scores, entities}`` per sentence (``scores``: see ``word_scores``)."""
+        scores = self.word_scores(examples, features, rows)
+        return [{"index": i, "words": p.words, "tags": p.tags, "scores": s, "entities": p.entities}
+                for i, (p, s) in enumerate(zip(predictions, scores))]
+
     def write_predictions(self, predictions: Sequence[NerPrediction], directory: str | os.PathLike,
                           examples: Sequence[NerExample] | None = None) -> list[Path]:
         """``predictions.jsonl`` (words, tags, entities per sentence) and ``predictions.conll`` (``word tag``,

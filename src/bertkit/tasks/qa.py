@@ -354,6 +354,20 @@ class QuestionAnsweringTask:
                                           na_prob_threshold=self.null_score_diff_threshold)
         return metrics.squad_evaluate(predictions.predictions, answers, version="1.1")
 
+    def prediction_rows(self, examples: Sequence[SquadExample], features: Sequence[Feature],
+                        rows: Sequence[tuple[np.ndarray, np.ndarray]],
+                        predictions: SquadPredictions) -> list[dict[str, Any]]:
+        """``{index, id, question, answer, score, nbest}`` per question; ``score``: the answer's n-best
+        probability, ``nbest``: the five best candidates."""
+        out = []
+        for i, example in enumerate(examples):
+            nbest = predictions.nbest[example.qid]
+            answer = predictions.predictions[example.qid]
+            score = next((c["probability"] for c in nbest if c["text"] == answer), 0.0)
+            out.append({"index": i, "id": example.qid, "question": example.question, "answer": answer,
+                        "score": score, "nbest": nbest[:5]})
+        return out
+
     def write_predictions(self, predictions: SquadPredictions, directory: str | os.PathLike,
                           examples: Sequence[SquadExample] | None = None) -> list[Path]:
         """``predictions.json`` and ``nbest_predictions.json`` in the official formats, and ``null_odds.json``

@@ -1,4 +1,4 @@
-"""Fine-tuning, evaluation and prediction for every task family, on the one shared training loop.
+"""Fine-tuning for every task family, on the one shared training loop.
 
 ``finetune(FinetuneConfig(...))`` reads and checks the data through ``bertkit.tasks`` (every bad-input error
 is raised before anything is written), loads the starting model with the task's head (a fresh head is
@@ -16,8 +16,8 @@ Training runs in ``<output>.partial/`` (checkpoints, logs); the output directory
 temporary name and renamed when complete, so a crash never leaves a half-written model. After a crash or
 a signal, ``resume=True`` continues from the last checkpoint in ``<output>.partial/``.
 
-``evaluate_model`` and ``predict`` run a fine-tuned model directory on a labelled file (metrics) or any
-file in the task's format (one JSON line per input, with scores).
+Dev evaluation runs the model with ``bertkit.tasks.runner``, the runner ``bertkit.inference`` (``predict``,
+``evaluate``, the pipelines) uses too.
 """
 
 from __future__ import annotations
@@ -28,23 +28,22 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
-from bertkit.config import BertConfig
 from bertkit.data.batches import Ordering, RandomOrder, ResumableBatches
 from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.io import atomic_write_text
 from bertkit.model import PreTrainedMixin
-from bertkit.tasks import HEAD_TO_TASK, LengthGroupedBatchSampler, Task, get_task
-from bertkit.tasks.base import Feature, write_jsonl
+from bertkit.tasks import Task, get_task
+from bertkit.tasks.base import Feature
 from bertkit.tasks.batching import LengthGroupedOrder
 from bertkit.tasks.ner import IGNORE_INDEX
+from bertkit.tasks.runner import predict_features, run_model
 from bertkit.training import distributed
 from bertkit.training.config import PRECISIONS, TrainConfig, read_options_file
 from bertkit.training.loop import Hooks, Trainer, TrainResult
@@ -247,41 +246,6 @@ def training_batches(features: Sequence[Mapping[str, Any]], batch_size: int,
     order: Ordering = (LengthGroupedOrder([len(f["input_ids"]) for f in features], chunk_batches)
                        if group_by_length else RandomOrder())
     return ResumableBatches(features, batch_size, collate, order=order, seed=seed, rank=rank, world_size=world_size)
-
-
-# ------------------------------------------------------------------------------------------ inference
-def run_model(model: torch.nn.Module, task: Task, features: Sequence[Mapping[str, Any]], *, batch_size: int = 64,
-              pad_id: int = 0, device: torch.device | str | None = None) -> list:
-    """The task's per-feature output rows (``task.unbatch``) in feature order.
-
-    Features are run longest first in batches of similar length (little padding); labels are not passed.
-    The caller chooses the mode (``model.eval()``) and the grad context.
-    """
-    device = torch.device(device) if device is not None else next(model.parameters()).device
-    names = ("input_ids", "token_type_ids", "attention_mask")
-    sampler = LengthGroupedBatchSampler([len(f["input_ids"]) for f in features], batch_size, shuffle=False,
-                                        sort_when_not_shuffled=True)
-    rows: list[Any] = [None] * len(features)
-    for indexes in sampler:
-        chunk = [{k: features[i][k] for k in names} for i in indexes]
-        batch = task.collate(chunk, pad_id=pad_id)  # type: ignore[call-arg]
-        output = model(**{k: v.to(device) for k, v in batch.items()})
-        for i, row in zip(indexes, task.unbatch(output, batch)):
-            rows[i] = row
-    return rows
-
-
-def predict_examples(model: torch.nn.Module, task: Task, examples: Sequence, features: Sequence, *,
-                     batch_size: int = 64, pad_id: int = 0) -> tuple[Any, list]:
-    """``(predictions, rows)`` of the model on featurized examples (eval mode, no gradients)."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode():
-            rows = run_model(model, task, features, batch_size=batch_size, pad_id=pad_id)
-    finally:
-        model.train(was_training)
-    return task.postprocess(examples, features, rows), rows
 
 
 # ------------------------------------------------------------------------------------------ results
@@ -552,7 +516,7 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
         from bertkit import weights
 
         weights.load_hf_state_dict(model, weights.read_state_dict(work / "best"), source=str(work / "best"))
-        best["predictions"], _ = predict_examples(model, task, dev_examples, dev_features,
+        best["predictions"], _ = predict_features(model, task, dev_examples, dev_features,
                                                   batch_size=config.eval_batch_size, pad_id=tokenizer.pad_id)
     if env.is_main:
         _write_output(config, output, work, model, tokenizer, task, outcome, best, dev_examples)
@@ -601,133 +565,3 @@ def _write_output(config: FinetuneConfig, output: Path, work: Path, model: torch
     shutil.rmtree(work, ignore_errors=True)
     where = f"; dev {task.main_metric} {outcome.metrics[task.main_metric]:.4f}" if outcome.metrics else ""
     notice(f"wrote the fine-tuned model to {output}{where}")
-
-
-# ------------------------------------------------------------------------------------------ evaluate / predict
-@dataclass
-class FinetunedModel:
-    """A fine-tuned model directory loaded for evaluation or prediction, with its task and tokenizer."""
-
-    model: torch.nn.Module
-    tokenizer: Any
-    task: Task
-    max_seq_length: int
-
-
-def load_finetuned(path: str | os.PathLike, *, task: str | None = None, task_options: Mapping[str, Any] | None = None,
-                   max_seq_length: int | None = None, device: str | torch.device = "cpu") -> FinetunedModel:
-    """Load a fine-tuned model directory; the task, its options and ``max_seq_length`` default to those it was
-    trained with (``config.json``'s ``bertkit_finetune``), else to the task of its head.
-
-    Raises ``CheckpointError`` when the directory's head was never trained (no head weights).
-    """
-    from bertkit import weights
-    from bertkit.model import HEAD_CLASSES
-
-    path = Path(path)
-    if not path.is_dir():
-        raise CheckpointError(f"--model {path} is not a directory; give a fine-tuned model directory")
-    config = BertConfig.load(path)
-    saved = config.extra.get(CONFIG_KEY) or {}
-    head = next((a for a in (config.architectures or []) if a in HEAD_TO_TASK), None)
-    if head is None:
-        raise CheckpointError(f"{path} is not a fine-tuned model (architectures {config.architectures}); "
-                              f"fine-tune it first with `bertkit finetune`")
-    head_task = HEAD_TO_TASK[head]
-    name = task or saved.get("task") or ("regression" if config.problem_type == "regression" else head_task)
-    family = "classification" if name == "regression" else name
-    if family != head_task:
-        raise ConfigError(f"{path} holds a {head} ({head_task}), not a {name} model; use --task {head_task}")
-    options = dict(saved.get("task_options", {}) if saved.get("task") in (name, None) else {})
-    options.update(task_options or {})
-    the_task = make_task(name, options)
-    the_task.load_config(config)  # type: ignore[attr-defined]
-    model = HEAD_CLASSES[head](config)
-    report = weights.load_hf_state_dict(model, weights.read_state_dict(path), source=str(path))
-    untrained = [n for n in report.initialised if not n.startswith("pooler.")]
-    if untrained:
-        raise CheckpointError(f"{path} has no trained {head} weights ({', '.join(untrained[:2])}); "
-                              f"fine-tune it first with `bertkit finetune`")
-    tokenizer = _load_tokenizer(path)
-    length = max_seq_length or int(saved.get("max_seq_length") or (384 if family == "qa" else 128))
-    length = min(length, config.max_position_embeddings)
-    return FinetunedModel(model.to(device).eval(), tokenizer, the_task, length)
-
-
-def evaluate_model(model: str | os.PathLike | FinetunedModel, data: str | os.PathLike, *, task: str | None = None,
-                   task_options: Mapping[str, Any] | None = None, max_seq_length: int | None = None,
-                   batch_size: int = 64, device: str | torch.device = "cpu",
-                   predictions_dir: str | os.PathLike | None = None) -> dict[str, float]:
-    """Metrics of a fine-tuned model on a labelled file (the task's ``evaluate``); optionally also write the
-    task's prediction files into ``predictions_dir``."""
-    loaded = model if isinstance(model, FinetunedModel) else load_finetuned(
-        model, task=task, task_options=task_options, max_seq_length=max_seq_length, device=device)
-    examples = read_examples(loaded.task, data)
-    features = featurize(loaded.task, examples, loaded.tokenizer, loaded.max_seq_length)
-    predictions, _ = predict_examples(loaded.model, loaded.task, examples, features, batch_size=batch_size,
-                                      pad_id=loaded.tokenizer.pad_id)
-    scores = {k: float(v) for k, v in loaded.task.evaluate(predictions, examples).items()
-              if isinstance(v, (int, float))}
-    if predictions_dir is not None:
-        loaded.task.write_predictions(predictions, predictions_dir, examples)  # type: ignore[call-arg]
-    return scores
-
-
-def predict(model: str | os.PathLike | FinetunedModel, input: str | os.PathLike, output: str | os.PathLike, *,
-            task: str | None = None, task_options: Mapping[str, Any] | None = None,
-            max_seq_length: int | None = None, batch_size: int = 64, device: str | torch.device = "cpu") -> int:
-    """Write one JSON line per input example of ``input`` (in the task's format; labels are ignored) to
-    ``output``, atomically; return the number of lines.
-
-    Rows: classification ``{index, text[, text_pair], label, score, probabilities}`` (regression: ``score``);
-    NER ``{index, words, tags, scores, entities}`` (``scores``: probability of each word's tag); QA ``{index,
-    id, question, answer, score, nbest}``.
-    """
-    loaded = model if isinstance(model, FinetunedModel) else load_finetuned(
-        model, task=task, task_options=task_options, max_seq_length=max_seq_length, device=device)
-    examples = read_examples(loaded.task, input, labeled=False)
-    features = featurize(loaded.task, examples, loaded.tokenizer, loaded.max_seq_length)
-    predictions, rows = predict_examples(loaded.model, loaded.task, examples, features, batch_size=batch_size,
-                                         pad_id=loaded.tokenizer.pad_id)
-    lines = list(_prediction_rows(loaded.task, examples, features, rows, predictions))
-    write_jsonl(lines, output)
-    return len(lines)
-
-
-def _prediction_rows(task: Task, examples: Sequence, features: Sequence, rows: Sequence,
-                     predictions: Any) -> Iterator[dict[str, Any]]:
-    if task.name == "classification":
-        for i, (example, p) in enumerate(zip(examples, predictions)):
-            row: dict[str, Any] = {"index": i, "text": example.text}
-            if example.text_pair is not None:
-                row["text_pair"] = example.text_pair
-            if p.label is None:
-                row["score"] = p.score
-            else:
-                row.update(label=p.label, score=p.score, probabilities=p.probabilities)
-            yield row
-    elif task.name == "ner":
-        scores = _word_scores(examples, features, rows)
-        for i, (p, s) in enumerate(zip(predictions, scores)):
-            yield {"index": i, "words": p.words, "tags": p.tags, "scores": s, "entities": p.entities}
-    else:
-        for i, example in enumerate(examples):
-            nbest = predictions.nbest[example.qid]
-            answer = predictions.predictions[example.qid]
-            score = next((c["probability"] for c in nbest if c["text"] == answer), 0.0)
-            yield {"index": i, "id": example.qid, "question": example.question, "answer": answer, "score": score,
-                   "nbest": nbest[:5]}
-
-
-def _word_scores(examples: Sequence, features: Sequence, rows: Sequence) -> list[list[float]]:
-    """Softmax probability of each word's predicted tag, read where ``NerTask.postprocess`` reads the tag
-    (the first sub-token, in the window that gives the word most context)."""
-    scores = [[1.0] * len(e.words) for e in examples]
-    for feature, row in zip(features, rows):
-        sentence = scores[feature["example_index"]]
-        for offset, (position, best) in enumerate(zip(feature["word_positions"], feature["max_context"])):
-            if best and position >= 0:
-                logits = np.asarray(row[position], dtype=np.float64)
-                probs = np.exp(logits - logits.max())
-                sentence[feature["first_word"] + offset] = float(probs.max() / probs.sum())
-    return scores

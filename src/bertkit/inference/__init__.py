@@ -1,0 +1,56 @@
+"""Running a trained model: the one loader, and the pipelines a user calls on it.
+
+``load(path)`` restores a model directory with its tokenizer, its task (label names, options) and the length it
+was fine-tuned with (``loading``); load once, call many times. Every pipeline takes a model directory or a
+``Loaded`` model and runs it through the one runner (``bertkit.tasks.runner``: inputs sorted by length so that
+batches carry little padding, results back in the caller's order) under ``torch.inference_mode()``. A single
+input (a string, or a pair) gives a single result; a list gives a list.
+
+- ``encoder``: ``embed`` and ``attentions``, on any model;
+- ``pretraining``: ``fill_mask`` and ``next_sentence``, on the pre-training heads;
+- ``finetuned``: ``classify``, ``tag`` and ``answer``, on fine-tuned heads, with the task's post-processing;
+- ``files``: ``predict`` and ``evaluate_model`` on a whole file in the task's format (``bertkit predict``).
+
+A pipeline refuses, with one clear line, a model that has no trained weights for its head (fill-mask on an
+encoder without an MLM head, say).
+"""
+
+from __future__ import annotations
+
+from bertkit.inference.encoder import AttentionMaps, attentions, embed, parse_layers
+from bertkit.inference.files import evaluate_model, load_finetuned, predict
+from bertkit.inference.finetuned import Answer, Entity, TaggedWord, TagResult, answer, classify, tag, word_spans
+from bertkit.inference.inputs import TextInput
+from bertkit.inference.loading import PIPELINES, Loaded, Settings, checkpoint_tensor_names, load
+from bertkit.inference.pretraining import MASK_PATTERN, MaskCandidate, fill_mask, next_sentence
+from bertkit.tasks.runner import MODEL_INPUTS, length_sorted_batches
+
+__all__ = [
+    "MASK_PATTERN",
+    "MODEL_INPUTS",
+    "PIPELINES",
+    "Answer",
+    "AttentionMaps",
+    "Entity",
+    "Loaded",
+    "MaskCandidate",
+    "Settings",
+    "TagResult",
+    "TaggedWord",
+    "TextInput",
+    "answer",
+    "attentions",
+    "checkpoint_tensor_names",
+    "classify",
+    "embed",
+    "evaluate_model",
+    "fill_mask",
+    "length_sorted_batches",
+    "load",
+    "load_finetuned",
+    "next_sentence",
+    "parse_layers",
+    "predict",
+    "tag",
+    "word_spans",
+]

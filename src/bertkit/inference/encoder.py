@@ -1,0 +1,186 @@
+"""Pipelines on the encoder of any model: ``embed`` (contextual vectors) and ``attentions`` (attention maps)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from bertkit.errors import BertkitError
+from bertkit.inference.inputs import TextInput, check_texts, encode, input_length
+from bertkit.inference.loading import Loaded, as_loaded
+from bertkit.tasks.base import Feature, max_context, window_starts
+from bertkit.tasks.runner import run_batches
+from bertkit.tokenizer import Encoding
+
+
+@dataclass
+class _TextWindow:
+    """One model input cut from a text longer than the model: ``[CLS] ids[start:start + width] [SEP]``."""
+
+    start: int
+    ids: list[int]
+
+
+def _feature(ids: Sequence[int], type_ids: Sequence[int] | None = None, window: _TextWindow | None = None) -> Feature:
+    """A runner feature; ``window`` marks an input that is one window of a longer text."""
+    return {"input_ids": list(ids), "token_type_ids": list(type_ids or [0] * len(ids)),
+            "attention_mask": [1] * len(ids), "window": window}
+
+
+def _cut_windows(encodings: Sequence[Encoding], max_length: int, stride: int, cls_id: int,
+                 sep_id: int) -> list[tuple[int, Feature]]:
+    """``(text index, feature)`` for ``encodings``, each one longer than ``max_length`` replaced by its
+    overlapping ``_TextWindow`` s."""
+    out: list[tuple[int, Feature]] = []
+    width = max_length - 2
+    for index, encoding in enumerate(encodings):
+        if len(encoding.ids) <= max_length:
+            out.append((index, _feature(encoding.ids, encoding.type_ids)))
+            continue
+        content = encoding.ids[1:-1]
+        for start in window_starts(len(content), width, stride):
+            window = _TextWindow(start, [cls_id, *content[start:start + width], sep_id])
+            out.append((index, _feature(window.ids, window=window)))
+    return out
+
+
+def _join_windows(windows: Sequence[_TextWindow], states: Sequence[torch.Tensor], pooling: str) -> torch.Tensor:
+    """One long text's token vectors from its windows, each token taken from the window where it has the most
+    context (as SQuAD does); ``cls`` pooling averages the windows' ``[CLS]`` vectors."""
+    if pooling == "cls":
+        return torch.stack([state[0] for state in states]).mean(0)
+    spans = [(w.start, len(w.ids) - 2) for w in windows]
+    n_content = spans[-1][0] + spans[-1][1]
+    best = max_context(n_content, spans)
+    rows = [states[0][0]] + [states[best[t]][t - spans[best[t]][0] + 1] for t in range(n_content)] + [states[-1][-1]]
+    tokens = torch.stack(rows)
+    return tokens.mean(0) if pooling == "mean" else tokens
+
+
+def parse_layers(spec: str | Sequence[int]) -> list[int]:
+    """``"-1,-2"`` or ``[-1, -2]`` -> ``[-1, -2]``."""
+    if isinstance(spec, str):
+        try:
+            return [int(part) for part in spec.split(",") if part.strip()]
+        except ValueError:
+            raise BertkitError(f"layers must be comma-separated integers like -1,-2, got {spec!r}") from None
+    return [int(layer) for layer in spec]
+
+
+@torch.inference_mode()
+def embed(
+    texts: Sequence[TextInput],
+    model: str | os.PathLike | Loaded,
+    *,
+    pooling: str = "cls",
+    layers: str | Sequence[int] = (-1,),
+    batch_size: int = 32,
+    max_length: int | None = None,
+    normalize: bool = False,
+    progress: bool = False,
+    long_text: str = "truncate",
+    window_stride: int = 128,
+) -> np.ndarray:
+    """Contextual embeddings, one row per text (or ``(text_a, text_b)`` pair).
+
+    ``pooling``: ``cls`` (the final hidden state of ``[CLS]``; not a trained sentence vector unless the
+    model was trained for it), ``mean`` (average over real tokens, as sentence-transformers) or
+    ``none`` (token vectors are not pooled: returns an object array of ``[tokens, width]`` arrays).
+    ``layers``: hidden layers to use, counted like Python indices over the embedding output and the L
+    layers (``-1`` the last); several layers are concatenated in the given order.
+    ``normalize``: L2-normalise each row (for cosine similarity).
+    ``long_text``: ``truncate`` (default) keeps the first ``max_length`` tokens (default: the model's length,
+    see ``Loaded.max_length``); ``windows`` embeds a longer text in overlapping windows whose starts are
+    ``window_stride`` tokens apart and takes each token's vector from the window where it has the most
+    context (``mean`` and ``none`` then cover the whole text; ``cls`` is the mean of the windows' ``[CLS]``
+    vectors). Pairs are always truncated.
+    """
+    if pooling not in ("cls", "mean", "none"):
+        raise BertkitError(f"pooling must be cls, mean or none, got {pooling!r}")
+    if long_text not in ("truncate", "windows"):
+        raise BertkitError(f"long_text must be truncate or windows, got {long_text!r}")
+    if window_stride < 1:
+        raise BertkitError(f"window_stride must be at least 1, got {window_stride}")
+    loaded = as_loaded(model, head="BertModel")
+    layer_ids = parse_layers(layers)
+    num_states = loaded.config.num_hidden_layers + 1
+    for layer in layer_ids:
+        if not -num_states <= layer < num_states:
+            raise BertkitError(f"layer {layer} does not exist: the model has {num_states - 1} layers (use -1 for the last)")
+    encoder = loaded.encoder
+    encodings = encode(loaded, list(texts), max_length, truncation=long_text == "truncate")
+    pieces = [(i, _feature(e.ids, e.type_ids)) for i, e in enumerate(encodings)]  # (text index, model input)
+    if long_text == "windows":
+        limit = input_length(loaded, max_length)
+        if limit < 3:
+            raise BertkitError(f"max_length {limit} leaves no room for text between [CLS] and [SEP]")
+        pieces = _cut_windows(encodings, limit, window_stride, loaded.tokenizer.cls_id, loaded.tokenizer.sep_id)
+
+    def forward(inputs: dict[str, torch.Tensor], chunk: list[Feature]) -> list[torch.Tensor]:
+        """Per input: its token vectors when it is a window or nothing is pooled, else its pooled vector."""
+        out = encoder(**inputs, output_hidden_states=layer_ids != [-1])
+        states = [out.last_hidden_state] if out.hidden_states is None else [out.hidden_states[i] for i in layer_ids]
+        hidden = torch.cat(states, dim=-1).float()
+        mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        lengths = inputs["attention_mask"].sum(1).tolist()
+        pooled = hidden[:, 0] if pooling == "cls" else (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        return [hidden[row, :lengths[row]].cpu() if pooling == "none" or feature["window"] else pooled[row].cpu()
+                for row, feature in enumerate(chunk)]
+
+    outputs = run_batches(loaded.encoder, [f for _, f in pieces], lambda rows, inputs: rows, batch_size=batch_size,
+                          pad_id=loaded.tokenizer.pad_id, forward=forward, progress="embed" if progress else None)
+    rows: list[Any] = [None] * len(encodings)
+    windows: dict[int, list[tuple[_TextWindow, torch.Tensor]]] = {}  # long text -> its windows' token vectors
+    for (text, feature), output in zip(pieces, outputs):
+        if feature["window"] is not None:
+            windows.setdefault(text, []).append((feature["window"], output))
+        else:
+            rows[text] = output
+    for text, parts in windows.items():  # pooled once all windows of the text are in
+        parts.sort(key=lambda part: part[0].start)
+        rows[text] = _join_windows([w for w, _ in parts], [state for _, state in parts], pooling)
+    if normalize and pooling != "none":
+        rows = [torch.nn.functional.normalize(row, dim=-1) for row in rows]
+    arrays = [row.numpy() for row in rows]
+    if pooling == "none":
+        result = np.empty(len(arrays), dtype=object)
+        result[:] = arrays
+        return result
+    width = len(layer_ids) * loaded.config.hidden_size
+    return np.stack(arrays) if arrays else np.zeros((0, width), dtype=np.float32)
+
+
+# ------------------------------------------------------------------------------------------ attentions
+@dataclass
+class AttentionMaps:
+    """Attention probabilities of every layer and head over the tokens of one input."""
+
+    tokens: list[str]
+    offsets: list[tuple[int, int]]
+    """Character span of each token in the input (``(0, 0)`` for specials)."""
+    attentions: np.ndarray
+    """``[layers, heads, tokens, tokens]`` float32; row ``i`` is where token ``i`` attends (sums to 1)."""
+
+
+@torch.inference_mode()
+def attentions(text: TextInput, model: str | os.PathLike | Loaded, *, max_length: int | None = None) -> AttentionMaps:
+    """Per-layer, per-head attention matrices of ``text`` (or a pair), over its tokens with specials."""
+    loaded = as_loaded(model)
+    check_texts([text])
+    encoding = encode(loaded, [text], max_length)[0]
+    encoder = loaded.encoder
+
+    def forward(inputs: dict[str, torch.Tensor], chunk: list[Feature]) -> Any:
+        return encoder(**inputs, output_attentions=True)
+
+    def unbatch(out: Any, inputs: Any) -> list[np.ndarray]:
+        return [torch.stack([a[0] for a in out.attentions]).float().cpu().numpy()]
+
+    (maps,) = run_batches(encoder, [_feature(encoding.ids, encoding.type_ids)], unbatch, batch_size=1,
+                          pad_id=loaded.tokenizer.pad_id, forward=forward)
+    return AttentionMaps(list(encoding.tokens), [(int(s), int(e)) for s, e in encoding.offsets], maps)

@@ -1,0 +1,246 @@
+"""The one loader: a model directory becomes a ``Loaded`` model with its tokenizer, its task and the settings
+it was fine-tuned with, and knows which pipelines it can run.
+
+A fine-tuned model's ``config.json`` holds what ``bertkit finetune`` used (``bertkit_finetune``: the task, its
+options such as ``doc_stride`` or ``long_text``, and ``max_seq_length``) besides the label names
+(``id2label``). Every way of running the model (the pipelines, ``bertkit predict``/``evaluate``, the HTTP
+service) reads them from here, so the same text gets the same prediction whichever way it comes in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import torch
+
+from bertkit.config import BertConfig
+from bertkit.errors import BertkitError, ConfigError
+from bertkit.model import HEAD_CLASSES
+from bertkit.tasks import HEAD_TO_TASK, Task
+from bertkit.tokenizer import Tokenizer
+from bertkit.training.finetune import CONFIG_KEY, make_task
+from bertkit.weights import load_model, read_state_dict, weights_file
+
+PIPELINES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
+    # pipeline: (model classes that have the head, Hugging Face tensor names that must be in the checkpoint,
+    #            what the head is called in messages)
+    "fill_mask": (("BertForMaskedLM", "BertForPreTraining"),
+                  ("cls.predictions.transform.dense.weight", "cls.predictions.bias"), "a masked-LM head"),
+    "next_sentence": (("BertForPreTraining",), ("cls.seq_relationship.weight",), "a next-sentence head"),
+    "classify": (("BertForSequenceClassification",), ("classifier.weight",), "a sequence-classification head"),
+    "tag": (("BertForTokenClassification",), ("classifier.weight",), "a token-classification head"),
+    "answer": (("BertForQuestionAnswering",), ("qa_outputs.weight",), "a question-answering head"),
+}
+"""What each head pipeline needs; ``embed`` and ``attention`` (``attentions()``) work with any model."""
+
+TASK_PIPELINES = {"classification": "classify", "ner": "tag", "qa": "answer"}
+"""The pipeline that runs each task family's head."""
+
+DEFAULT_LENGTHS = {"BertForQuestionAnswering": 384}
+"""Input length of a head when none was saved with the model (SQuAD's: longer contexts are windowed);
+other heads run at the model's full length."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How a fine-tuned model is run: what ``bertkit finetune`` saved with it, or what the caller chose."""
+
+    task: str | None = None
+    """``classification``, ``regression``, ``ner`` or ``qa``; ``None``: the task of the model's head."""
+    task_options: Mapping[str, Any] = field(default_factory=dict)
+    """Options of the task class (``doc_stride``, ``max_query_length``, ``window_stride``, ``long_text``...)."""
+    max_seq_length: int | None = None
+    """Longest input in tokens, specials included; ``None``: not saved (see ``Loaded.max_length``)."""
+
+    @classmethod
+    def saved(cls, config: BertConfig) -> Settings:
+        """The settings in a model config (``config.extra["bertkit_finetune"]``), empty when there are none."""
+        saved = config.extra.get(CONFIG_KEY) or {}
+        length = saved.get("max_seq_length")
+        return cls(saved.get("task"), dict(saved.get("task_options") or {}), int(length) if length else None)
+
+    def override(self, *, task: str | None = None, task_options: Mapping[str, Any] | None = None,
+                 max_seq_length: int | None = None) -> Settings:
+        """These settings with the caller's choices on top; another task drops the saved task's options."""
+        options = dict(self.task_options) if task in (None, self.task) else {}
+        options.update(task_options or {})
+        return Settings(task or self.task, options, max_seq_length or self.max_seq_length)
+
+
+def head_name(model: torch.nn.Module) -> str | None:
+    """The Hugging Face class name of a model (``BertForSequenceClassification``...); for a subclass, that of
+    the nearest bertkit class it derives from."""
+    return next((cls.__name__ for cls in type(model).__mro__ if HEAD_CLASSES.get(cls.__name__) is cls), None)
+
+
+def restore_task(model: torch.nn.Module, settings: Settings) -> Task | None:
+    """The task of the model's head, configured with ``settings`` and the label names of its config; ``None``
+    for a model without a task head (an encoder, a pre-training model)."""
+    head = head_name(model)
+    head_task = HEAD_TO_TASK.get(head or "")
+    if head_task is None:
+        if settings.task is not None:
+            raise ConfigError(f"the model is a {head or type(model).__name__}, which has no {settings.task} head; "
+                              f"fine-tune it first with `bertkit finetune`")
+        return None
+    config = cast(BertConfig, model.config)
+    name = settings.task or ("regression" if config.problem_type == "regression" else head_task)
+    if ("classification" if name == "regression" else name) != head_task:
+        raise ConfigError(f"the model holds a {head} ({head_task}), not a {name} model; use --task {head_task}")
+    task = make_task(name, settings.task_options)
+    task.load_config(config)
+    return task
+
+
+# ------------------------------------------------------------------------------------------ the loaded model
+@dataclass
+class Loaded:
+    """A model and the tokenizer saved with it, ready for inference (eval mode), with its task and settings."""
+
+    model: torch.nn.Module
+    tokenizer: Tokenizer
+    checkpoint_names: frozenset[str] | None = None
+    """Tensor names (Hugging Face's) in the checkpoint the model came from; None when unknown (the model was
+    built in memory), in which case every head of the model's class counts as trained."""
+    settings: Settings | None = None
+    """How the model is run; by default what its config saved (nothing, for a model that was not fine-tuned)."""
+    cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.settings is None:
+            self.settings = Settings.saved(self.config)
+
+    @property
+    def config(self) -> BertConfig:
+        return cast(BertConfig, self.model.config)
+
+    @property
+    def max_positions(self) -> int:
+        """The longest input the model can take at all (its position embeddings)."""
+        return self.config.max_position_embeddings
+
+    @property
+    def max_length(self) -> int:
+        """The length inputs are cut (or windowed) to: the ``max_seq_length`` the model was fine-tuned with,
+        else its head's default (QA: 384), else the model's full length; never more than its positions."""
+        assert self.settings is not None
+        default = DEFAULT_LENGTHS.get(head_name(self.model) or "", self.max_positions)
+        return min(self.settings.max_seq_length or default, self.max_positions)
+
+    @property
+    def task(self) -> Task:
+        """The task of the model's head with its label names and saved options (restored on first use, so
+        that a model whose config lacks labels still embeds); a ``BertkitError`` for a model without one."""
+        if "task" not in self.cache:
+            assert self.settings is not None
+            self.cache["task"] = restore_task(self.model, self.settings)
+        if self.cache["task"] is None:
+            raise BertkitError(f"the model is a {type(self.model).__name__}, which has no task head; "
+                               f"fine-tune it first with `bertkit finetune`")
+        task: Task = self.cache["task"]
+        return task
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def encoder(self) -> torch.nn.Module:
+        """The ``BertModel`` inside the head (or the model itself)."""
+        encoder: torch.nn.Module = getattr(self.model, "bert", self.model)
+        return encoder
+
+    def supports(self, pipeline: str) -> bool:
+        """Whether the model has a trained head for ``pipeline`` (``embed`` and ``attention``: always)."""
+        if pipeline in ("embed", "attention"):
+            return True
+        classes, names, _ = PIPELINES[pipeline]
+        if not isinstance(self.model, tuple(HEAD_CLASSES[c] for c in classes)):
+            return False
+        return self.checkpoint_names is None or all(name in self.checkpoint_names for name in names)
+
+    @property
+    def pipelines(self) -> list[str]:
+        """Pipelines this model can run, e.g. ``["fill_mask", "next_sentence", "embed", "attention"]``."""
+        return [p for p in (*PIPELINES, "embed", "attention") if self.supports(p)]
+
+    def require(self, pipeline: str) -> None:
+        """Raise a one-line ``BertkitError`` when the model cannot run ``pipeline``."""
+        if self.supports(pipeline):
+            return
+        classes, _, what = PIPELINES[pipeline]
+        kind = type(self.model).__name__
+        if self.checkpoint_names is not None and kind in classes:
+            reason = f"its checkpoint has no trained weights for {what}"
+        else:
+            reason = f"it is a {kind}; {pipeline.replace('_', '-')} needs {what} ({' or '.join(classes)})"
+        usable = ", ".join(p.replace("_", "-") for p in self.pipelines)
+        raise BertkitError(f"this model cannot {pipeline.replace('_', '-')}: {reason}. It supports: {usable}")
+
+
+def checkpoint_tensor_names(path: str | os.PathLike) -> frozenset[str]:
+    """Names of the tensors in a model directory's weights (read from the file header, not the data)."""
+    path = Path(path)
+    file = weights_file(path) if path.is_dir() else path
+    if file is None:
+        return frozenset()
+    if file.name.endswith(".safetensors"):
+        from safetensors import safe_open
+
+        with safe_open(str(file), framework="pt") as handle:
+            names = list(handle.keys())
+    elif file.name.endswith(".index.json"):
+        names = list(json.loads(file.read_text(encoding="utf-8")).get("weight_map", {}))
+    else:
+        names = list(read_state_dict(file))
+    # Encoder names may carry the head's ``bert.`` prefix; head names never do.
+    return frozenset(n.removeprefix("bert.") for n in names)
+
+
+def load(path: str | os.PathLike, head: str | None = None, device: str | torch.device = "cpu", *,
+         task: str | None = None, task_options: Mapping[str, Any] | None = None,
+         max_seq_length: int | None = None) -> Loaded:
+    """Load a model directory (Hugging Face layout) with its tokenizer and saved settings, in eval mode.
+
+    ``head`` names the class to build (e.g. ``"BertModel"``, ``"BertForMaskedLM"``); by default the one
+    recorded in ``config.json``. ``task``, ``task_options`` and ``max_seq_length`` override what the model
+    was fine-tuned with.
+    """
+    model = load_model(path, head=head).to(device).eval()
+    tokenizer = Tokenizer.from_pretrained(path)
+    config = cast(BertConfig, model.config)
+    if tokenizer.vocab_size > config.vocab_size:
+        raise BertkitError(
+            f"{path}: the tokenizer has {tokenizer.vocab_size} tokens but the model only "
+            f"{config.vocab_size} embeddings; the tokenizer files belong to another model"
+        )
+    settings = Settings.saved(config).override(task=task, task_options=task_options,
+                                                     max_seq_length=max_seq_length)
+    return Loaded(model, tokenizer, checkpoint_tensor_names(path), settings)
+
+
+def as_loaded(model: str | os.PathLike | Loaded, head: str | None = None) -> Loaded:
+    """``model`` itself when already loaded, else the model directory loaded."""
+    return model if isinstance(model, Loaded) else load(model, head=head)
+
+
+def for_pipeline(pipeline: str, model: str | os.PathLike | Loaded) -> Loaded:
+    """The loaded model, refused with one line when it cannot run ``pipeline``."""
+    loaded = as_loaded(model)
+    loaded.require(pipeline)
+    return loaded
+
+
+def with_options(task: Task, **options: Any) -> Task:
+    """A copy of ``task`` (a task dataclass) with the options that are not ``None`` replaced."""
+    chosen = {name: value for name, value in options.items() if value is not None}
+    if not chosen:
+        return task
+    copy: Task = dataclasses.replace(cast(Any, task), **chosen)  # every task class is a dataclass
+    return copy
