@@ -332,11 +332,11 @@ def test_config_validation():
     with pytest.raises(ConfigError, match="early stopping needs a dev set"):
         FinetuneConfig(task="ner", model="m", train_file="t", output="o", early_stopping_patience=2)
     qa = FinetuneConfig(task="qa", model="m", train_file="t", output="o")
-    assert (qa.lr, qa.epochs, qa.max_seq_length, qa.micro_batch_size) == (3e-5, 2.0, 384, 12)
+    assert (qa.train.lr, qa.train.epochs, qa.max_seq_length, qa.train.micro_batch_size) == (3e-5, 2.0, 384, 12)
     given = FinetuneConfig(task="qa", model="m", train_file="t", output="o", micro_batch_size=24, lr=5e-5)
-    assert (given.lr, given.micro_batch_size) == (5e-5, 24)  # a default never overrides a given value
+    assert (given.train.lr, given.train.micro_batch_size) == (5e-5, 24)  # a default never overrides a given value
     cls = FinetuneConfig(task="classification", model="m", train_file="t", output="o")
-    assert (cls.lr, cls.epochs, cls.max_seq_length, cls.micro_batch_size) == (5e-5, 3.0, 128, 32)
+    assert (cls.train.lr, cls.train.epochs, cls.max_seq_length, cls.train.micro_batch_size) == (5e-5, 3.0, 128, 32)
 
 
 # ------------------------------------------------------------------------------------------ batches

@@ -51,7 +51,7 @@ class TrainResult:
     step: int
     """Optimizer updates done in total (including those of earlier, resumed runs)."""
     stop_reason: str
-    """``max_steps``, ``max_time``, ``signal`` (SIGTERM/SIGINT: a checkpoint was written, resume later) or the
+    """``max_steps``, ``epochs``, ``max_time``, ``signal`` (SIGTERM/SIGINT: a checkpoint was written, resume later) or the
     reason ``should_stop`` gave (``early_stopping`` in fine-tuning)."""
     checkpoint: Path | None
     """The last checkpoint written."""
@@ -372,7 +372,7 @@ def train(
             flags = distributed.all_reduce_max(env, [float(stop.signal is not None), float(time_up),
                                                      float(asked is not None)])
             if config.max_steps is not None and step >= config.max_steps:
-                stop_reason = "max_steps"
+                stop_reason = config.max_steps_from  # "epochs" when the epochs ended the run first
                 break
             if flags[0]:
                 stop_reason = "signal"

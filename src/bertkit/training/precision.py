@@ -34,11 +34,21 @@ class Precision:
         return torch.autocast(device_type=self.device.type, dtype=self.dtype)
 
 
-def resolve_precision(name: str, device: torch.device) -> Precision:
-    """Check that ``name`` works on ``device`` and build the scaler fp16 needs. ``auto``: bf16 on a GPU
-    that supports it, else fp32."""
+def precision_name(name: str, device: torch.device) -> str:
+    """``name`` with ``auto`` made concrete for ``device``: bf16 on a GPU that supports it, else fp32.
+
+    The entry points (pretrain, finetune) resolve once, so every later reader (the loop, the MFU peak, the
+    saved config) sees the precision that actually runs.
+    """
     if name == "auto":
-        name = "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
+        return "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
+    return name
+
+
+def resolve_precision(name: str, device: torch.device) -> Precision:
+    """Check that ``name`` works on ``device`` and build the scaler fp16 needs (``auto``: see
+    :func:`precision_name`)."""
+    name = precision_name(name, device)
     if name == "fp16":
         if device.type != "cuda":
             raise ConfigError("fp16 training needs a CUDA GPU; use --precision fp32 (or bf16) on CPU")
