@@ -97,7 +97,8 @@ class TrainConfig:
     adam_eps: float = 1e-6
     """Adam/LAMB epsilon (BERT uses 1e-6, not PyTorch's 1e-8)."""
     schedule: str = "linear"
-    """``linear`` (BERT: warmup then linear decay to 0), ``poly``, ``cosine`` or ``constant``."""
+    """``linear`` (Google BERT: warmup, and a linear decay to 0 that starts at step 0), ``poly`` (decays from the
+    end of the warmup, as transformers; ``schedule_power`` 1 is linear), ``cosine`` or ``constant``."""
     schedule_power: float = 1.0
     """Exponent of the ``poly`` schedule (NVIDIA's LAMB recipe uses 0.5)."""
     warmup_steps: int | None = None

@@ -127,7 +127,9 @@ class FinetuneConfig:
         split_options(flat, TrainConfig)  # a fine-tuning field among train_options is an error too
         self.task, self.model, self.train_file, self.output = task, model, train_file, output
         defaults = task_defaults(task)
-        for f in dataclasses.fields(self)[4:-1]:  # the fields with defaults, but train
+        for f in dataclasses.fields(self):
+            if f.name in ("task", "model", "train_file", "output", "train"):
+                continue
             if f.name in own:
                 setattr(self, f.name, own[f.name])
             elif f.default_factory is not dataclasses.MISSING:
@@ -135,9 +137,12 @@ class FinetuneConfig:
             else:
                 setattr(self, f.name, defaults.get(f.name) if f.default is None else f.default)
         if train is None:
-            if not {"epochs", "max_steps", "max_time"} & set(flat):
-                flat["epochs"] = defaults["epochs"]
+            flat = {k: v for k, v in flat.items() if v is not None or k not in defaults}  # None: the default
             train_defaults = {k: v for k, v in defaults.items() if k in option_names(TrainConfig) and k != "epochs"}
+            if not any(flat.get(limit) is not None for limit in ("epochs", "max_steps", "max_time")):
+                train_defaults["epochs"] = defaults["epochs"]
+            if flat.get("warmup_steps") is not None:  # given warmup steps win over the default warmup ratio
+                del train_defaults["warmup_ratio"]
             train = TrainConfig(**{**train_defaults, **flat})
         elif flat:
             train = dataclasses.replace(train, **flat)
@@ -450,6 +455,8 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
         dev_features = featurize(task, dev_examples, tokenizer, config.max_seq_length)
 
     env = env or distributed.setup(config.train.device)
+    config = dataclasses.replace(config, train=dataclasses.replace(
+        config.train, precision=precision_name(config.train.precision, env.device)))
     torch.manual_seed(config.train.seed)  # the fresh head's initialisation
     model = load_model(model_dir, head=task.head, ignore_mismatched_sizes=True, **task.config_updates())
     if config.max_seq_length > model.config.max_position_embeddings:
@@ -468,8 +475,7 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
                              group_by_length=config.group_by_length, rank=env.rank, world_size=env.world_size)
     work = config.partial_dir
     train_config = dataclasses.replace(
-        config.train, precision=precision_name(config.train.precision, env.device),
-        best_metric=task.main_metric if dev_examples is not None else None, best_mode="max",
+        config.train, best_metric=task.main_metric if dev_examples is not None else None, best_mode="max",
         resume="auto" if config.resume else None, extra={"task": config.task},
     ).for_epoch(len(batches), env.world_size)
     accum = train_config.accumulation(env.world_size)
