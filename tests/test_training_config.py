@@ -8,6 +8,7 @@ import json
 
 import pytest
 import torch
+from training_helpers import make_pretraining_dataset
 
 from bertkit.cli import app, main
 from bertkit.cli_options import field_docs, help_text
@@ -19,19 +20,24 @@ from bertkit.training.finetune import read_config_file as read_finetune_file
 from bertkit.training.metrics import DATASHEET_PEAKS, datasheet_peak, mfu_peak
 from bertkit.training.pretrain import PretrainConfig, build_config, pretrain
 from bertkit.training.pretrain import read_config_file as read_pretrain_file
-from training_helpers import make_pretraining_dataset
 
 # Every flag of `bertkit pretrain` / `bertkit finetune` in use before the options were generated (tests, docs,
 # configs, README, demo, benchmarks): each must keep working.
-PRETRAIN_FLAGS = """--config -c --data --model-config --output -o --init-from --micro-batch-size --global-batch-size
-    --grad-accum-steps --lr --warmup-steps --warmup-ratio --max-steps --max-time --optimizer --schedule --weight-decay
-    --clip-grad-norm --precision --seed --eval-every --eval-batches --save-every --keep-last --log-every --resume
-    --resume-from --device --num-workers --attn-implementation --fsdp --no-fsdp --progress --no-progress""".split()
-FINETUNE_FLAGS = """--config -c --task -t --model -m --train --dev --output -o --epochs --max-steps --lr
-    --micro-batch-size --global-batch-size --max-seq-length --warmup-ratio --schedule --weight-decay --seed --precision
-    --text-column --text-pair-column --label-column --main-metric --doc-stride --early-stopping-patience
-    --eval-batch-size --max-train-examples --group-by-length --random-batches --save-every --device --resume
-    --overwrite --progress --no-progress""".split()
+PRETRAIN_FLAGS = [
+    "--config", "-c", "--data", "--model-config", "--output", "-o", "--init-from", "--micro-batch-size",
+    "--global-batch-size", "--grad-accum-steps", "--lr", "--warmup-steps", "--warmup-ratio", "--max-steps",
+    "--max-time", "--optimizer", "--schedule", "--weight-decay", "--clip-grad-norm", "--precision", "--seed",
+    "--eval-every", "--eval-batches", "--save-every", "--keep-last", "--log-every", "--resume", "--resume-from",
+    "--device", "--num-workers", "--attn-implementation", "--fsdp", "--no-fsdp", "--progress", "--no-progress",
+]
+FINETUNE_FLAGS = [
+    "--config", "-c", "--task", "-t", "--model", "-m", "--train", "--dev", "--output", "-o", "--epochs",
+    "--max-steps", "--lr", "--micro-batch-size", "--global-batch-size", "--max-seq-length", "--warmup-ratio",
+    "--schedule", "--weight-decay", "--seed", "--precision", "--text-column", "--text-pair-column", "--label-column",
+    "--main-metric", "--doc-stride", "--early-stopping-patience", "--eval-batch-size", "--max-train-examples",
+    "--group-by-length", "--random-batches", "--save-every", "--device", "--resume", "--overwrite", "--progress",
+    "--no-progress",
+]
 
 
 # ------------------------------------------------------------------------------------------ config files
@@ -174,10 +180,11 @@ def test_pretrain_resolves_auto_once_and_measures_the_peak_at_it(tmp_path, monke
         return mfu_peak(device, precision, measure=lambda d, t: 1e12)
 
     monkeypatch.setattr(pretrain_module, "mfu_peak", fake_peak)
-    config = build_config(dict(data=str(data), output=str(tmp_path / "o"), model_config="tiny", micro_batch_size=4,
-                               max_steps=1, progress=False, tensorboard=False, plot=False, precision="auto"))
+    config = build_config({"data": str(data), "output": str(tmp_path / "o"), "model_config": "tiny",
+                           "micro_batch_size": 4, "max_steps": 1, "progress": False, "tensorboard": False,
+                           "plot": False, "precision": "auto"})
     result = pretrain(config)
     assert asked == [("cpu", "fp32")]
     saved = json.loads((tmp_path / "o" / "pretrain_config.json").read_text())["train"]
     assert saved["precision"] == "fp32" and saved["peak_flops"] == 1e12
-    assert "mfu" in [r for r in result.history if r["split"] == "train"][0]
+    assert "mfu" in next(r for r in result.history if r["split"] == "train")

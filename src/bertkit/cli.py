@@ -7,9 +7,12 @@ code 2; typer's own usage errors also exit with 2.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import typer
 
+from bertkit.cli_options import command_function, config_options, lazy_command, show_default
 from bertkit.errors import BertkitError
 
 app = typer.Typer(
@@ -488,13 +491,13 @@ def convert_command(
 
 
 # ---------------------------------------------------------------------------------------- pretrain (training)
-# The options of `pretrain` and `finetune` are generated from their config dataclasses (bertkit.cli_options);
-# only what is no config field (the config file, the resume switches, task options) is declared here.
+# The options of `pretrain` and `finetune` are generated from their config dataclasses (bertkit.cli_options), on
+# first use: the dataclasses import torch. Only what is no config field (the config file, pretrain's resume
+# switches, task options) is declared here.
 _CONFIG_FILE = (str, typer.Option(None, "--config", "-c", help="TOML/YAML file with any of these options (flags win)."))
 
 
-def _pretrain_function():
-    from bertkit.cli_options import command_function, config_options
+def _pretrain_function() -> Callable[..., None]:
     from bertkit.training.config import TrainConfig
     from bertkit.training.pretrain import PretrainConfig
 
@@ -502,13 +505,14 @@ def _pretrain_function():
                              exclude={"resume"})
     extra = {
         "config": _CONFIG_FILE,
-        "resume": (bool, typer.Option(False, "--resume", help="Continue from the latest valid checkpoint in --output.")),
+        "resume": (bool, typer.Option(False, "--resume",
+                                      help="Continue from the latest valid checkpoint in --output.")),
         "resume_from": (str, typer.Option(None, "--resume-from", help="Continue from this checkpoint directory.")),
     }
     return command_function("pretrain", pretrain_command.__doc__, options, extra, _run_pretrain)
 
 
-def _run_pretrain(given: dict) -> None:
+def _run_pretrain(given: dict[str, Any]) -> None:
     from bertkit.training.pretrain import build_config, pretrain, read_config_file
 
     config, resume, resume_from = given.pop("config"), given.pop("resume"), given.pop("resume_from")
@@ -525,13 +529,7 @@ def _run_pretrain(given: dict) -> None:
         raise typer.Exit(130)
 
 
-def _lazy(build):
-    from bertkit.cli_options import lazy_command
-
-    return lazy_command(build)
-
-
-@app.command("pretrain", cls=_lazy(lambda: _pretrain_function()))
+@app.command("pretrain", cls=lazy_command(_pretrain_function))
 def pretrain_command() -> None:
     """Pre-train BERT (masked LM + next sentence) on a prepared dataset; resumable, multi-process with torchrun.
 
@@ -541,7 +539,7 @@ def pretrain_command() -> None:
 
 
 # ---------------------------------------------------------------------------------------- finetune / evaluate / predict
-# (issue 5; the fine-tuning helper's block: all logic is in bertkit.training.finetune)
+# All logic is in bertkit.training.finetune.
 _TEXT_COLUMN = typer.Option(None, "--text-column", help="Classification: column of the text [GLUE names: sentence, sentence1, #1 String...].")
 _PAIR_COLUMN = typer.Option(None, "--text-pair-column", help="Classification: column of the second text ('' = none) [sentence2, #2 String...].")
 _LABEL_COLUMN = typer.Option(None, "--label-column", help="Classification: column of the label [label, score, Quality...].")
@@ -562,14 +560,14 @@ def _show_warnings() -> None:
     logging.basicConfig(format="bertkit: %(message)s", level=logging.WARNING)
 
 
-def _finetune_function():
-    from bertkit.cli_options import command_function, config_options
+def _finetune_function() -> Callable[..., None]:
     from bertkit.training.config import TrainConfig
     from bertkit.training.finetune import DEFAULTS, FinetuneConfig
 
-    everywhere = DEFAULTS["all"]
-    shown = {k: _show_default(v) + "".join(f"; {task} {_show_default(row[k])}" for task, row in DEFAULTS.items()
-                                           if task != "all" and k in row) for k, v in everywhere.items()}
+    # the defaults table, e.g. "5e-05; qa 3e-05": the default for every task, then each task's own
+    shown = {name: "; ".join([show_default(value)] + [f"{task} {show_default(row[name])}" for task, row
+                                                     in DEFAULTS.items() if task != "all" and name in row])
+             for name, value in DEFAULTS["all"].items()}
     options = config_options(
         [FinetuneConfig, TrainConfig], exclude={"best_metric", "best_mode"}, defaults=shown,
         flags={"task": ("--task", "-t"), "model": ("--model", "-m"), "train_file": ("--train",),
@@ -580,17 +578,14 @@ def _finetune_function():
     return command_function("finetune", finetune_command.__doc__, options, extra, _run_finetune)
 
 
-def _show_default(value) -> str:
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
 _FINETUNE_TASK_OPTIONS = {
-    "main_metric": (str, typer.Option(None, help="Metric that picks the best epoch [accuracy; pearson; ner/qa f1].")),
-    "doc_stride": (int, typer.Option(None, help="qa: tokens between the starts of context windows [128].")),
+    "main_metric": (str, typer.Option(None, help="Metric that picks the best epoch (default: accuracy; regression "
+                                                 "pearson; ner, qa f1).")),
+    "doc_stride": (int, typer.Option(None, help="qa: tokens between the starts of context windows (default: 128).")),
 }
 
 
-def _run_finetune(given: dict) -> None:
+def _run_finetune(given: dict[str, Any]) -> None:
     from bertkit.training.finetune import FinetuneConfig, finetune, read_config_file
 
     _show_warnings()
@@ -612,7 +607,7 @@ def _run_finetune(given: dict) -> None:
         _print_json(result.metrics)
 
 
-@app.command("finetune", cls=_lazy(lambda: _finetune_function()))
+@app.command("finetune", cls=lazy_command(_finetune_function))
 def finetune_command() -> None:
     """Fine-tune a BERT model for classification, regression, NER or SQuAD-style QA.
 

@@ -14,6 +14,7 @@ import ast
 import dataclasses
 import functools
 import inspect
+import itertools
 import re
 import textwrap
 import types
@@ -34,7 +35,7 @@ def field_docs(cls: type) -> dict[str, str]:
     tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
     docs = {}
-    for node, after in zip(body, body[1:]):
+    for node, after in itertools.pairwise(body):
         if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
                 and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
             docs[node.target.id] = inspect.cleandoc(after.value.value)
@@ -47,7 +48,8 @@ def help_text(doc: str) -> str:
     return text.replace("``", "")
 
 
-def _show(value: Any) -> str:
+def show_default(value: Any) -> str:
+    """A default as the help shows it: ``on``/``off``, ``5e-05``, ``adamw``."""
     if isinstance(value, bool):
         return "on" if value else "off"
     if isinstance(value, float):
@@ -100,14 +102,15 @@ def config_options(classes: Iterable[type], *, flags: Mapping[str, tuple[str, ..
             decls = flags.get(f.name) or ((f"{flag}/--no-{flag[2:]}",) if kind is bool else (flag,))
             shown = defaults.get(f.name)
             if shown is None and f.default not in (dataclasses.MISSING, None):
-                shown = _show(f.default)
+                shown = show_default(f.default)
             help = help_text(docs.get(f.name, "")) + (f" (default: {shown})" if shown else "")
             options.append(ConfigOption(f.name, decls, kind, help))
     return options
 
 
-def command_function(name: str, doc: str, options: Iterable[ConfigOption],
-                     extra: Mapping[str, tuple[type, Any]], run: Callable[[dict[str, Any]], None]) -> Callable[..., None]:
+def command_function(name: str, doc: str | None, options: Iterable[ConfigOption],
+                     extra: Mapping[str, tuple[type, Any]],
+                     run: Callable[[dict[str, Any]], None]) -> Callable[..., None]:
     """A function typer turns into the command: one keyword per option, each ``None`` unless given, plus
     ``extra`` parameters (name -> (type, ``typer.Option``)) declared by the command itself; it calls ``run``
     with all of them."""

@@ -60,7 +60,7 @@ def read_options_file(path: str | os.PathLike) -> dict[str, Any]:
     return data
 
 
-def parse_duration(value: str | float | int | None) -> float | None:
+def parse_duration(value: str | float | None) -> float | None:
     """Seconds from ``3600``, ``"90m"``, ``"1h30m"``, ``"2d"``, ``"45s"``; ``None`` stays ``None``."""
     if value is None or isinstance(value, (int, float)):
         return None if value is None else float(value)
@@ -217,7 +217,7 @@ class TrainConfig:
             )
         return self.global_batch_size // per_update
 
-    def for_epoch(self, micro_batches: int, world_size: int = 1) -> "TrainConfig":
+    def for_epoch(self, micro_batches: int, world_size: int = 1) -> TrainConfig:
         """This config with ``epochs`` turned into updates, for an epoch of ``micro_batches`` per process.
 
         ``max_steps`` becomes the smaller of the two limits and ``max_steps_from`` says which one it is, so the
@@ -237,7 +237,7 @@ class TrainConfig:
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "TrainConfig":
+    def from_dict(cls, data: Mapping[str, Any]) -> TrainConfig:
         known = [f.name for f in dataclasses.fields(cls)]
         for key in data:
             if key not in known:

@@ -51,7 +51,7 @@ class TrainResult:
     step: int
     """Optimizer updates done in total (including those of earlier, resumed runs)."""
     stop_reason: str
-    """``max_steps``, ``epochs``, ``max_time``, ``signal`` (SIGTERM/SIGINT: a checkpoint was written, resume later) or the
+    """``max_steps``, ``max_time``, ``signal`` (SIGTERM/SIGINT: a checkpoint was written, resume later) or the
     reason ``should_stop`` gave (``early_stopping`` in fine-tuning)."""
     checkpoint: Path | None
     """The last checkpoint written."""
