@@ -188,3 +188,17 @@ def test_pretrain_resolves_auto_once_and_measures_the_peak_at_it(tmp_path, monke
     saved = json.loads((tmp_path / "o" / "pretrain_config.json").read_text())["train"]
     assert saved["precision"] == "fp32" and saved["peak_flops"] == 1e12
     assert "mfu" in next(r for r in result.history if r["split"] == "train")
+
+
+def test_pretrain_ends_at_the_first_of_epochs_and_max_steps(tmp_path):
+    data = make_pretraining_dataset(tmp_path / "d", n_train=16, n_eval=0, seq=16, vocab=40)  # 4 micro-batches of 4
+
+    def run(name: str, **limits: object):
+        return pretrain(build_config({"data": str(data), "output": str(tmp_path / name), "model_config": "tiny",
+                                      "micro_batch_size": 4, "progress": False, "tensorboard": False, "plot": False,
+                                      "peak_flops": 1e12, **limits}))
+
+    by_epochs = run("epochs", epochs=1, max_steps=25)
+    assert (by_epochs.step, by_epochs.stop_reason) == (4, "epochs")
+    by_steps = run("steps", epochs=2, max_steps=3)
+    assert (by_steps.step, by_steps.stop_reason) == (3, "max_steps")

@@ -280,19 +280,15 @@ def read_config_file(path: str | os.PathLike, cls: type, aliases: Mapping[str, s
     """Flat options for ``cls`` (a config that nests a :class:`TrainConfig` as ``train``) from a TOML/YAML file.
 
     Keys are the dataclass fields (``-`` and ``_`` alike); training options may sit at the top or in a
-    ``[train]`` (or ``[train_options]``) table. Dict-valued fields (``task_options``) stay tables. ``aliases``
+    ``[train]`` (or ``[train_options]``) table, which wins. Dict-valued fields (``task_options``) stay tables. ``aliases``
     maps short names to fields (``dev`` -> ``dev_file``; a string ``train`` is then ``train_file``).
     Unknown keys are an error naming the closest known one. The same rules hold for every command.
     """
     aliases = dict(aliases or {})
     data = {k.replace("-", "_"): v for k, v in read_options_file(path).items()}
-    flat: dict[str, Any] = {}
-    for table in ("train", "train_options"):
-        nested = data.get(table)
-        if isinstance(nested, Mapping):
-            del data[table]
-            flat.update({k.replace("-", "_"): v for k, v in nested.items()})
-    for key, value in data.items():
-        flat[aliases.get(key, key)] = value
+    tables = [data.pop(name) for name in ("train", "train_options") if isinstance(data.get(name), Mapping)]
+    flat = {aliases.get(key, key): value for key, value in data.items()}
+    for table in tables:  # a key in a table wins over the same key at the top
+        flat.update({k.replace("-", "_"): v for k, v in table.items()})
     split_options(flat, cls, source=str(path))  # unknown keys are an error now, before anything runs
     return flat

@@ -272,8 +272,8 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
     if config.train.peak_flops is None and env.is_main:
         peak = mfu_peak(env.device, config.train.precision)
         config.train.peak_flops = peak.flops
-        second = "" if peak.measured == peak.flops else f"; measured matmul peak {peak.measured / 1e12:.1f} TFLOP/s"
-        notice(f"MFU denominator: {peak.source} peak {peak.flops / 1e12:.1f} TFLOP/s per device{second}; "
+        second = "" if peak.measured == peak.flops else f"; measured matmul peak {peak.measured / 1e12:.2f} TFLOP/s"
+        notice(f"MFU denominator: {peak.source} peak {peak.flops / 1e12:.2f} TFLOP/s per device{second}; "
                f"{flops / 1e6:.1f} MFLOPs per token")
     if env.is_main:
         out = Path(config.output)
