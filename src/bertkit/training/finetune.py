@@ -84,7 +84,8 @@ class FinetuneConfig:
     ``train`` holds the loop's options (batch, learning rate, precision...). The constructor also takes them
     as flat keywords (``FinetuneConfig(task=..., lr=3e-5, micro_batch_size=16)``), as the command line and
     config files give them; what is not given comes from :data:`DEFAULTS` for the task, then from
-    :class:`TrainConfig`. ``train_options`` is a mapping of further flat training keywords.
+    :class:`TrainConfig`. ``train_options`` is a mapping of further flat training keywords. A ``train`` given
+    whole is taken as it is (flat keywords then replace its fields).
     """
 
     task: str
@@ -117,7 +118,7 @@ class FinetuneConfig:
     """Replace an existing output directory."""
     resume: bool = False
     """Continue an interrupted run from the last checkpoint in ``<output>.partial/``."""
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(epochs=DEFAULTS["all"]["epochs"]))
+    train: TrainConfig
     """The loop's options; ``train.output_dir`` is ``<output>.partial``."""
 
     def __init__(self, task: str, model: str, train_file: str, output: str, *, train: TrainConfig | None = None,
