@@ -32,7 +32,10 @@ _ROLE = re.compile(r":(?:class|meth|func|data|attr):`~?(?:[\w.]+\.)?([\w]+)`")
 @functools.cache
 def field_docs(cls: type) -> dict[str, str]:
     """The docstring under each field of dataclass ``cls`` (attribute docstrings, read from the source)."""
-    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except OSError:  # installed without sources: options without help beat no command
+        return {}
     body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
     docs = {}
     for node, after in itertools.pairwise(body):
