@@ -12,6 +12,7 @@ from training_helpers import make_pretraining_dataset
 
 from bertkit.cli import app, main
 from bertkit.cli_options import field_docs, help_text
+from bertkit.data import CorpusOptions, PrepareConfig
 from bertkit.errors import ConfigError
 from bertkit.training import pretrain as pretrain_module
 from bertkit.training.config import TrainConfig, option_names
@@ -37,6 +38,12 @@ FINETUNE_FLAGS = [
     "--main-metric", "--doc-stride", "--early-stopping-patience", "--eval-batch-size", "--max-train-examples",
     "--group-by-length", "--random-batches", "--save-every", "--device", "--resume", "--overwrite", "--progress",
     "--no-progress",
+]
+PREPARE_DATA_FLAGS = [
+    "--input", "-i", "--tokenizer", "-t", "--output", "-o", "--max-seq-length", "--dupe-factor", "--short-seq-prob",
+    "--masked-lm-prob", "--max-predictions-per-seq", "--masking", "--whole-word-mask", "--seed", "--workers",
+    "--eval-fraction", "--eval-unit-sentences", "--format", "--text-field", "--keep-gutenberg-boilerplate",
+    "--block-mb", "--shard-index", "--num-shards", "--quiet", "-q",
 ]
 
 
@@ -85,7 +92,8 @@ def _params(name: str) -> dict[str, object]:
         return {p.name: p for p in command.get_params(ctx) if p.name != "help"}
 
 
-@pytest.mark.parametrize("name,flags", [("pretrain", PRETRAIN_FLAGS), ("finetune", FINETUNE_FLAGS)])
+@pytest.mark.parametrize("name,flags", [("pretrain", PRETRAIN_FLAGS), ("finetune", FINETUNE_FLAGS),
+                                        ("prepare-data", PREPARE_DATA_FLAGS)])
 def test_every_flag_in_use_still_exists(name, flags):
     declared = {opt for p in _params(name).values() for opt in (*p.opts, *p.secondary_opts)}
     assert sorted(set(flags) - declared) == []
@@ -94,6 +102,7 @@ def test_every_flag_in_use_still_exists(name, flags):
 @pytest.mark.parametrize("name,classes,skip", [
     ("pretrain", (PretrainConfig, TrainConfig), {"resume"}),
     ("finetune", (FinetuneConfig, TrainConfig), {"best_metric", "best_mode", "task_options"}),
+    ("prepare-data", (PrepareConfig, CorpusOptions), {"inputs", "corpus", "block_bytes", "strip_gutenberg"}),
 ])
 def test_each_field_is_an_option_with_its_docstring_and_default(name, classes, skip):
     params = _params(name)
@@ -121,7 +130,7 @@ def test_each_field_is_an_option_with_its_docstring_and_default(name, classes, s
         assert "(default: 32; qa 12)" in params["micro_batch_size"].help
 
 
-@pytest.mark.parametrize("name", ["pretrain", "finetune"])
+@pytest.mark.parametrize("name", ["pretrain", "finetune", "prepare-data"])
 def test_help_lists_every_option_with_its_help(name, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "250")
     assert main([name, "--help"]) == 0

@@ -6,13 +6,19 @@ code 2; typer's own usage errors also exit with 2.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
 from typing import Any
 
 import typer
 
-from bertkit.cli_options import command_function, config_options, lazy_command, show_default
+from bertkit.cli_options import (
+    command_function,
+    config_options,
+    lazy_command,
+    show_default,
+)
 from bertkit.errors import BertkitError
 
 app = typer.Typer(
@@ -665,53 +671,54 @@ def predict_command(
 
 
 # --------------------------------------------------------------------------------------------- data
-@app.command("prepare-data")
-def prepare_data_command(
-    input: list[str] = typer.Option(..., "--input", "-i", help="Files, directories or globs (repeatable)."),
-    tokenizer: str = typer.Option(..., "--tokenizer", "-t", help="Tokenizer directory, vocab.txt or tokenizer.json."),
-    output: str = typer.Option(..., "--output", "-o", help="Dataset directory to write."),
-    max_seq_length: int = typer.Option(128, help="Longest instance, special tokens included."),
-    dupe_factor: int = typer.Option(10, help="Passes over the corpus, each with new pairs and masks."),
-    short_seq_prob: float = typer.Option(0.1, help="Probability of a short target length per document and pass."),
-    masked_lm_prob: float = typer.Option(0.15, help="Fraction of tokens to predict."),
-    max_predictions_per_seq: int = typer.Option(None, help="Cap per instance (default round(max_seq_length * masked_lm_prob))."),
-    masking: str = typer.Option("static", help="static: masks stored in the shards (BERT); dynamic: drawn per epoch (RoBERTa)."),
-    whole_word_mask: bool = typer.Option(False, "--whole-word-mask", help="Mask all pieces of a word together."),
-    seed: int = typer.Option(12345, help="Seed of every random choice."),
-    workers: int = typer.Option(None, help="Worker processes (default: all cores)."),
-    eval_fraction: float = typer.Option(0.01, help="Share of documents held out as the eval split."),
-    eval_unit_sentences: int = typer.Option(256, help="Long documents draw the split per run of this many sentences."),
-    format: str = typer.Option("auto", help="auto | lines (a sentence per line, blank line between documents) | prose | jsonl."),
-    text_field: str = typer.Option("text", help="JSONL key holding the text."),
-    keep_gutenberg_boilerplate: bool = typer.Option(False, help="Do not strip Project Gutenberg headers/footers."),
-    block_mb: float = typer.Option(4.0, help="MB of text per block (unit of parallelism and of random-next sampling)."),
-    shard_index: int = typer.Option(0, help="This job's index when several independent jobs share the corpus."),
-    num_shards: int = typer.Option(1, help="Number of independent jobs writing into the same --output."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
-) -> None:
-    """Turn a raw corpus into sharded, memory-mapped MLM+NSP pre-training data (BERT's algorithm, all cores).
+def _prepare_data_function() -> Callable[..., None]:
+    from bertkit.data import CorpusOptions, PrepareConfig
 
-    Example: bertkit prepare-data --input ../shared/data/gutenberg/books --tokenizer ./tok --output ./data128
-    --max-seq-length 128 --dupe-factor 5 --masking static --seed 1 --workers 8
-    """
+    block_mb = next(f.default for f in dataclasses.fields(PrepareConfig) if f.name == "block_bytes") / (1 << 20)
+    options = config_options([PrepareConfig, CorpusOptions], exclude={"block_bytes", "strip_gutenberg"},
+                             flags={"tokenizer": ("--tokenizer", "-t"), "output": ("--output", "-o")})
+    extra = {
+        "input": (list[str], typer.Option(..., "--input", "-i", help="Files, directories or globs (repeatable).")),
+        "block_mb": (float, typer.Option(None, help="MB of text per block (unit of parallelism and of random-next "
+                                                    f"sampling) (default: {block_mb:g}).")),
+        "keep_gutenberg_boilerplate": (bool, typer.Option(False, help="Do not strip Project Gutenberg "
+                                                                      "headers/footers.")),
+        "quiet": (bool, typer.Option(False, "--quiet", "-q", help="No progress bar.")),
+    }
+    return command_function("prepare-data", prepare_data_command.__doc__, options, extra, _run_prepare_data)
+
+
+def _run_prepare_data(given: dict[str, Any]) -> None:
     import logging
 
     from bertkit.data import CorpusOptions, PrepareConfig, prepare_dataset
 
     logging.basicConfig(format="bertkit: warning: %(message)s", level=logging.WARNING)
-    config = PrepareConfig(
-        inputs=input, output=output, tokenizer=tokenizer, max_seq_length=max_seq_length, dupe_factor=dupe_factor,
-        short_seq_prob=short_seq_prob, masked_lm_prob=masked_lm_prob, max_predictions_per_seq=max_predictions_per_seq,
-        masking=masking, whole_word_mask=whole_word_mask, seed=seed, workers=workers, eval_fraction=eval_fraction,
-        eval_unit_sentences=eval_unit_sentences,
-        block_bytes=max(1, int(block_mb * (1 << 20))), shard_index=shard_index, num_shards=num_shards,
-        corpus=CorpusOptions(format=format, text_field=text_field, strip_gutenberg=not keep_gutenberg_boilerplate),
-    )
+    inputs, block_mb, quiet = given.pop("input"), given.pop("block_mb"), given.pop("quiet")
+    corpus = {"strip_gutenberg": not given.pop("keep_gutenberg_boilerplate")}
+    corpus.update({f.name: given.pop(f.name) for f in dataclasses.fields(CorpusOptions)
+                   if given.get(f.name) is not None})
+    options = {k: v for k, v in given.items() if v is not None}
+    for required in ("tokenizer", "output"):
+        if required not in options:
+            fail(f"--{required} is required")
+    if block_mb is not None:
+        options["block_bytes"] = max(1, int(block_mb * (1 << 20)))
+    config = PrepareConfig(inputs=inputs, corpus=CorpusOptions(**corpus), **options)
     meta = prepare_dataset(config, progress=not quiet)
     train, held = meta["splits"]["train"], meta["splits"]["eval"]
     state = "complete" if meta["complete"] else f"{len(meta['blocks'])} of {meta['expected_blocks']} blocks so far"
     print(f"wrote {train['num_instances']} train + {held['num_instances']} eval instances "
-          f"({train['num_tokens'] + held['num_tokens']} tokens) to {output} ({state})", file=sys.stderr)
+          f"({train['num_tokens'] + held['num_tokens']} tokens) to {config.output} ({state})", file=sys.stderr)
+
+
+@app.command("prepare-data", cls=lazy_command(_prepare_data_function))
+def prepare_data_command() -> None:
+    """Turn a raw corpus into sharded, memory-mapped MLM+NSP pre-training data (BERT's algorithm, all cores).
+
+    Example: bertkit prepare-data --input ../shared/data/gutenberg/books --tokenizer ./tok --output ./data128
+    --max-seq-length 128 --dupe-factor 5 --masking static --seed 1 --workers 8
+    """
 
 
 # --------------------------------------------------------------------------------------------- demo
