@@ -62,13 +62,13 @@ DEFAULT_SCHEDULE = "poly"
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     # Google BERT's recipes (bert-algorithms.md section 8): its README's SQuAD run for BERT-Base differs.
-    # "all" holds fine-tuning's defaults of TrainConfig fields; a task's row overrides them. ``epochs`` applies
-    # only when neither it nor ``max_steps`` is given.
+    # "all" holds fine-tuning's defaults (of FinetuneConfig and TrainConfig fields); a task's row overrides them.
+    # ``epochs`` applies only when no other end (``max_steps``, ``max_time``) is given.
     "all": {"lr": 5e-5, "epochs": 3.0, "max_seq_length": 128, "micro_batch_size": 32, "warmup_ratio": 0.1,
             "schedule": DEFAULT_SCHEDULE},
     "qa": {"lr": 3e-5, "epochs": 2.0, "max_seq_length": 384, "micro_batch_size": 12},
 }
-"""Fine-tuning's defaults, by task: the one table the config, the CLI's help and the docs read."""
+"""Fine-tuning's defaults, by task: the one table that FinetuneConfig and ``bertkit finetune --help`` read."""
 
 
 def task_defaults(task: str) -> dict[str, Any]:
