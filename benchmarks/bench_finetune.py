@@ -180,8 +180,8 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
                             seed=seed, precision="fp32", device=args.device, progress=False, log_every=10,
                             max_train_examples=args.max_train_examples, group_by_length=args.group_by_length,
                             train_options={"tensorboard": False, "plot": False, "schedule": schedule})
-    max_len, epochs = config.max_seq_length, config.epochs
-    entry = {"task": name, "seed": seed, "batch_size": config.micro_batch_size, "lr": config.lr,
+    max_len, epochs = config.max_seq_length, config.train.epochs
+    entry = {"task": name, "seed": seed, "batch_size": config.train.micro_batch_size, "lr": config.train.lr,
              "max_seq_length": max_len, "epochs": epochs, "max_steps": args.max_steps,
              "max_train_examples": args.max_train_examples, "bertkit_schedule": schedule,
              "device": args.device}
@@ -203,7 +203,7 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
     dev_examples = read_examples(task, dev_file)
     dev_features = featurize(task, dev_examples, tokenizer, max_len)
     by_length = groups_by_length(config, task)
-    grouped = training_batches(features, config.micro_batch_size, lambda c: c, seed=seed, group_by_length=by_length)
+    grouped = training_batches(features, config.train.micro_batch_size, lambda c: c, seed=seed, group_by_length=by_length)
     lengths = [len(f["input_ids"]) for f in features]
     main = task.main_metric
     entry["main_metric"] = main

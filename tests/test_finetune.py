@@ -332,11 +332,11 @@ def test_config_validation():
     with pytest.raises(ConfigError, match="early stopping needs a dev set"):
         FinetuneConfig(task="ner", model="m", train_file="t", output="o", early_stopping_patience=2)
     qa = FinetuneConfig(task="qa", model="m", train_file="t", output="o")
-    assert (qa.lr, qa.epochs, qa.max_seq_length, qa.micro_batch_size) == (3e-5, 2.0, 384, 12)
+    assert (qa.train.lr, qa.train.epochs, qa.max_seq_length, qa.train.micro_batch_size) == (3e-5, 2.0, 384, 12)
     given = FinetuneConfig(task="qa", model="m", train_file="t", output="o", micro_batch_size=24, lr=5e-5)
-    assert (given.lr, given.micro_batch_size) == (5e-5, 24)  # a default never overrides a given value
+    assert (given.train.lr, given.train.micro_batch_size) == (5e-5, 24)  # a default never overrides a given value
     cls = FinetuneConfig(task="classification", model="m", train_file="t", output="o")
-    assert (cls.lr, cls.epochs, cls.max_seq_length, cls.micro_batch_size) == (5e-5, 3.0, 128, 32)
+    assert (cls.train.lr, cls.train.epochs, cls.max_seq_length, cls.train.micro_batch_size) == (5e-5, 3.0, 128, 32)
 
 
 # ------------------------------------------------------------------------------------------ batches
@@ -476,3 +476,43 @@ def test_token_tasks_weigh_every_labeled_token_alike_across_length_grouped_batch
     assert float(batch["label_normalizer"]) == 8.0 and batch["labels"].shape == (2, 3)
     assert "label_normalizer" not in _training_collate(ner, features, dataclasses.replace(config, group_by_length=False),
                                                        pad_id=0)(features[:2])
+
+
+def test_epochs_and_max_steps_end_the_run_at_whichever_comes_first(base, data, tmp_path, capsys):
+    """24 features / micro-batch 8 = 3 updates per epoch: --epochs 1 --max-steps 25 stops after 3, saying why."""
+    common = ["finetune", "--task", "classification", "--model", base, "--train", data["cls"], "--no-progress",
+              "--micro-batch-size", "8", "--no-tensorboard", "--no-plot"]
+    code, _, err = run_cli([*common, "--output", tmp_path / "epochs", "--epochs", "1", "--max-steps", "25"], capsys)
+    assert code == 0, err
+    summary = json.loads((tmp_path / "epochs" / "metrics.json").read_text())["train"]
+    assert (summary["steps"], summary["stop_reason"]) == (3, "epochs")
+    assert "stopped (epochs) at step 3" in err
+    code, _, err = run_cli([*common, "--output", tmp_path / "steps", "--epochs", "2", "--max-steps", "4"], capsys)
+    assert code == 0, err
+    summary = json.loads((tmp_path / "steps" / "metrics.json").read_text())["train"]
+    assert (summary["steps"], summary["stop_reason"]) == (4, "max_steps")
+    # --max-steps alone is not capped by the default epochs (3 epochs would be 9 updates)
+    result = finetune(FinetuneConfig(task="classification", model=str(base), train_file=str(data["cls"]),
+                                     output=str(tmp_path / "alone"), max_steps=12, micro_batch_size=8,
+                                     progress=False, train_options=QUIET))
+    assert (result.train.step, result.train.stop_reason) == (12, "max_steps")
+
+
+def test_finetune_records_the_resolved_precision(base, data, tmp_path):
+    finetune(FinetuneConfig(task="classification", model=str(base), train_file=str(data["cls"]),
+                            output=str(tmp_path / "o"), max_steps=1, micro_batch_size=8, progress=False,
+                            train_options=QUIET))
+    saved = json.loads((tmp_path / "o" / "finetune_config.json").read_text())
+    assert saved["train"]["precision"] == "fp32"  # auto, resolved on this CPU
+
+
+def test_flat_options_fill_the_nested_train_config():
+    config = FinetuneConfig(task="ner", model="m", train_file="t", output="runs/x", lr=1e-3, warmup_steps=5,
+                            train_options={"optimizer": "lamb"})
+    assert (config.train.lr, config.train.warmup_steps, config.train.warmup_ratio) == (1e-3, 5, None)
+    assert config.train.optimizer == "lamb" and config.train.schedule == "poly"
+    assert config.train.output_dir == Path("runs/x.partial")
+    with pytest.raises(ConfigError, match="'micro_bach_size' .*did you mean 'micro_batch_size'"):
+        FinetuneConfig(task="ner", model="m", train_file="t", output="o", micro_bach_size=4)
+    with pytest.raises(ConfigError, match="'max_seq_length'"):  # a fine-tuning field is no training option
+        FinetuneConfig(task="ner", model="m", train_file="t", output="o", train_options={"max_seq_length": 64})

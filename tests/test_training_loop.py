@@ -123,8 +123,8 @@ def test_evaluation_epochs_and_best_export(tmp_path):
     # 64 examples / 16 per batch = 4 updates per epoch; 12 updates = 3 epochs, evaluated at each end.
     model = ToyModel()
     batches = ResumableBatches(toy_dataset(), 16, collate, seed=0)
-    cfg = TrainConfig(output_dir=tmp_path, micro_batch_size=16, num_epochs=3, steps_per_epoch=len(batches),
-                      best_metric="accuracy", **FAST)
+    cfg = TrainConfig(output_dir=tmp_path, micro_batch_size=16, epochs=3, best_metric="accuracy",
+                      **FAST).for_epoch(len(batches))
     result = train(model, batches, cfg, evaluate=evaluate)
     evals = [r for r in result.history if r["split"] == "eval"]
     assert [r["step"] for r in evals] == [4, 8, 12] and result.best_metric == 0.9

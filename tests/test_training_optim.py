@@ -113,10 +113,10 @@ def test_parse_duration_rejects_garbage(bad):
 
 def test_accumulation_is_derived_from_the_global_batch():
     cfg = TrainConfig(micro_batch_size=8, global_batch_size=64, max_steps=1)
-    assert cfg.accumulation(1) == 8 and cfg.accumulation(2) == 4 and cfg.effective_global_batch(4) == 64
+    assert cfg.accumulation(1) == 8 and cfg.accumulation(2) == 4 and 8 * 4 * cfg.accumulation(4) == 64
     with pytest.raises(ConfigError, match="multiple"):
         cfg.accumulation(3)
-    assert TrainConfig(micro_batch_size=8, grad_accum_steps=3, max_steps=1).effective_global_batch(2) == 48
+    assert 8 * 2 * TrainConfig(micro_batch_size=8, grad_accum_steps=3, max_steps=1).accumulation(2) == 48
 
 
 def test_train_config_validation():
@@ -128,8 +128,7 @@ def test_train_config_validation():
         TrainConfig(max_steps=1, precision="fp8")
     with pytest.raises(ConfigError):
         TrainConfig(max_steps=1, micro_batch_size=0)
-    assert TrainConfig(max_steps=200, warmup_ratio=0.1).warmup() == 20
-    assert TrainConfig(num_epochs=3, steps_per_epoch=10).max_steps == 30
+    assert TrainConfig(epochs=3).for_epoch(10).max_steps == 30
     assert TrainConfig(max_time="1h").max_time == 3600
     with pytest.raises(ConfigError, match="unknown training option"):
         TrainConfig.from_dict({"max_steps": 1, "learning_rate": 1})

@@ -6,10 +6,19 @@ code 2; typer's own usage errors also exit with 2.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import typer
 
+from bertkit.cli_options import (
+    command_function,
+    config_options,
+    lazy_command,
+    show_default,
+)
 from bertkit.errors import BertkitError
 
 app = typer.Typer(
@@ -486,63 +495,37 @@ def convert_command(
 
 
 # ---------------------------------------------------------------------------------------- pretrain (training)
-@app.command("pretrain")
-def pretrain_command(
-    config: str = typer.Option(None, "--config", "-c", help="TOML/YAML file with any of these options (flags win)."),
-    data: str = typer.Option(None, "--data", help="Prepared dataset directory (bertkit prepare-data)."),
-    model_config: str = typer.Option(None, "--model-config", help="Preset tiny|mini|small|medium|base|large or a config.json [mini]."),
-    output: str = typer.Option(None, "--output", "-o", help="Run directory: checkpoints, metrics, final/ model."),
-    init_from: str = typer.Option(None, "--init-from", help="Start from these weights (phase 2 / continued pre-training)."),
-    micro_batch_size: int = typer.Option(None, help="Sequences per forward/backward pass per process [32]."),
-    global_batch_size: int = typer.Option(None, help="Sequences per update over all processes; accumulation is derived."),
-    grad_accum_steps: int = typer.Option(None, help="Micro-batches per update (instead of --global-batch-size)."),
-    lr: float = typer.Option(None, help="Peak learning rate [1e-4]."),
-    warmup_steps: int = typer.Option(None, help="Linear warmup updates."),
-    warmup_ratio: float = typer.Option(None, help="Warmup as a fraction of --max-steps."),
-    max_steps: int = typer.Option(None, help="Optimizer updates to run."),
-    max_time: str = typer.Option(None, help="Wall-clock budget over all resumed runs: 3600, 90m, 8h, 1d."),
-    optimizer: str = typer.Option(None, help="adamw | lamb [adamw]."),
-    schedule: str = typer.Option(None, help="linear | poly | cosine | constant [linear]."),
-    weight_decay: float = typer.Option(None, help="Decoupled weight decay (not on biases/LayerNorm) [0.01]."),
-    clip_grad_norm: float = typer.Option(None, help="Global gradient-norm clip, 0 = off [1.0]."),
-    precision: str = typer.Option(None, help="auto | fp32 | bf16 | fp16 [auto: bf16 on GPU, fp32 on CPU]."),
-    seed: int = typer.Option(None, help="Seed of init, dropout and data order [42]."),
-    eval_every: int = typer.Option(None, help="Evaluate on the held-out split every N updates."),
-    eval_batches: int = typer.Option(None, help="Held-out batches per evaluation [50]."),
-    save_every: int = typer.Option(None, help="Checkpoint every N updates (also at the end and on SIGTERM/SIGINT)."),
-    keep_last: int = typer.Option(None, help="Checkpoints kept [3]."),
-    log_every: int = typer.Option(None, help="Log metrics every N updates [10]."),
-    resume: bool = typer.Option(False, "--resume", help="Continue from the latest valid checkpoint in --output."),
-    resume_from: str = typer.Option(None, "--resume-from", help="Continue from this checkpoint directory."),
-    device: str = typer.Option(None, help="cpu | cuda | cuda:N [this process's GPU, else CPU]."),
-    num_workers: int = typer.Option(None, help="Data-loader workers per process [0]."),
-    attn_implementation: str = typer.Option(None, help="sdpa | eager attention [sdpa]."),
-    fsdp: bool = typer.Option(None, "--fsdp/--no-fsdp", help="Shard weights, gradients and optimizer state over the torchrun processes (FSDP2) [off: DDP]."),
-    progress: bool = typer.Option(True, help="Show a progress bar."),
-) -> None:
-    """Pre-train BERT (masked LM + next sentence) on a prepared dataset; resumable, multi-process with torchrun.
+# The options of `pretrain` and `finetune` are generated from their config dataclasses (bertkit.cli_options), on
+# first use: the dataclasses import torch. Only what is no config field (the config file, pretrain's resume
+# switches, task options) is declared here.
+_CONFIG_FILE = (str, typer.Option(None, "--config", "-c", help="TOML/YAML file with any of these options (flags win)."))
 
-    Example: bertkit pretrain --data data/wiki128 --model-config mini --output runs/mini --global-batch-size 256
-    --micro-batch-size 64 --lr 1e-4 --warmup-steps 1000 --max-steps 20000 --save-every 1000 --eval-every 1000
-    """
+
+def _pretrain_function() -> Callable[..., None]:
+    from bertkit.training.config import TrainConfig
+    from bertkit.training.pretrain import PretrainConfig
+
+    options = config_options([PretrainConfig, TrainConfig], flags={"output": ("--output", "-o")},
+                             exclude={"resume"})
+    extra = {
+        "config": _CONFIG_FILE,
+        "resume": (bool, typer.Option(False, "--resume",
+                                      help="Continue from the latest valid checkpoint in --output.")),
+        "resume_from": (str, typer.Option(None, "--resume-from", help="Continue from this checkpoint directory.")),
+    }
+    return command_function("pretrain", pretrain_command.__doc__, options, extra, _run_pretrain)
+
+
+def _run_pretrain(given: dict[str, Any]) -> None:
     from bertkit.training.pretrain import build_config, pretrain, read_config_file
 
+    config, resume, resume_from = given.pop("config"), given.pop("resume"), given.pop("resume_from")
     options = read_config_file(config) if config else {}
-    flags = dict(data=data, model_config=model_config, output=output, init_from=init_from,
-                 micro_batch_size=micro_batch_size, global_batch_size=global_batch_size,
-                 grad_accum_steps=grad_accum_steps, lr=lr, warmup_steps=warmup_steps, warmup_ratio=warmup_ratio,
-                 max_steps=max_steps, max_time=max_time, optimizer=optimizer, schedule=schedule,
-                 weight_decay=weight_decay, clip_grad_norm=clip_grad_norm, precision=precision, seed=seed,
-                 eval_every=eval_every, eval_batches=eval_batches, save_every=save_every, keep_last=keep_last,
-                 log_every=log_every, device=device, num_workers=num_workers,
-                 attn_implementation=attn_implementation, fsdp=fsdp)
-    options.update({k: v for k, v in flags.items() if v is not None})
+    options.update({k: v for k, v in given.items() if v is not None})
     if resume and resume_from:
         fail("give --resume or --resume-from, not both")
     if resume or resume_from:
         options["resume"] = resume_from or "auto"
-    if not progress:
-        options["progress"] = False
     result = pretrain(build_config(options))
     if result.stop_reason == "signal":
         print(f"bertkit: stopped by a signal at step {result.step}; checkpoint {result.checkpoint}. "
@@ -550,8 +533,17 @@ def pretrain_command(
         raise typer.Exit(130)
 
 
+@app.command("pretrain", cls=lazy_command(_pretrain_function))
+def pretrain_command() -> None:
+    """Pre-train BERT (masked LM + next sentence) on a prepared dataset; resumable, multi-process with torchrun.
+
+    Example: bertkit pretrain --data data/wiki128 --model-config mini --output runs/mini --global-batch-size 256
+    --micro-batch-size 64 --lr 1e-4 --warmup-steps 1000 --max-steps 20000 --save-every 1000 --eval-every 1000
+    """
+
+
 # ---------------------------------------------------------------------------------------- finetune / evaluate / predict
-# (issue 5; the fine-tuning helper's block: all logic is in bertkit.training.finetune)
+# All logic is in bertkit.training.finetune.
 _TEXT_COLUMN = typer.Option(None, "--text-column", help="Classification: column of the text [GLUE names: sentence, sentence1, #1 String...].")
 _PAIR_COLUMN = typer.Option(None, "--text-pair-column", help="Classification: column of the second text ('' = none) [sentence2, #2 String...].")
 _LABEL_COLUMN = typer.Option(None, "--label-column", help="Classification: column of the label [label, score, Quality...].")
@@ -572,74 +564,60 @@ def _show_warnings() -> None:
     logging.basicConfig(format="bertkit: %(message)s", level=logging.WARNING)
 
 
-@app.command("finetune")
-def finetune_command(
-    config: str = typer.Option(None, "--config", "-c", help="TOML/YAML file with any of these options (flags win)."),
-    task: str = typer.Option(None, "--task", "-t", help="classification | regression | ner | qa."),
-    model: str = typer.Option(None, "--model", "-m", help="Starting model directory (Hugging Face layout, with tokenizer)."),
-    train: str = typer.Option(None, "--train", help="Training file (TSV/CSV/JSONL table, CoNLL, SQuAD JSON)."),
-    dev: str = typer.Option(None, "--dev", help="Dev file: evaluated every epoch, picks the saved model."),
-    output: str = typer.Option(None, "--output", "-o", help="Output directory for the fine-tuned model and metrics."),
-    epochs: float = typer.Option(None, help="Passes over the training data [3; qa 2]."),
-    max_steps: int = typer.Option(None, help="Stop after this many updates instead of --epochs."),
-    lr: float = typer.Option(None, help="Peak learning rate [5e-5; qa 3e-5]."),
-    micro_batch_size: int = typer.Option(None, help="Features per forward/backward pass [32; qa 12]."),
-    global_batch_size: int = typer.Option(None, help="Features per update (gradient accumulation is derived) [= micro]."),
-    max_seq_length: int = typer.Option(None, help="Longest feature in tokens [128; qa 384]."),
-    warmup_ratio: float = typer.Option(None, help="Share of updates with linear warmup [0.1]."),
-    schedule: str = typer.Option(None, help="poly (decays from the end of warmup, as transformers) | linear "
-                                            "(Google BERT: decays from step 0) | cosine | constant [poly]."),
-    weight_decay: float = typer.Option(None, help="AdamW weight decay, not on biases/LayerNorm [0.01]."),
-    seed: int = typer.Option(None, help="Seed of head init, dropout and batch order [42]."),
-    precision: str = typer.Option(None, help="auto | fp32 | bf16 | fp16 [auto]."),
-    text_column: str = _TEXT_COLUMN, text_pair_column: str = _PAIR_COLUMN, label_column: str = _LABEL_COLUMN,
-    main_metric: str = typer.Option(None, help="Metric that picks the best epoch [accuracy; pearson; ner/qa f1]."),
-    doc_stride: int = typer.Option(None, help="qa: tokens between the starts of context windows [128]."),
-    early_stopping_patience: int = typer.Option(None, help="Stop after N evaluations without improvement."),
-    eval_batch_size: int = typer.Option(None, help="Features per forward pass when evaluating [64]."),
-    max_train_examples: int = typer.Option(None, help="Use only the first N training examples."),
-    group_by_length: bool = typer.Option(None, "--group-by-length/--random-batches",
-                                         help="Length-grouped batches or plain random ones (padding skipped) "
-                                              "[random for regression, grouped otherwise]."),
-    save_every: int = typer.Option(None, help="Resumable checkpoint every N updates [only at the end]."),
-    device: str = typer.Option(None, help="cpu | cuda | cuda:N [GPU if any]."),
-    resume: bool = typer.Option(False, "--resume", help="Continue an interrupted run (state in OUTPUT.partial/)."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing output directory."),
-    progress: bool = typer.Option(True, help="Show a progress bar."),
-) -> None:
-    """Fine-tune a BERT model for classification, regression, NER or SQuAD-style QA.
+def _finetune_function() -> Callable[..., None]:
+    from bertkit.training.config import TrainConfig
+    from bertkit.training.finetune import DEFAULTS, FinetuneConfig
 
-    Example: bertkit finetune --task classification --model ./minilm --train sst2/train.tsv --dev sst2/dev.tsv
-    --output runs/sst2 --epochs 3 --lr 5e-5 --micro-batch-size 32
-    """
+    # the defaults table, e.g. "5e-05; qa 3e-05": the default for every task, then each task's own
+    shown = {name: "; ".join([show_default(value)] + [f"{task} {show_default(row[name])}" for task, row
+                                                     in DEFAULTS.items() if task != "all" and name in row])
+             for name, value in DEFAULTS["all"].items()}
+    options = config_options(
+        [FinetuneConfig, TrainConfig], exclude={"best_metric", "best_mode"}, defaults=shown,
+        flags={"task": ("--task", "-t"), "model": ("--model", "-m"), "train_file": ("--train",),
+               "dev_file": ("--dev",), "output": ("--output", "-o"),
+               "group_by_length": ("--group-by-length/--random-batches",)})
+    extra = {"config": _CONFIG_FILE, "text_column": (str, _TEXT_COLUMN), "text_pair_column": (str, _PAIR_COLUMN),
+             "label_column": (str, _LABEL_COLUMN), **_FINETUNE_TASK_OPTIONS}
+    return command_function("finetune", finetune_command.__doc__, options, extra, _run_finetune)
+
+
+_FINETUNE_TASK_OPTIONS = {
+    "main_metric": (str, typer.Option(None, help="Metric that picks the best epoch (default: accuracy; regression "
+                                                 "pearson; ner, qa f1).")),
+    "doc_stride": (int, typer.Option(None, help="qa: tokens between the starts of context windows (default: 128).")),
+}
+
+
+def _run_finetune(given: dict[str, Any]) -> None:
     from bertkit.training.finetune import FinetuneConfig, finetune, read_config_file
 
     _show_warnings()
+    config = given.pop("config")
     options = read_config_file(config) if config else {}
     task_options = dict(options.pop("task_options", {}) or {})
-    task_options.update(_task_options(text_column, text_pair_column, label_column, main_metric=main_metric,
-                                      doc_stride=doc_stride))
-    flags = dict(task=task, model=model, train_file=train, dev_file=dev, output=output, epochs=epochs,
-                 max_steps=max_steps, lr=lr, micro_batch_size=micro_batch_size, global_batch_size=global_batch_size,
-                 max_seq_length=max_seq_length, warmup_ratio=warmup_ratio, weight_decay=weight_decay, seed=seed,
-                 precision=precision, early_stopping_patience=early_stopping_patience,
-                 eval_batch_size=eval_batch_size, max_train_examples=max_train_examples,
-                 group_by_length=group_by_length, save_every=save_every, device=device)
-    options.update({k: v for k, v in flags.items() if v is not None})
-    if schedule is not None:
-        options["train_options"] = {**(options.get("train_options") or {}), "schedule": schedule}
+    task_options.update(_task_options(*(given.pop(k) for k in ("text_column", "text_pair_column", "label_column")),
+                                      **{k: given.pop(k) for k in _FINETUNE_TASK_OPTIONS}))
+    options.update({k: v for k, v in given.items() if v is not None})
     for required, flag in (("task", "--task"), ("model", "--model"), ("train_file", "--train"), ("output", "--output")):
         if required not in options:
             fail(f"{flag} is required (on the command line or in the config file)")
-    options.update(task_options=task_options, resume=resume or options.get("resume", False),
-                   overwrite=overwrite or options.get("overwrite", False), progress=progress)
-    result = finetune(FinetuneConfig(**options))
+    result = finetune(FinetuneConfig(**options, task_options=task_options))
     if result.output is None:
         print(f"bertkit: stopped by a signal at step {result.train.step}; continue with the same command plus "
               "--resume.", file=sys.stderr)
         raise typer.Exit(130)
     if result.metrics:
         _print_json(result.metrics)
+
+
+@app.command("finetune", cls=lazy_command(_finetune_function))
+def finetune_command() -> None:
+    """Fine-tune a BERT model for classification, regression, NER or SQuAD-style QA.
+
+    Example: bertkit finetune --task classification --model ./minilm --train sst2/train.tsv --dev sst2/dev.tsv
+    --output runs/sst2 --epochs 3 --lr 5e-5 --micro-batch-size 32
+    """
 
 
 @app.command("evaluate")
@@ -691,53 +669,54 @@ def predict_command(
 
 
 # --------------------------------------------------------------------------------------------- data
-@app.command("prepare-data")
-def prepare_data_command(
-    input: list[str] = typer.Option(..., "--input", "-i", help="Files, directories or globs (repeatable)."),
-    tokenizer: str = typer.Option(..., "--tokenizer", "-t", help="Tokenizer directory, vocab.txt or tokenizer.json."),
-    output: str = typer.Option(..., "--output", "-o", help="Dataset directory to write."),
-    max_seq_length: int = typer.Option(128, help="Longest instance, special tokens included."),
-    dupe_factor: int = typer.Option(10, help="Passes over the corpus, each with new pairs and masks."),
-    short_seq_prob: float = typer.Option(0.1, help="Probability of a short target length per document and pass."),
-    masked_lm_prob: float = typer.Option(0.15, help="Fraction of tokens to predict."),
-    max_predictions_per_seq: int = typer.Option(None, help="Cap per instance (default round(max_seq_length * masked_lm_prob))."),
-    masking: str = typer.Option("static", help="static: masks stored in the shards (BERT); dynamic: drawn per epoch (RoBERTa)."),
-    whole_word_mask: bool = typer.Option(False, "--whole-word-mask", help="Mask all pieces of a word together."),
-    seed: int = typer.Option(12345, help="Seed of every random choice."),
-    workers: int = typer.Option(None, help="Worker processes (default: all cores)."),
-    eval_fraction: float = typer.Option(0.01, help="Share of documents held out as the eval split."),
-    eval_unit_sentences: int = typer.Option(256, help="Long documents draw the split per run of this many sentences."),
-    format: str = typer.Option("auto", help="auto | lines (a sentence per line, blank line between documents) | prose | jsonl."),
-    text_field: str = typer.Option("text", help="JSONL key holding the text."),
-    keep_gutenberg_boilerplate: bool = typer.Option(False, help="Do not strip Project Gutenberg headers/footers."),
-    block_mb: float = typer.Option(4.0, help="MB of text per block (unit of parallelism and of random-next sampling)."),
-    shard_index: int = typer.Option(0, help="This job's index when several independent jobs share the corpus."),
-    num_shards: int = typer.Option(1, help="Number of independent jobs writing into the same --output."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
-) -> None:
-    """Turn a raw corpus into sharded, memory-mapped MLM+NSP pre-training data (BERT's algorithm, all cores).
+def _prepare_data_function() -> Callable[..., None]:
+    from bertkit.data import CorpusOptions, PrepareConfig
 
-    Example: bertkit prepare-data --input ../shared/data/gutenberg/books --tokenizer ./tok --output ./data128
-    --max-seq-length 128 --dupe-factor 5 --masking static --seed 1 --workers 8
-    """
+    block_mb = next(f.default for f in dataclasses.fields(PrepareConfig) if f.name == "block_bytes") / (1 << 20)
+    options = config_options([PrepareConfig, CorpusOptions], exclude={"block_bytes", "strip_gutenberg"},
+                             flags={"tokenizer": ("--tokenizer", "-t"), "output": ("--output", "-o")})
+    extra = {
+        "input": (list[str], typer.Option(..., "--input", "-i", help="Files, directories or globs (repeatable).")),
+        "block_mb": (float, typer.Option(None, help="MB of text per block (unit of parallelism and of random-next "
+                                                    f"sampling) (default: {block_mb:g}).")),
+        "keep_gutenberg_boilerplate": (bool, typer.Option(False, help="Do not strip Project Gutenberg "
+                                                                      "headers/footers.")),
+        "quiet": (bool, typer.Option(False, "--quiet", "-q", help="No progress bar.")),
+    }
+    return command_function("prepare-data", prepare_data_command.__doc__, options, extra, _run_prepare_data)
+
+
+def _run_prepare_data(given: dict[str, Any]) -> None:
     import logging
 
     from bertkit.data import CorpusOptions, PrepareConfig, prepare_dataset
 
     logging.basicConfig(format="bertkit: warning: %(message)s", level=logging.WARNING)
-    config = PrepareConfig(
-        inputs=input, output=output, tokenizer=tokenizer, max_seq_length=max_seq_length, dupe_factor=dupe_factor,
-        short_seq_prob=short_seq_prob, masked_lm_prob=masked_lm_prob, max_predictions_per_seq=max_predictions_per_seq,
-        masking=masking, whole_word_mask=whole_word_mask, seed=seed, workers=workers, eval_fraction=eval_fraction,
-        eval_unit_sentences=eval_unit_sentences,
-        block_bytes=max(1, int(block_mb * (1 << 20))), shard_index=shard_index, num_shards=num_shards,
-        corpus=CorpusOptions(format=format, text_field=text_field, strip_gutenberg=not keep_gutenberg_boilerplate),
-    )
+    inputs, block_mb, quiet = given.pop("input"), given.pop("block_mb"), given.pop("quiet")
+    corpus = {"strip_gutenberg": not given.pop("keep_gutenberg_boilerplate")}
+    corpus.update({f.name: given.pop(f.name) for f in dataclasses.fields(CorpusOptions)
+                   if given.get(f.name) is not None})
+    options = {k: v for k, v in given.items() if v is not None}
+    for required in ("tokenizer", "output"):
+        if required not in options:
+            fail(f"--{required} is required")
+    if block_mb is not None:
+        options["block_bytes"] = max(1, int(block_mb * (1 << 20)))
+    config = PrepareConfig(inputs=inputs, corpus=CorpusOptions(**corpus), **options)
     meta = prepare_dataset(config, progress=not quiet)
     train, held = meta["splits"]["train"], meta["splits"]["eval"]
     state = "complete" if meta["complete"] else f"{len(meta['blocks'])} of {meta['expected_blocks']} blocks so far"
     print(f"wrote {train['num_instances']} train + {held['num_instances']} eval instances "
-          f"({train['num_tokens'] + held['num_tokens']} tokens) to {output} ({state})", file=sys.stderr)
+          f"({train['num_tokens'] + held['num_tokens']} tokens) to {config.output} ({state})", file=sys.stderr)
+
+
+@app.command("prepare-data", cls=lazy_command(_prepare_data_function))
+def prepare_data_command() -> None:
+    """Turn a raw corpus into sharded, memory-mapped MLM+NSP pre-training data (BERT's algorithm, all cores).
+
+    Example: bertkit prepare-data --input ../shared/data/gutenberg/books --tokenizer ./tok --output ./data128
+    --max-seq-length 128 --dupe-factor 5 --masking static --seed 1 --workers 8
+    """
 
 
 # --------------------------------------------------------------------------------------------- demo

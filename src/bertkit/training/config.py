@@ -1,15 +1,20 @@
 """TrainConfig: every knob of the shared training loop, typed, documented and validated.
 
-Pre-training (:class:`bertkit.training.pretrain.PretrainConfig`) and fine-tuning embed this dataclass; the
-CLI and TOML/YAML files fill the same fields.
+Pre-training (:class:`bertkit.training.pretrain.PretrainConfig`) and fine-tuning
+(:class:`bertkit.training.finetune.FinetuneConfig`) nest this dataclass as ``.train``. Each field is declared
+once, with its docstring: the CLI derives its options and help from the fields (``bertkit.cli_options``), and
+:func:`read_config_file` fills them from TOML/YAML files with the same rules for both commands.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import math
 import os
 import re
 import tomllib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +23,9 @@ from bertkit.errors import ConfigError
 from bertkit.training.optim import OPTIMIZERS, SCHEDULES
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+NOT_AN_OPTION = {"option": False}
+"""Field metadata of values the entry point derives (``output_dir``...): neither a CLI flag nor a file key."""
 
 _DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)d)?\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*"
                        r"(?:(\d+(?:\.\d+)?)s?)?\s*$")
@@ -52,7 +60,7 @@ def read_options_file(path: str | os.PathLike) -> dict[str, Any]:
     return data
 
 
-def parse_duration(value: str | float | int | None) -> float | None:
+def parse_duration(value: str | float | None) -> float | None:
     """Seconds from ``3600``, ``"90m"``, ``"1h30m"``, ``"2d"``, ``"45s"``; ``None`` stays ``None``."""
     if value is None or isinstance(value, (int, float)):
         return None if value is None else float(value)
@@ -67,7 +75,7 @@ def parse_duration(value: str | float | int | None) -> float | None:
 class TrainConfig:
     """Options of :func:`bertkit.training.loop.train`, shared by pre-training and fine-tuning."""
 
-    output_dir: Path = Path("runs/train")
+    output_dir: Path = field(default=Path("runs/train"), metadata=NOT_AN_OPTION)
     """Where checkpoints (``checkpoint-<step>/``), ``metrics.jsonl``, TensorBoard events and plots go."""
     micro_batch_size: int = 32
     """Sequences per forward/backward pass on one process."""
@@ -89,7 +97,8 @@ class TrainConfig:
     adam_eps: float = 1e-6
     """Adam/LAMB epsilon (BERT uses 1e-6, not PyTorch's 1e-8)."""
     schedule: str = "linear"
-    """``linear`` (BERT: warmup then linear decay to 0), ``poly``, ``cosine`` or ``constant``."""
+    """``linear`` (Google BERT: warmup, and a linear decay to 0 that starts at step 0), ``poly`` (decays from the
+    end of the warmup, as transformers; ``schedule_power`` 1 is linear), ``cosine`` or ``constant``."""
     schedule_power: float = 1.0
     """Exponent of the ``poly`` schedule (NVIDIA's LAMB recipe uses 0.5)."""
     warmup_steps: int | None = None
@@ -98,12 +107,14 @@ class TrainConfig:
     """Warmup as a fraction of ``max_steps`` (e.g. 0.1 for fine-tuning, 0.01 for pre-training)."""
     max_steps: int | None = None
     """Optimizer updates to run. With ``max_time`` alone, the schedule is stretched over the time budget."""
-    max_time: float | None = None
+    max_time: float | None = field(default=None, metadata={"cli_type": str})
     """Wall-clock budget in seconds (or ``"8h"``, ``"90m"``), summed over resumed runs."""
-    num_epochs: float | None = None
-    """Passes over a finite dataset; turned into ``max_steps`` by the caller through ``steps_per_epoch``."""
-    steps_per_epoch: int | None = None
-    """Updates per pass over a finite dataset; enables epoch-end callbacks (evaluate, save the best)."""
+    epochs: float | None = None
+    """Passes over the training data. With ``max_steps`` too, the run ends at whichever comes first, and its stop
+    reason (``epochs`` or ``max_steps``) says which."""
+    max_steps_from: str = field(default="max_steps", metadata=NOT_AN_OPTION)
+    """What ``max_steps`` stands for, reported as the stop reason when the run reaches it: ``max_steps``, or
+    ``epochs`` when :meth:`for_epoch` found that the epochs end the run first."""
     clip_grad_norm: float | None = 1.0
     """Clip the global gradient norm to this value; ``None`` or 0 disables clipping."""
     precision: str = "auto"
@@ -144,8 +155,9 @@ class TrainConfig:
     ddp_find_unused_parameters: bool = False
     """Let DistributedDataParallel tolerate parameters without gradients (e.g. a pooler a head ignores)."""
     peak_flops: float | None = None
-    """Peak FLOP/s of one device for MFU; ``None`` leaves MFU out of the logs."""
-    extra: dict[str, Any] = field(default_factory=dict)
+    """Peak FLOP/s of one device, the MFU denominator. Default: pre-training takes the GPU's datasheet dense peak
+    at the run's precision (the measured matmul peak on a CPU or an unlisted GPU); fine-tuning logs no MFU."""
+    extra: dict[str, Any] = field(default_factory=dict, metadata=NOT_AN_OPTION)
     """Free-form values stored with checkpoints (e.g. the data directory), for humans."""
 
     def __post_init__(self) -> None:
@@ -155,7 +167,7 @@ class TrainConfig:
         for name in positive:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
-        for name in ("global_batch_size", "grad_accum_steps", "max_steps", "steps_per_epoch"):
+        for name in ("global_batch_size", "grad_accum_steps", "max_steps"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
@@ -181,13 +193,12 @@ class TrainConfig:
             raise ConfigError(f"unknown precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}")
         if self.max_time is not None and self.max_time <= 0:
             raise ConfigError(f"max_time must be positive, got {self.max_time}")
-        if self.num_epochs is not None:
-            if self.num_epochs <= 0:
-                raise ConfigError(f"num_epochs must be positive, got {self.num_epochs}")
-            if self.max_steps is None and self.steps_per_epoch is not None:
-                self.max_steps = max(1, round(self.num_epochs * self.steps_per_epoch))
-        if self.max_steps is None and self.max_time is None:
-            raise ConfigError("set max_steps, max_time or num_epochs: the run needs an end")
+        if self.epochs is not None and not self.epochs > 0:
+            raise ConfigError(f"epochs must be positive, got {self.epochs}")
+        if self.max_steps is None and self.max_time is None and self.epochs is None:
+            raise ConfigError("set max_steps, max_time or epochs: the run needs an end")
+        if self.max_steps_from not in ("max_steps", "epochs"):
+            raise ConfigError(f"max_steps_from must be 'max_steps' or 'epochs', got {self.max_steps_from!r}")
         if self.best_mode not in ("max", "min"):
             raise ConfigError(f"best_mode must be 'max' or 'min', got {self.best_mode!r}")
         if self.clip_grad_norm is not None and self.clip_grad_norm < 0:
@@ -206,16 +217,18 @@ class TrainConfig:
             )
         return self.global_batch_size // per_update
 
-    def effective_global_batch(self, world_size: int = 1) -> int:
-        return self.micro_batch_size * world_size * self.accumulation(world_size)
+    def for_epoch(self, micro_batches: int, world_size: int = 1) -> TrainConfig:
+        """This config with ``epochs`` turned into updates, for an epoch of ``micro_batches`` per process.
 
-    def warmup(self) -> int:
-        """Warmup updates, resolved from ``warmup_steps`` or ``warmup_ratio x max_steps``."""
-        if self.warmup_steps is not None:
-            return self.warmup_steps
-        if self.warmup_ratio is not None and self.max_steps is not None:
-            return int(self.warmup_ratio * self.max_steps)
-        return 0
+        ``max_steps`` becomes the smaller of the two limits and ``max_steps_from`` says which one it is, so the
+        run ends at whichever comes first and reports it. Without ``epochs`` the config is returned as it is.
+        """
+        if self.epochs is None:
+            return self
+        by_epochs = max(1, math.ceil(self.epochs * micro_batches / self.accumulation(world_size)))
+        if self.max_steps is not None and self.max_steps <= by_epochs:
+            return dataclasses.replace(self, max_steps_from="max_steps")
+        return dataclasses.replace(self, max_steps=by_epochs, max_steps_from="epochs")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values only (strings, numbers, lists, dicts): safe for JSON and ``weights_only`` loading."""
@@ -224,9 +237,58 @@ class TrainConfig:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"unknown training option(s): {', '.join(unknown)}")
+    def from_dict(cls, data: Mapping[str, Any]) -> TrainConfig:
+        known = [f.name for f in dataclasses.fields(cls)]
+        for key in data:
+            if key not in known:
+                raise ConfigError(f"unknown training option {key!r}{_did_you_mean(key, known)}")
         return cls(**data)
+
+
+# ------------------------------------------------------------------------------------------ options
+def option_names(cls: type) -> list[str]:
+    """Fields of dataclass ``cls`` that a user sets (CLI flag or config-file key), in declaration order."""
+    return [f.name for f in dataclasses.fields(cls) if f.metadata.get("option", True)]
+
+
+def _did_you_mean(key: str, known: Iterable[str]) -> str:
+    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def split_options(options: Mapping[str, Any], cls: type, *, source: str = "") -> tuple[dict[str, Any], dict[str, Any]]:
+    """Flat options as ``(fields of cls, TrainConfig fields)``; a name in both belongs to ``cls``.
+
+    An unknown key is a ``ConfigError`` naming it and the closest known one (``source`` prefixes it).
+    """
+    own_names = [name for name in option_names(cls) if name != "train"]
+    train_names = option_names(TrainConfig)
+    own: dict[str, Any] = {}
+    train: dict[str, Any] = {}
+    for key, value in options.items():
+        if key in own_names:
+            own[key] = value
+        elif key in train_names:
+            train[key] = value
+        else:
+            prefix = f"{source}: " if source else ""
+            raise ConfigError(f"{prefix}unknown option {key!r}{_did_you_mean(key, own_names + train_names)}")
+    return own, train
+
+
+def read_config_file(path: str | os.PathLike, cls: type, aliases: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Flat options for ``cls`` (a config that nests a :class:`TrainConfig` as ``train``) from a TOML/YAML file.
+
+    Keys are the dataclass fields (``-`` and ``_`` alike); training options may sit at the top or in a
+    ``[train]`` (or ``[train_options]``) table, which wins. Dict-valued fields (``task_options``) stay tables. ``aliases``
+    maps short names to fields (``dev`` -> ``dev_file``; a string ``train`` is then ``train_file``).
+    Unknown keys are an error naming the closest known one. The same rules hold for every command.
+    """
+    aliases = dict(aliases or {})
+    data = {k.replace("-", "_"): v for k, v in read_options_file(path).items()}
+    tables = [data.pop(name) for name in ("train", "train_options") if isinstance(data.get(name), Mapping)]
+    flat = {aliases.get(key, key): value for key, value in data.items()}
+    for table in tables:  # a key in a table wins over the same key at the top
+        flat.update({k.replace("-", "_"): v for k, v in table.items()})
+    split_options(flat, cls, source=str(path))  # unknown keys are an error now, before anything runs
+    return flat

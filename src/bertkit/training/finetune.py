@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import shutil
 import time
@@ -45,9 +44,11 @@ from bertkit.tasks.batching import LengthGroupedOrder
 from bertkit.tasks.ner import IGNORE_INDEX
 from bertkit.tasks.runner import predict_features, run_model
 from bertkit.training import distributed
-from bertkit.training.config import PRECISIONS, TrainConfig, read_options_file
+from bertkit.training.config import TrainConfig, option_names, split_options
+from bertkit.training.config import read_config_file as read_options
 from bertkit.training.loop import Hooks, Trainer, TrainResult
 from bertkit.training.metrics import notice
+from bertkit.training.precision import precision_name
 
 TASK_NAMES = ("classification", "regression", "ner", "qa")
 """Values of ``FinetuneConfig.task``; ``regression`` is classification with one output and MSE."""
@@ -61,16 +62,33 @@ CONFIG_KEY = "bertkit_finetune"
 # seed tried (docs/finetuning.md). Pre-training keeps Google's schedule.
 DEFAULT_SCHEDULE = "poly"
 
-_DEFAULTS = {  # Google BERT's recipes (bert-algorithms.md section 8): its README's SQuAD run for BERT-Base differs
+DEFAULTS: dict[str, dict[str, Any]] = {
+    # Google BERT's recipes (bert-algorithms.md section 8): its README's SQuAD run for BERT-Base differs.
+    # "all" holds fine-tuning's defaults (of FinetuneConfig and TrainConfig fields); a task's row overrides them.
+    # ``epochs`` applies only when no other end (``max_steps``, ``max_time``) is given.
+    "all": {"lr": 5e-5, "epochs": 3.0, "max_seq_length": 128, "micro_batch_size": 32, "warmup_ratio": 0.1,
+            "schedule": DEFAULT_SCHEDULE},
     "qa": {"lr": 3e-5, "epochs": 2.0, "max_seq_length": 384, "micro_batch_size": 12},
-    "other": {"lr": 5e-5, "epochs": 3.0, "max_seq_length": 128, "micro_batch_size": 32},
 }
+"""Fine-tuning's defaults, by task: the one table that FinetuneConfig and ``bertkit finetune --help`` read."""
+
+
+def task_defaults(task: str) -> dict[str, Any]:
+    """The defaults of ``task``: the ``all`` row with the task's own row on top."""
+    return {**DEFAULTS["all"], **DEFAULTS.get(task, {})}
 
 
 # ------------------------------------------------------------------------------------------ config
-@dataclass
+@dataclass(init=False)
 class FinetuneConfig:
-    """Everything a fine-tuning run needs; the CLI and TOML/YAML config files fill the same fields."""
+    """Everything a fine-tuning run needs; the CLI and TOML/YAML config files fill the same fields.
+
+    ``train`` holds the loop's options (batch, learning rate, precision...). The constructor also takes them
+    as flat keywords (``FinetuneConfig(task=..., lr=3e-5, micro_batch_size=16)``), as the command line and
+    config files give them; what is not given comes from :data:`DEFAULTS` for the task, then from
+    :class:`TrainConfig`. ``train_options`` is a mapping of further flat training keywords. A ``train`` given
+    whole is taken as it is (flat keywords then replace its fields).
+    """
 
     task: str
     """``classification``, ``regression``, ``ner`` or ``qa``."""
@@ -86,27 +104,7 @@ class FinetuneConfig:
     """Options of the task class (``text_column``, ``text_pair_column``, ``label_column``, ``main_metric``,
     ``doc_stride``, ``window_stride``, ``long_text``...); see ``docs/finetuning.md``."""
     max_seq_length: int | None = None
-    """Longest feature in tokens, specials included; default 128 (384 for ``qa``)."""
-    epochs: float | None = None
-    """Passes over the training features; default 3 (2 for ``qa``)."""
-    max_steps: int | None = None
-    """Stop after this many optimizer updates instead (the schedule spans them); for bounded runs."""
-    lr: float | None = None
-    """Peak learning rate after warmup, linear decay to 0; default 5e-5 (3e-5 for ``qa``)."""
-    micro_batch_size: int | None = None
-    """Features per forward/backward pass; default 32 (12 for ``qa``)."""
-    global_batch_size: int | None = None
-    """Features per optimizer update (a multiple of ``micro_batch_size``); default ``micro_batch_size``."""
-    warmup_ratio: float = 0.1
-    """Share of the updates with linear warmup."""
-    weight_decay: float = 0.01
-    """AdamW decoupled weight decay (not on biases and LayerNorm)."""
-    clip_grad_norm: float | None = 1.0
-    """Global gradient-norm clip; ``None`` or 0 disables it."""
-    seed: int = 42
-    """Seed of the head's initialisation, dropout and the batch order."""
-    precision: str = "auto"
-    """``auto`` (bf16 on a GPU that has it, else fp32), ``fp32``, ``bf16`` or ``fp16`` (CUDA)."""
+    """Longest feature in tokens, specials included."""
     group_by_length: bool | None = None
     """``True``: batch features of similar length (random order of batches), so that little compute goes to
     padding. ``False``: plain random batches, whose padding the model skips in training (``Unpadded``), at
@@ -122,54 +120,54 @@ class FinetuneConfig:
     """Replace an existing output directory."""
     resume: bool = False
     """Continue an interrupted run from the last checkpoint in ``<output>.partial/``."""
-    device: str | None = None
-    """``cpu``, ``cuda``, ``cuda:N``; default this process's GPU if any, else CPU."""
-    progress: bool = True
-    """Show a progress bar."""
-    log_every: int = 10
-    """Log the training loss every N updates."""
-    save_every: int = 0
-    """Write a resumable checkpoint every N updates (0: only at the end and on SIGTERM/SIGINT)."""
-    train_options: dict[str, Any] = field(default_factory=dict)
-    """Any other :class:`~bertkit.training.config.TrainConfig` option (``optimizer``, ``schedule``,
-    ``adam_eps``, ``tensorboard``...)."""
+    train: TrainConfig
+    """The loop's options; ``train.output_dir`` is ``<output>.partial``."""
+
+    def __init__(self, task: str, model: str, train_file: str, output: str, *, train: TrainConfig | None = None,
+                 train_options: Mapping[str, Any] | None = None, **options: Any) -> None:
+        own, flat = split_options(options, FinetuneConfig)
+        flat = {**(train_options or {}), **flat}
+        split_options(flat, TrainConfig)  # a fine-tuning field among train_options is an error too
+        self.task, self.model, self.train_file, self.output = task, model, train_file, output
+        defaults = task_defaults(task)
+        for f in dataclasses.fields(self):
+            if f.name in ("task", "model", "train_file", "output", "train"):
+                continue
+            if f.name in own:
+                setattr(self, f.name, own[f.name])
+            elif f.default_factory is not dataclasses.MISSING:
+                setattr(self, f.name, f.default_factory())
+            else:
+                setattr(self, f.name, defaults.get(f.name) if f.default is None else f.default)
+        if train is None:
+            flat = {k: v for k, v in flat.items() if v is not None or k not in defaults}  # None: the default
+            train_defaults = {k: v for k, v in defaults.items() if k in option_names(TrainConfig) and k != "epochs"}
+            if not any(flat.get(limit) is not None for limit in ("epochs", "max_steps", "max_time")):
+                train_defaults["epochs"] = defaults["epochs"]
+            if flat.get("warmup_steps") is not None:  # given warmup steps win over the default warmup ratio
+                del train_defaults["warmup_ratio"]
+            train = TrainConfig(**{**train_defaults, **flat})
+        elif flat:
+            train = dataclasses.replace(train, **flat)
+        self.train = train
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         if self.task not in TASK_NAMES:
             raise ConfigError(f"unknown task {self.task!r}; choose one of {', '.join(TASK_NAMES)}")
-        defaults = _DEFAULTS["qa" if self.task == "qa" else "other"]
-        for name, default in defaults.items():
-            if getattr(self, name) is None:
-                setattr(self, name, default)
-        for name in ("micro_batch_size", "eval_batch_size", "max_seq_length", "log_every"):
+        for name in ("eval_batch_size", "max_seq_length"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("global_batch_size", "max_steps", "early_stopping_patience", "max_train_examples"):
+        for name in ("early_stopping_patience", "max_train_examples"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-        if self.epochs <= 0:
-            raise ConfigError(f"epochs must be positive, got {self.epochs}")
-        if self.lr <= 0:
-            raise ConfigError(f"lr must be positive, got {self.lr}")
-        if not 0 <= self.warmup_ratio < 1:
-            raise ConfigError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
-        if self.precision not in PRECISIONS:
-            raise ConfigError(f"unknown precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}")
         if self.early_stopping_patience is not None and self.dev_file is None:
             raise ConfigError("early stopping needs a dev set: give --dev or drop --early-stopping-patience")
         if self.overwrite and self.resume:
             raise ConfigError("give --overwrite or --resume, not both")
-        reserved = {"output_dir", "micro_batch_size", "global_batch_size", "lr", "warmup_ratio", "weight_decay",
-                    "clip_grad_norm", "seed", "precision", "max_steps", "num_epochs", "steps_per_epoch",
-                    "best_metric", "best_mode", "resume", "device", "progress", "log_every", "save_every"}
-        known = {f.name for f in dataclasses.fields(TrainConfig)}
-        for key in self.train_options:
-            if key in reserved:
-                raise ConfigError(f"set {key} as a fine-tuning option, not in train_options")
-            if key not in known:
-                raise ConfigError(f"unknown training option {key!r} in train_options")
+        self.train.output_dir = self.partial_dir
 
     @property
     def partial_dir(self) -> Path:
@@ -178,37 +176,17 @@ class FinetuneConfig:
         return out.with_name(out.name + ".partial")
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-_FIELDS = {f.name for f in dataclasses.fields(FinetuneConfig)}
-_TRAIN_FIELDS = {f.name for f in dataclasses.fields(TrainConfig)}
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "train"}
+        out["train"] = self.train.to_dict()
+        return out
 
 
 def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
-    """Options from a TOML (or YAML) file: ``FinetuneConfig`` fields as flat keys, a ``[task_options]``
-    table, and other ``TrainConfig`` options flat or in a ``[train]`` table. ``train``/``dev`` are accepted
-    for ``train_file``/``dev_file``."""
-    data = read_options_file(path)
-    data = {k.replace("-", "_"): v for k, v in data.items()}
-    nested = data.pop("train", None)
-    if isinstance(nested, str):  # ``train = "file"``: the training data
-        data["train_file"] = nested
-        nested = None
-    if "dev" in data:
-        data["dev_file"] = data.pop("dev")
-    options: dict[str, Any] = {}
-    train_options = dict(data.pop("train_options", {}) or {})
-    for key, value in {**data, **(nested or {})}.items():
-        if key in _FIELDS:
-            options[key] = value
-        elif key in _TRAIN_FIELDS:
-            train_options[key] = value
-        else:
-            raise ConfigError(f"{path}: unknown option {key!r}")
-    if train_options:
-        options["train_options"] = train_options
-    return options
+    """Flat options from a TOML (or YAML) file: ``FinetuneConfig`` and ``TrainConfig`` fields, training keys
+    flat or in a ``[train]`` table, and a ``[task_options]`` table (the rules of
+    :func:`bertkit.training.config.read_config_file`). ``train``/``dev`` are accepted for
+    ``train_file``/``dev_file``."""
+    return read_options(path, FinetuneConfig, aliases={"train": "train_file", "dev": "dev_file"})
 
 
 # ------------------------------------------------------------------------------------------ tasks
@@ -334,7 +312,7 @@ def _training_collate(task: Task, features: Sequence[Feature], config: FinetuneC
     if task.head != "BertForTokenClassification" or not groups_by_length(config, task):
         return collate
     labeled = sum(sum(1 for label in f["labels"] if label != IGNORE_INDEX) for f in features)
-    normalizer = torch.tensor(max(1.0, labeled * config.micro_batch_size / len(features)))
+    normalizer = torch.tensor(max(1.0, labeled * config.train.micro_batch_size / len(features)))
 
     def collate_with_normalizer(chunk: list) -> dict[str, torch.Tensor]:
         return {**collate(chunk), "label_normalizer": normalizer}
@@ -451,8 +429,10 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
         dev_examples = read_examples(task, config.dev_file)
         dev_features = featurize(task, dev_examples, tokenizer, config.max_seq_length)
 
-    env = env or distributed.setup(config.device)
-    torch.manual_seed(config.seed)  # the fresh head's initialisation
+    env = env or distributed.setup(config.train.device)
+    config = dataclasses.replace(config, train=dataclasses.replace(
+        config.train, precision=precision_name(config.train.precision, env.device)))
+    torch.manual_seed(config.train.seed)  # the fresh head's initialisation
     model = load_model(model_dir, head=task.head, ignore_mismatched_sizes=True, **task.config_updates())
     if config.max_seq_length > model.config.max_position_embeddings:
         raise ConfigError(f"--max-seq-length {config.max_seq_length} exceeds the model's "
@@ -466,24 +446,16 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
 
     # ------------------------------------------------------------ the loop's configuration
     collate = _training_collate(task, train_features, config, tokenizer.pad_id)
-    batches = training_batches(train_features, config.micro_batch_size, collate, seed=config.seed,
+    batches = training_batches(train_features, config.train.micro_batch_size, collate, seed=config.train.seed,
                                group_by_length=config.group_by_length, rank=env.rank, world_size=env.world_size)
-    global_batch = config.global_batch_size or config.micro_batch_size * env.world_size
-    probe = TrainConfig(micro_batch_size=config.micro_batch_size, global_batch_size=global_batch, max_steps=1)
-    accum = probe.accumulation(env.world_size)
-    micro_per_epoch = len(batches)
-    steps_per_epoch = max(1, micro_per_epoch // accum)
-    max_steps = config.max_steps or max(1, math.ceil(config.epochs * micro_per_epoch / accum))
     work = config.partial_dir
-    train_config = TrainConfig(
-        output_dir=work, micro_batch_size=config.micro_batch_size, global_batch_size=global_batch, lr=config.lr,
-        warmup_ratio=config.warmup_ratio, weight_decay=config.weight_decay, clip_grad_norm=config.clip_grad_norm,
-        seed=config.seed, precision=config.precision, max_steps=max_steps, steps_per_epoch=steps_per_epoch,
-        best_metric=task.main_metric if dev_examples is not None else None, best_mode="max",
-        resume="auto" if config.resume else None, device=config.device, progress=config.progress,
-        log_every=config.log_every, save_every=config.save_every, extra={"task": config.task},
-        **{"schedule": DEFAULT_SCHEDULE, **config.train_options},
-    )
+    train_config = dataclasses.replace(
+        config.train, best_metric=task.main_metric if dev_examples is not None else None, best_mode="max",
+        resume="auto" if config.resume else None, extra={"task": config.task},
+    ).for_epoch(len(batches), env.world_size)
+    accum = train_config.accumulation(env.world_size)
+    micro_per_epoch = len(batches)
+    max_steps = train_config.max_steps
     dev = (dev_examples, dev_features) if dev_examples is not None and dev_features is not None else None
     selection = _DevSelection(task, config, tokenizer, batches, accum, dev,
                               previous=_previous_evaluations(work) if config.resume else [])
@@ -491,7 +463,7 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
     if env.is_main:
         kind = "length-grouped" if config.group_by_length else "random"
         notice(f"fine-tuning {task.name} ({task.head}) on {len(train_examples)} examples -> {len(train_features)} "
-               f"features, {micro_per_epoch} {kind} micro-batches per epoch, {max_steps} updates; lr {config.lr}")
+               f"features, {micro_per_epoch} {kind} micro-batches per epoch, {max_steps} updates; lr {config.train.lr}")
     started = time.perf_counter()
     try:
         result = Trainer(model, batches, train_config, selection.hooks(), env=env).train()

@@ -218,7 +218,8 @@ class Trainer:
         signalled, timed_out, stop_asked = distributed.all_reduce_max(
             self.env, [float(self.stop.signal is not None), float(time_up), float(asked is not None)])
         if config.max_steps is not None and self.step >= config.max_steps:
-            return "max_steps"
+            return config.max_steps_from  # "epochs" when the epochs end the run before max_steps
+
         if signalled:
             return "signal"
         if timed_out:

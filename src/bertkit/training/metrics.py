@@ -10,6 +10,8 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +66,56 @@ def measure_matmul_peak(device: torch.device | str = "cpu", dtype: torch.dtype =
         if elapsed >= seconds and runs >= 3:
             break
     return 2 * size**3 * runs / elapsed
+
+
+DATASHEET_PEAKS: dict[str, dict[str, float]] = {
+    # Dense (no 2:4 sparsity) tensor-core FLOP/s per GPU from NVIDIA's datasheets (SXM parts). fp32 training
+    # runs its matmuls in TF32 on these GPUs (see precision.py), so "fp32" is the TF32 peak.
+    "H200": {"bf16": 989e12, "fp16": 989e12, "fp32": 494.5e12},
+    "H100": {"bf16": 989e12, "fp16": 989e12, "fp32": 494.5e12},
+    "A100": {"bf16": 312e12, "fp16": 312e12, "fp32": 156e12},
+}
+"""Datasheet peaks by GPU family (a substring of the device name) and resolved precision."""
+
+
+def datasheet_peak(device_name: str, precision: str,
+                   table: Mapping[str, Mapping[str, float]] = DATASHEET_PEAKS) -> float | None:
+    """The datasheet dense peak FLOP/s of the GPU called ``device_name`` at ``precision`` (``bf16``, ``fp16``,
+    ``fp32``); ``None`` for a GPU or precision the table does not know."""
+    for family, peaks in table.items():
+        if family.lower() in device_name.lower():
+            return peaks.get(precision)
+    return None
+
+
+@dataclass
+class PeakFlops:
+    """The MFU denominator of one device, and where it comes from."""
+
+    flops: float
+    """Peak FLOP/s that MFU divides by."""
+    source: str
+    """``datasheet <GPU> <precision>`` or ``measured <precision> matmul``."""
+    measured: float
+    """The measured dense-matmul FLOP/s at the same precision (the second figure on a GPU)."""
+
+
+def mfu_peak(device: torch.device, precision: str, *, device_name: str | None = None,
+             table: Mapping[str, Mapping[str, float]] = DATASHEET_PEAKS,
+             measure: Callable[[torch.device, torch.dtype], float] | None = None) -> PeakFlops:
+    """The peak MFU is reported against, for a resolved ``precision`` (``fp32``, ``bf16`` or ``fp16``).
+
+    On a GPU the table knows, its datasheet dense peak, which is how MFU is reported in the field; the measured
+    matmul peak is kept as a second figure. Elsewhere (CPU, other GPUs) the measured matmul peak.
+    """
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
+    measured = (measure or (lambda d, t: measure_matmul_peak(d, t, seconds=0.5)))(device, dtype)
+    if device.type == "cuda":
+        name = device_name if device_name is not None else torch.cuda.get_device_name(device)
+        peak = datasheet_peak(name, precision, table)
+        if peak is not None:
+            return PeakFlops(peak, f"datasheet {name} {precision}", measured)
+    return PeakFlops(measured, f"measured {precision} matmul", measured)
 
 
 class MetricsLogger:

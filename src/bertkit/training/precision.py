@@ -34,25 +34,35 @@ class Precision:
         return torch.autocast(device_type=self.device.type, dtype=self.dtype)
 
 
-def resolve_precision(name: str, device: torch.device) -> Precision:
-    """Check that ``name`` works on ``device`` and build the scaler fp16 needs. ``auto``: bf16 on a GPU
-    that supports it, else fp32."""
+def precision_name(name: str, device: torch.device) -> str:
+    """``name`` made concrete for ``device`` and checked: ``auto`` is bf16 on a GPU that supports it, else fp32.
+
+    The entry points (pretrain, finetune) resolve once, before anything runs, so every later reader (the loop,
+    the MFU peak, the saved config) sees the precision that actually runs.
+    """
     if name == "auto":
-        name = "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
+        return "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "fp32"
+    if name == "fp16" and device.type != "cuda":
+        raise ConfigError("fp16 training needs a CUDA GPU; use --precision fp32 (or bf16) on CPU")
+    if name == "bf16" and device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise ConfigError("this GPU does not support bf16; use --precision fp16 or fp32")
+    if name not in ("fp32", "bf16", "fp16"):
+        raise ConfigError(f"unknown precision {name!r}; choose fp32, bf16, fp16 or auto")
+    return name
+
+
+def resolve_precision(name: str, device: torch.device) -> Precision:
+    """The :class:`Precision` of ``name`` on ``device`` (checked by :func:`precision_name`), with the scaler
+    fp16 needs."""
+    name = precision_name(name, device)
     if name == "fp16":
-        if device.type != "cuda":
-            raise ConfigError("fp16 training needs a CUDA GPU; use --precision fp32 (or bf16) on CPU")
         return Precision("fp16", device, torch.amp.GradScaler("cuda"))
     if name == "bf16":
-        if device.type == "cuda" and not torch.cuda.is_bf16_supported():
-            raise ConfigError("this GPU does not support bf16; use --precision fp16 or fp32")
         if device.type == "cpu":
             warnings.warn("bf16 autocast on CPU is usually slower than fp32; it is meant for GPUs", stacklevel=2)
         return Precision("bf16", device)
-    if name == "fp32":
-        if device.type == "cuda":
-            # TF32 matmuls on Ampere+: fp32 storage, ~8x the matmul throughput, BERT-safe precision.
-            torch.backends.cuda.matmul.allow_tf32 = True
-            torch.backends.cudnn.allow_tf32 = True
-        return Precision("fp32", device)
-    raise ConfigError(f"unknown precision {name!r}; choose fp32, bf16, fp16 or auto")
+    if device.type == "cuda":
+        # TF32 matmuls on Ampere+: fp32 storage, ~8x the matmul throughput, BERT-safe precision.
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    return Precision("fp32", device)

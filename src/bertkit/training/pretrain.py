@@ -28,9 +28,11 @@ from bertkit.errors import ConfigError, DataError
 from bertkit.io import atomic_directory, atomic_write_text
 from bertkit.model import PreTrainedMixin
 from bertkit.training import distributed
-from bertkit.training.config import TrainConfig, read_options_file
+from bertkit.training.config import TrainConfig, split_options
+from bertkit.training.config import read_config_file as read_options
 from bertkit.training.loop import TrainResult, train
-from bertkit.training.metrics import measure_matmul_peak, notice, pretraining_flops_per_token
+from bertkit.training.metrics import mfu_peak, notice, pretraining_flops_per_token
+from bertkit.training.precision import precision_name
 
 FINAL_DIR = "final"
 VERIFIED_DATA = "data-verified.json"
@@ -80,31 +82,20 @@ class PretrainConfig:
         return out
 
 
-_PRETRAIN_KEYS = {f.name for f in dataclasses.fields(PretrainConfig)} - {"train"}
-_TRAIN_KEYS = {f.name for f in dataclasses.fields(TrainConfig)}
-
-
 def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
-    """Options from a TOML or YAML file: flat keys, or pre-training keys plus a ``[train]`` table."""
-    data = read_options_file(path)
-    nested = data.pop("train", {}) or {}
-    flat = {k.replace("-", "_"): v for k, v in {**data, **nested}.items()}
-    unknown = sorted(set(flat) - _PRETRAIN_KEYS - _TRAIN_KEYS)
-    if unknown:
-        raise ConfigError(f"{path}: unknown option(s) {', '.join(unknown)}")
-    return flat
+    """Flat options from a TOML or YAML file: pre-training keys, training keys flat or in a ``[train]`` table
+    (the rules of :func:`bertkit.training.config.read_config_file`)."""
+    return read_options(path, PretrainConfig)
 
 
 def build_config(options: Mapping[str, Any]) -> PretrainConfig:
     """A :class:`PretrainConfig` from flat options (config file merged with command-line flags)."""
     options = {k: v for k, v in options.items() if v is not None}
-    train_options = {k: v for k, v in options.items() if k in _TRAIN_KEYS and k != "output_dir"}
-    pre = {k: v for k, v in options.items() if k in _PRETRAIN_KEYS}
+    pre, train_options = split_options(options, PretrainConfig)
     for required in ("data", "output"):
         if required not in pre:
             raise ConfigError(f"--{required} is required (on the command line or in the config file)")
-    train_options["output_dir"] = pre["output"]
-    return PretrainConfig(**pre, train=TrainConfig(**train_options))
+    return PretrainConfig(**pre, train=TrainConfig(output_dir=Path(pre["output"]), **train_options))
 
 
 # ------------------------------------------------------------------------------------------ metrics
@@ -210,6 +201,8 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
     from bertkit.data.shards import file_stamps, verify
 
     env = env or distributed.setup(config.train.device)
+    config = dataclasses.replace(config, train=dataclasses.replace(
+        config.train, precision=precision_name(config.train.precision, env.device)))
     meta = open_dataset(config.data)
     # Every shard against the sizes and SHA-256 of its metadata, now rather than when a damaged one is
     # first read hours into the run (ids out of the vocabulary would crash it, others train silently).
@@ -233,10 +226,12 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
     settings = meta["settings"]
     seq = settings["max_seq_length"]
     flops = pretraining_flops_per_token(model.config, seq, settings["max_predictions_per_seq"])
+    config.train = config.train.for_epoch(len(loader), env.world_size)
     if config.train.peak_flops is None and env.is_main:
-        dtype = torch.bfloat16 if config.train.precision == "bf16" else torch.float32
-        config.train.peak_flops = measure_matmul_peak(env.device, dtype, seconds=0.5)
-        notice(f"measured matmul peak {config.train.peak_flops / 1e12:.2f} TFLOP/s per device (MFU denominator); "
+        peak = mfu_peak(env.device, config.train.precision)
+        config.train.peak_flops = peak.flops
+        second = "" if peak.measured == peak.flops else f"; measured matmul peak {peak.measured / 1e12:.2f} TFLOP/s"
+        notice(f"MFU denominator: {peak.source} peak {peak.flops / 1e12:.2f} TFLOP/s per device{second}; "
                f"{flops / 1e6:.1f} MFLOPs per token")
     if env.is_main:
         out = Path(config.output)

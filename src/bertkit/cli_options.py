@@ -1,0 +1,157 @@
+"""Command-line options generated from the config dataclasses, so that every option is declared once.
+
+A field gives its flag (``micro_batch_size`` -> ``--micro-batch-size``), its type, its help (the field's
+docstring) and the default shown in the help. Every generated option defaults to ``None``, meaning "not given",
+so that a config file's value stands unless a flag overrides it; the dataclass then fills what neither gave.
+
+The commands are built on first use (:func:`lazy_command`): the dataclasses live with the training code,
+which imports torch, and ``bertkit tokenize`` or ``bertkit --help`` should not pay for that.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import inspect
+import itertools
+import re
+import textwrap
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import typer
+from typer.core import TyperCommand
+
+_ROLE = re.compile(r":(?:class|meth|func|data|attr):`~?(?:[\w.]+\.)?([\w]+)`")
+
+
+@functools.cache
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstring under each field of dataclass ``cls`` (attribute docstrings, read from the source)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except OSError:  # installed without sources: options without help beat no command
+        return {}
+    body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
+    docs = {}
+    for node, after in itertools.pairwise(body):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
+            docs[node.target.id] = inspect.cleandoc(after.value.value)
+    return docs
+
+
+def help_text(doc: str) -> str:
+    """A field docstring as one line of plain help text (reST roles and literals unwrapped)."""
+    text = _ROLE.sub(r"\1", " ".join(doc.split()))
+    return text.replace("``", "")
+
+
+def show_default(value: Any) -> str:
+    """A default as the help shows it: ``on``/``off``, ``5e-05``, ``adamw``."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def _option_type(hint: Any) -> type | None:
+    """The click-level type of a field: ``int | None`` -> int; ``None`` for what is no flag (dicts, configs)."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)] if isinstance(hint, types.UnionType) else [hint]
+    if len(args) != 1:
+        return None
+    kind = args[0]
+    if kind is Path:
+        return str
+    return kind if kind in (bool, int, float, str) else None
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigOption:
+    """One generated command-line option: the config field it fills and how it reads."""
+
+    name: str
+    """The field (and keyword) name."""
+    decls: tuple[str, ...]
+    """Flag declarations, e.g. ``("--output", "-o")`` or ``("--fsdp/--no-fsdp",)``."""
+    type: type
+    help: str
+
+
+def config_options(classes: Iterable[type], *, flags: Mapping[str, tuple[str, ...]] | None = None,
+                   exclude: Iterable[str] = (), defaults: Mapping[str, str] | None = None) -> list[ConfigOption]:
+    """Options for the user-settable fields of ``classes`` (a name already taken by an earlier class is
+    skipped: the earlier field shadows it, as in :func:`bertkit.training.config.split_options`).
+
+    ``flags``: declarations other than ``--field-name``; ``defaults``: the default to show, where it is not the
+    field's own (a command's defaults table).
+    """
+    flags, defaults, skip = dict(flags or {}), dict(defaults or {}), set(exclude)
+    options: list[ConfigOption] = []
+    for cls in classes:
+        hints = typing.get_type_hints(cls)
+        docs = field_docs(cls)
+        for f in dataclasses.fields(cls):
+            kind = f.metadata.get("cli_type") or _option_type(hints[f.name])
+            if f.name in skip or not f.metadata.get("option", True) or kind is None:
+                continue
+            skip.add(f.name)
+            flag = "--" + f.name.replace("_", "-")
+            decls = flags.get(f.name) or ((f"{flag}/--no-{flag[2:]}",) if kind is bool else (flag,))
+            shown = defaults.get(f.name)
+            if shown is None and f.default not in (dataclasses.MISSING, None):
+                shown = show_default(f.default)
+            help = help_text(docs.get(f.name, "")) + (f" (default: {shown})" if shown else "")
+            options.append(ConfigOption(f.name, decls, kind, help))
+    return options
+
+
+def command_function(name: str, doc: str | None, options: Iterable[ConfigOption],
+                     extra: Mapping[str, tuple[type, Any]],
+                     run: Callable[[dict[str, Any]], None]) -> Callable[..., None]:
+    """A function typer turns into the command: one keyword per option, each ``None`` unless given, plus
+    ``extra`` parameters (name -> (type, ``typer.Option``)) declared by the command itself; it calls ``run``
+    with all of them."""
+    parameters = [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, annotation=o.type,
+                                    default=typer.Option(None, *o.decls, help=o.help)) for o in options]
+    parameters += [inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, annotation=kind, default=default)
+                   for key, (kind, default) in extra.items()]
+
+    def command(**given: Any) -> None:
+        run(given)
+
+    command.__name__ = command.__qualname__ = name.replace("-", "_") + "_command"
+    command.__doc__ = doc
+    command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in parameters}
+    return command
+
+
+def lazy_command(build: Callable[[], Callable[..., None]]) -> type[TyperCommand]:
+    """A command class for ``app.command(cls=...)`` whose options come from ``build()`` on first use.
+
+    The registered function only names the command and gives its one-line summary for ``bertkit --help``;
+    parsing, ``--help`` and running go to the command typer makes of ``build()``'s function.
+    """
+
+    @functools.cache
+    def real() -> Any:
+        function = build()
+        single = typer.Typer(add_completion=False, pretty_exceptions_enable=False,
+                             context_settings={"help_option_names": ["-h", "--help"]})
+        single.command()(function)
+        return typer.main.get_command(single)
+
+    class LazyCommand(TyperCommand):
+        def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+            return real().make_context(info_name, args, parent=parent, **extra)
+
+        def get_params(self, ctx: Any) -> list[Any]:
+            return real().get_params(ctx)
+
+    return LazyCommand
