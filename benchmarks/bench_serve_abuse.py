@@ -56,6 +56,7 @@ def make_model(directory: Path) -> Path:
     from bertkit.config import BertConfig
     from bertkit.model import BertForPreTraining
     from bertkit.tokenizer import Tokenizer
+    from bertkit.weights import save_pretrained
 
     directory.mkdir(parents=True, exist_ok=True)
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(".,!?") + sorted(set(WORDS)) + ["##s", "##ed"]
@@ -63,7 +64,7 @@ def make_model(directory: Path) -> Path:
     tokenizer = Tokenizer.from_vocab(directory / "vocab.txt")
     torch.manual_seed(0)
     model = BertForPreTraining(BertConfig.preset("mini", vocab_size=tokenizer.vocab_size)).eval()
-    model.save_pretrained(directory, tokenizer=tokenizer)
+    save_pretrained(model, directory, tokenizer=tokenizer)
     return directory
 
 

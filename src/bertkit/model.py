@@ -10,16 +10,14 @@ explicit table to and from Hugging Face names (Q, K and V are one fused projecti
 Training batches with much padding are unpadded (``Unpadded``): projections, feed-forward and LayerNorm, nearly
 all of the work, run on the real tokens only; the attention alone sees the padded layout.
 
-The model knows nothing of files: ``from_pretrained``/``save_pretrained`` delegate to ``bertkit.weights``.
+The model knows nothing of files: ``bertkit.weights`` loads and saves it (``load_model``, ``save_pretrained``).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import os
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -334,35 +332,16 @@ def _check_attn_implementation(name: str | None) -> str:
     return name
 
 
-class PreTrainedMixin:
-    """``from_pretrained`` / ``save_pretrained`` for every class here, delegated to ``bertkit.weights``."""
+class PreTrainedMixin(nn.Module):
+    """The base of every model class here (the encoder and each head), so that other code can tell a bertkit
+    model from any module. Reading and writing checkpoint files is ``bertkit.weights``' job (``load_model``,
+    ``save_pretrained``): the model knows nothing of files."""
 
     config: BertConfig
 
-    @classmethod
-    def from_pretrained(cls, path: str | os.PathLike, **config_overrides: Any):
-        """Load a Hugging Face-layout checkpoint (directory or weights file) into this class.
-
-        ``config_overrides`` replace fields of the saved config (``num_labels=3``,
-        ``attn_implementation="eager"``, ``hidden_dropout_prob=0.0``...). See ``bertkit.weights.load_model``.
-        """
-        from bertkit import weights  # lazy: the model itself knows nothing of files
-
-        return weights.load_model(path, head=cls, **config_overrides)
-
-    def save_pretrained(self, directory: str | os.PathLike, tokenizer: Any = None) -> None:
-        """Write ``config.json``, ``model.safetensors`` (Hugging Face names) and the tokenizer's files."""
-        from bertkit import weights
-
-        weights.save_pretrained(self, directory, tokenizer=tokenizer)
-
-    def num_parameters(self) -> int:
-        """Number of distinct parameters (the tied decoder counts once)."""
-        return sum(p.numel() for p in self.parameters())  # type: ignore[attr-defined]
-
 
 # ------------------------------------------------------------------------------------------ BertModel
-class BertModel(PreTrainedMixin, nn.Module):
+class BertModel(PreTrainedMixin):
     """The BERT encoder: embeddings, ``num_hidden_layers`` post-LN layers and (optionally) the pooler.
 
     ``attn_implementation`` ("sdpa" or "eager") overrides ``config.attn_implementation``; both compute the
@@ -486,7 +465,7 @@ def _tie(head: MaskedLMHead, bert: BertModel) -> None:
 
 
 # ------------------------------------------------------------------------------------------ heads
-class BertForPreTraining(PreTrainedMixin, nn.Module):
+class BertForPreTraining(PreTrainedMixin):
     """BERT with the masked-LM head (tied decoder) and the next-sentence head on the pooled output."""
 
     def __init__(self, config: BertConfig, attn_implementation: str | None = None):
@@ -522,7 +501,7 @@ class BertForPreTraining(PreTrainedMixin, nn.Module):
                                  out.hidden_states, out.attentions)
 
 
-class BertForMaskedLM(PreTrainedMixin, nn.Module):
+class BertForMaskedLM(PreTrainedMixin):
     """BERT with the masked-LM head only (no pooler, no NSP), as Hugging Face's ``BertForMaskedLM``."""
 
     def __init__(self, config: BertConfig, attn_implementation: str | None = None):
@@ -548,7 +527,7 @@ def _classifier_dropout(config: BertConfig) -> float:
     return config.hidden_dropout_prob if config.classifier_dropout is None else config.classifier_dropout
 
 
-class BertForSequenceClassification(PreTrainedMixin, nn.Module):
+class BertForSequenceClassification(PreTrainedMixin):
     """``Linear(H -> num_labels)`` on the dropped-out pooled output. Loss: MSE when ``num_labels == 1``
     (regression), cross-entropy for integer labels, BCE-with-logits for multi-label float targets."""
 
@@ -590,7 +569,7 @@ class BertForSequenceClassification(PreTrainedMixin, nn.Module):
         return SequenceClassifierOutput(loss, logits, out.hidden_states, out.attentions)
 
 
-class BertForTokenClassification(PreTrainedMixin, nn.Module):
+class BertForTokenClassification(PreTrainedMixin):
     """``Linear(H -> num_labels)`` on every dropped-out token vector; cross-entropy ignoring label -100."""
 
     def __init__(self, config: BertConfig, attn_implementation: str | None = None):
@@ -623,7 +602,7 @@ class BertForTokenClassification(PreTrainedMixin, nn.Module):
         return TokenClassifierOutput(loss, logits, out.hidden_states, out.attentions)
 
 
-class BertForQuestionAnswering(PreTrainedMixin, nn.Module):
+class BertForQuestionAnswering(PreTrainedMixin):
     """Extractive QA: ``Linear(H -> 2)`` gives start and end logits at every position.
 
     Loss = (CE(start) + CE(end)) / 2; positions outside the sequence are clamped to L and ignored.

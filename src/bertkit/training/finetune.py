@@ -46,6 +46,7 @@ from bertkit.training import distributed
 from bertkit.training.config import PRECISIONS, TrainConfig, read_options_file
 from bertkit.training.loop import TrainResult, train
 from bertkit.training.metrics import notice
+from bertkit.weights import save_pretrained
 
 TASK_NAMES = ("classification", "regression", "ner", "qa")
 """Values of ``FinetuneConfig.task``; ``regression`` is classification with one output and MSE."""
@@ -553,7 +554,7 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
         epoch_ends.append(time.perf_counter() - sum(eval_seconds))
 
     def export(m: torch.nn.Module, directory: Path) -> None:
-        m.save_pretrained(directory, tokenizer=tokenizer)
+        save_pretrained(m, directory, tokenizer=tokenizer)
 
     def early_stop() -> str | None:
         patience = config.early_stopping_patience
@@ -615,7 +616,7 @@ def _write_output(config: FinetuneConfig, output: Path, work: Path, model: torch
     if dev_examples is not None and (best_dir / "model.safetensors").is_file():
         shutil.copytree(best_dir, staging)
     else:
-        model.save_pretrained(staging, tokenizer=tokenizer)
+        save_pretrained(model, staging, tokenizer=tokenizer)
     for name in ("metrics.jsonl", "curves.png", "tensorboard"):
         source = work / name
         if source.is_dir():

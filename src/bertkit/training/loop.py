@@ -29,12 +29,14 @@ import torch
 from torch import nn
 
 from bertkit.errors import BertkitError, CheckpointError, ConfigError
+from bertkit.model import PreTrainedMixin
 from bertkit.training import distributed
 from bertkit.training.checkpoint import latest_valid_checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
 from bertkit.training.config import TrainConfig
 from bertkit.training.metrics import MetricsLogger, notice
 from bertkit.training.optim import build_optimizer, lr_multiplier, set_lr
 from bertkit.training.precision import resolve_precision
+from bertkit.weights import save_pretrained
 
 MetricValue = float | torch.Tensor | tuple[Any, Any]
 """A logged value: a number, or ``(numerator, denominator)`` so that ratios add up exactly over batches."""
@@ -163,8 +165,8 @@ class _Window:
 
 
 def _default_export(model: nn.Module, directory: Path) -> None:
-    if hasattr(model, "save_pretrained"):
-        model.save_pretrained(directory)
+    if isinstance(model, PreTrainedMixin):
+        save_pretrained(model, directory)
     else:
         from safetensors.torch import save_model
 

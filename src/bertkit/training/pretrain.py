@@ -30,6 +30,7 @@ from bertkit.training import distributed
 from bertkit.training.config import TrainConfig, read_options_file
 from bertkit.training.loop import TrainResult, train
 from bertkit.training.metrics import measure_matmul_peak, notice, pretraining_flops_per_token
+from bertkit.weights import save_pretrained
 
 FINAL_DIR = "final"
 VERIFIED_DATA = "data-verified.json"
@@ -301,7 +302,7 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
     if env.is_main and result.stop_reason != "signal":
         final = Path(config.output) / FINAL_DIR
         with atomic_directory(final) as staging:  # a crash mid-export keeps the previous final/
-            result.model.save_pretrained(staging)  # unsharded (a gathered copy under FSDP)
+            save_pretrained(result.model, staging)  # unsharded (a gathered copy under FSDP)
             copy_tokenizer(staging)
         notice(f"exported the model to {final} (Hugging Face layout)")
     distributed.barrier(env)
