@@ -187,7 +187,7 @@ def test_truncated_and_missing_weights(tmp_path):
 
 
 def test_config_that_does_not_match_the_weights(tmp_path):
-    BertModel(tiny()).save_pretrained(tmp_path)
+    save_pretrained(BertModel(tiny()), tmp_path)
     with pytest.raises(CheckpointError, match="shape"):
         load_model(tmp_path, hidden_size=64, num_attention_heads=2, intermediate_size=256)
     with pytest.raises(CheckpointError, match="num_hidden_layers"):
@@ -211,7 +211,7 @@ def test_not_a_model_directory(tmp_path):
 
 
 def test_label_count_change(tmp_path):
-    BertForSequenceClassification(tiny(id2label={0: "neg", 1: "pos"})).save_pretrained(tmp_path)
+    save_pretrained(BertForSequenceClassification(tiny(id2label={0: "neg", 1: "pos"})), tmp_path)
     assert load_model(tmp_path).config.id2label == {0: "neg", 1: "pos"}
     with pytest.raises(CheckpointError, match="num_labels"):
         load_model(tmp_path, num_labels=5)
@@ -220,7 +220,7 @@ def test_label_count_change(tmp_path):
 
 
 def test_overrides_and_explicit_head(tmp_path):
-    BertForPreTraining(tiny()).save_pretrained(tmp_path)
+    save_pretrained(BertForPreTraining(tiny()), tmp_path)
     model = load_model(tmp_path, head="BertForTokenClassification", attn_implementation="eager",
                        hidden_dropout_prob=0.0)
     assert isinstance(model, BertForTokenClassification)
@@ -234,5 +234,5 @@ def test_tokenizer_is_saved_alongside(tmp_path):
         def save_pretrained(self, directory):
             Path(directory, "vocab.txt").write_text("[PAD]\n")
 
-    BertModel(tiny()).save_pretrained(tmp_path / "out", tokenizer=FakeTokenizer())
+    save_pretrained(BertModel(tiny()), tmp_path / "out", tokenizer=FakeTokenizer())
     assert sorted(os.listdir(tmp_path / "out")) == ["config.json", "model.safetensors", "vocab.txt"]
