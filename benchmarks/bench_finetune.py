@@ -165,7 +165,12 @@ def bertkit_run(config, out: Path, name: str, seed: int) -> dict:
 def run_task(name: str, seed: int, args, model_dir: str) -> dict:
     from bertkit.tokenizer import Tokenizer
     from bertkit.training.finetune import (
-        DEFAULT_SCHEDULE, FinetuneConfig, GroupedBatches, featurize, groups_by_length, make_task,
+        DEFAULT_SCHEDULE,
+        FinetuneConfig,
+        GroupedBatches,
+        featurize,
+        groups_by_length,
+        make_task,
         read_examples,
     )
 
@@ -256,7 +261,7 @@ def merge_entry(runs: list[dict], entry: dict) -> list[dict]:
                 entry["commands"] = sorted({*old.get("commands", [old["command"]]), entry["command"]})
                 entry["load_average_at_end_of_" + system] = old["machine"]["load_average_at_end"]
     add_speedups(entry)
-    return rest + [entry]
+    return [*rest, entry]
 
 
 def main() -> None:

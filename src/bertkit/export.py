@@ -83,7 +83,7 @@ def output_names(model: nn.Module) -> list[str]:
 
 def example_inputs(model: nn.Module, batch: int = 2, length: int = 8) -> tuple[Tensor, Tensor, Tensor]:
     """Small valid inputs with one padded row, to trace the graph (and to check it)."""
-    config = getattr(model, "config")
+    config = model.config
     generator = torch.Generator().manual_seed(0)
     input_ids = torch.randint(1, config.vocab_size, (batch, length), generator=generator)
     token_type_ids = torch.zeros_like(input_ids)

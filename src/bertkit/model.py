@@ -377,11 +377,10 @@ class BertModel(PreTrainedMixin):
         the last layer's work this way; the values are the same as gathering from the full output.
         """
         mask = None
-        if attention_mask is not None:
-            # Unpadded batches reach SDPA with no mask (fastest kernel); the check costs one host sync per
-            # forward, so under torch.compile (where it would break the graph) the mask is always passed.
-            if torch.compiler.is_compiling() or not bool(attention_mask.all()):
-                mask = attention_mask[:, None, None, :].bool()
+        # Unpadded batches reach SDPA with no mask (fastest kernel); the check costs one host sync per
+        # forward, so under torch.compile (where it would break the graph) the mask is always passed.
+        if attention_mask is not None and (torch.compiler.is_compiling() or not bool(attention_mask.all())):
+            mask = attention_mask[:, None, None, :].bool()
         x = self.embeddings(input_ids, token_type_ids)
         if output_hidden_states or output_attentions:  # every layer's full output is asked for
             x, hidden_states, attentions = self.encoder(x, mask, output_hidden_states, output_attentions)

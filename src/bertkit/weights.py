@@ -85,8 +85,7 @@ _CLASSIFIER_NAMES: list[tuple[str, str]] = [
 # Head parameters (names at the top of the head class; identical in both naming schemes' prefixes).
 HEAD_NAMES: dict[str, list[tuple[str, str]]] = {
     "BertModel": [],
-    "BertForPreTraining": _MLM_NAMES + [("nsp.weight", "cls.seq_relationship.weight"),
-                                        ("nsp.bias", "cls.seq_relationship.bias")],
+    "BertForPreTraining": [*_MLM_NAMES, ("nsp.weight", "cls.seq_relationship.weight"), ("nsp.bias", "cls.seq_relationship.bias")],
     "BertForMaskedLM": _MLM_NAMES,
     "BertForSequenceClassification": _CLASSIFIER_NAMES,
     "BertForTokenClassification": _CLASSIFIER_NAMES,

@@ -92,7 +92,7 @@ def mask_tokens(tokens: Sequence[int], spec: MaskingSpec, rng: random.Random) ->
     """Choose and replace masked-LM targets in one ``[CLS] A [SEP] B [SEP]`` instance (see module doc)."""
     tokens = list(tokens)
     special = spec.special_ids
-    num_to_predict = min(spec.max_predictions_per_seq, max(1, int(round(len(tokens) * spec.masked_lm_prob))))
+    num_to_predict = min(spec.max_predictions_per_seq, max(1, round(len(tokens) * spec.masked_lm_prob)))
     if spec.whole_word_mask:
         order = _whole_word_order(tokens, spec, rng, num_to_predict)
     else:

@@ -32,7 +32,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bertkit.data.corpus import Block, CorpusOptions, CorpusStats, document_sentences, expand_inputs, iter_blocks, read_documents
+from bertkit.data.corpus import (
+    Block,
+    CorpusOptions,
+    CorpusStats,
+    document_sentences,
+    expand_inputs,
+    iter_blocks,
+    read_documents,
+)
 from bertkit.data.instances import create_instances
 from bertkit.data.masking import MaskingSpec, continuation_table, derive_seed, static_masker
 from bertkit.data.shards import block_name, index_dataset, pack_instances, read_json, write_block

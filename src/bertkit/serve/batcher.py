@@ -95,7 +95,7 @@ class Batcher:
                 remaining = deadline - loop.time()
                 try:
                     job = queue.get_nowait() if remaining <= 0 else await asyncio.wait_for(queue.get(), remaining)
-                except (asyncio.QueueEmpty, asyncio.TimeoutError):
+                except (TimeoutError, asyncio.QueueEmpty):
                     break
                 jobs.append(job)
                 count += len(job.items)

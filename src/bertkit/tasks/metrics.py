@@ -133,7 +133,7 @@ def get_entities(tags: Sequence[str]) -> list[Chunk]:
     chunks: list[Chunk] = []
     prev_tag, prev_type = "O", ""
     start: int | None = None
-    for i, raw in enumerate(list(tags) + ["O"]):  # the sentinel closes a chunk at the sentence end
+    for i, raw in enumerate([*tags, "O"]):  # the sentinel closes a chunk at the sentence end
         tag, type_ = _split_tag(raw)
         if start is not None and _end_of_chunk(prev_tag, tag, prev_type, type_):
             chunks.append((prev_type, start, i))
@@ -294,10 +294,7 @@ def _best_threshold(
     for qid in sorted(na_probs, key=lambda q: na_probs[q]):
         if qid not in raw:
             continue
-        if has_answer[qid]:
-            diff = raw[qid]
-        else:
-            diff = -1.0 if predictions[qid] else 0.0
+        diff = raw[qid] if has_answer[qid] else (-1.0 if predictions[qid] else 0.0)
         current += diff
         if current > score:
             score, best_threshold = current, na_probs[qid]
