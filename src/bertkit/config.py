@@ -121,8 +121,8 @@ class BertConfig:
         if name not in PRESETS:
             raise ConfigError(f"unknown model preset {name!r}; choose one of {', '.join(PRESETS)}")
         layers, hidden, heads = PRESETS[name]
-        values = dict(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
-                      intermediate_size=4 * hidden)
+        values: dict[str, Any] = dict(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
+                                      intermediate_size=4 * hidden)
         values.update(overrides)
         return cls(**values)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -111,7 +112,7 @@ class QuestionAnsweringOutput:
 
 
 # ------------------------------------------------------------------------------------------ pieces
-def activation(name: str):
+def activation(name: str) -> Callable[[Tensor], Tensor]:
     """The feed-forward activation: ``gelu`` is exact erf GELU (BERT and Hugging Face), ``gelu_new`` tanh."""
     if name == "gelu":
         return F.gelu
@@ -269,14 +270,14 @@ class Encoder(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | None, output_hidden_states: bool = False,
                 output_attentions: bool = False, last_layer_rows: Tensor | None = None,
-                unpadded: Unpadded | None = None) -> tuple[Tensor, tuple | None, tuple | None]:
+                unpadded: Unpadded | None = None) -> tuple[Tensor, tuple[Tensor, ...] | None, tuple[Tensor, ...] | None]:
         """``last_layer_rows [B, K]``: the last layer computes only those positions (see ``BertModel``).
         ``unpadded``: run the layers on the real tokens only (not with per-layer outputs); the output is
         padded again, with zeros at the padded positions."""
         if unpadded is not None and (output_hidden_states or output_attentions):
             raise ValueError("unpadded layers do not return per-layer outputs")
         hidden_states = [x] if output_hidden_states else None
-        attentions = [] if output_attentions else None
+        attentions: list[Tensor] | None = [] if output_attentions else None
         if unpadded is not None:
             x = unpadded.unpad(x)
         last = len(self.layers) - 1
@@ -492,6 +493,7 @@ class BertForPreTraining(PreTrainedMixin):
         nsp_loss = None
         if next_sentence_label is not None:
             nsp_loss = F.cross_entropy(nsp_logits.float(), next_sentence_label.reshape(-1))
+        loss: Tensor | None
         if mlm_loss is not None and nsp_loss is not None:
             loss = mlm_loss + nsp_loss
         else:

@@ -34,11 +34,12 @@ import os
 import re
 import threading
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
 from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from tokenizers import Tokenizer as _Backend
 
@@ -96,8 +97,6 @@ def _regex_class(ranges: Iterable[tuple[int, int]]) -> str:
 @functools.cache
 def _char_classes() -> _CharClasses:
     """Classify every code point with Python's ``unicodedata``, as the reference does (a few 0.1 s, once)."""
-    import numpy as np
-
     cats = list(map(unicodedata.category, map(chr, range(0x110000))))
     names = sorted(set(cats))
     codes = np.array(list(map({n: i for i, n in enumerate(names)}.__getitem__, cats)), dtype=np.int8)
@@ -106,7 +105,7 @@ def _char_classes() -> _CharClasses:
     lasts = [*(starts - 1).tolist(), 0x10FFFF]
     runs = [(a, b, names[codes[a]]) for a, b in zip(firsts, lasts)]  # maximal runs of one category
 
-    def where(pred) -> list[tuple[int, int]]:
+    def where(pred: Callable[[str], bool]) -> list[tuple[int, int]]:
         return [(a, b) for a, b, cat in runs if pred(cat)]
 
     # Deleted: NUL, U+FFFD and category C* except tab, newline, CR (surrogates cannot occur in a Rust string).
@@ -122,9 +121,9 @@ def _char_classes() -> _CharClasses:
     marks = where(lambda cat: cat == "Mn")
     # Characters whose canonical decomposition the Rust NFD (an older Unicode table) does not know. One C-level
     # normalisation of all candidates per side; usually they agree and nothing needs fixing.
-    assigned = (chr(c) for a, b in where(lambda cat: cat[0] not in "CZ") for c in range(a, b + 1) if not 0x4E00 <= c <= 0x9FFF)
+    candidates = (chr(c) for a, b in where(lambda cat: cat[0] not in "CZ") for c in range(a, b + 1) if not 0x4E00 <= c <= 0x9FFF)
     # Canonical decompositions (Hangul syllables decompose algorithmically, identically on both sides).
-    assigned = [ch for ch in assigned if (d := unicodedata.decomposition(ch)) and d[0] != "<"]
+    assigned = [ch for ch in candidates if (d := unicodedata.decomposition(ch)) and d[0] != "<"]
     joined = "\n".join(assigned)
     python, rust = unicodedata.normalize("NFD", joined), normalizers.NFD().normalize_str(joined)
     fixes: tuple[tuple[str, str], ...] = ()
@@ -260,7 +259,7 @@ def collate_encodings(encodings: Sequence[Encoding], pad_id: int = 0) -> dict[st
 
     Shorter rows are padded on the right to the longest one with ``pad_id``, segment 0 and mask 0.
     """
-    import torch
+    import torch  # here, not at the top: data preparation workers use the tokenizer and never pay for torch
 
     if not encodings:
         raise TokenizerError("collate_encodings got no encodings; pass at least one")
@@ -566,7 +565,7 @@ class Tokenizer:
         """Tokens for ids; an id outside the vocabulary raises ``TokenizerError``."""
         tokens = self._id_to_token
         if isinstance(ids, int) or getattr(ids, "ndim", None) == 0:
-            return tokens[self._check_id(int(ids))]
+            return tokens[self._check_id(_as_id_list(ids)[0])]
         return [tokens[self._check_id(int(i))] for i in _as_id_list(ids)]
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
@@ -879,7 +878,7 @@ def _options_from_pipeline(normalizer: dict | None, pre_tokenizer: dict | None) 
     raise TokenizerError(f"unsupported normalizer {normalizer.get('type')!r} in tokenizer.json; expected a BERT tokenizer")
 
 
-def _training_inputs(source: Any) -> tuple[list[str] | None, Iterable[str]]:
+def _training_inputs(source: Any) -> tuple[list[str] | None, Iterable[str] | None]:
     """``Tokenizer.train``'s argument as (files, None) or (None, texts).
 
     A path or a list/tuple of paths means files (which must exist); any other iterable yields texts.

@@ -36,6 +36,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
+from blingfire import text_to_sentences
+
 from bertkit.errors import DataError
 
 FORMATS = ("auto", "lines", "prose", "jsonl")
@@ -169,10 +171,6 @@ def _hidden(relative: Path) -> bool:
 
 def split_sentences(paragraphs: Iterable[str]) -> list[str]:
     """Split re-joined paragraphs into sentences with BlingFire (a compiled, maintained segmenter)."""
-    try:
-        from blingfire import text_to_sentences
-    except ImportError as exc:  # pragma: no cover - dependency is declared
-        raise DataError("prose input needs the 'blingfire' package: pip install blingfire") from exc
     sentences: list[str] = []
     for paragraph in paragraphs:
         if paragraph:
@@ -336,7 +334,7 @@ def _chain(first: list[bytes], rest: Iterator[bytes]) -> Iterator[bytes]:
     yield from rest
 
 
-def _read_jsonl(handle, path: Path, options: CorpusOptions, stats: CorpusStats) -> Iterator[RawDocument]:
+def _read_jsonl(handle: BinaryIO, path: Path, options: CorpusOptions, stats: CorpusStats) -> Iterator[RawDocument]:
     for number, raw in enumerate(handle, 1):
         if not raw.strip():
             continue
