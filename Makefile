@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test browser demo bench clean
+.PHONY: install lint test browser demo bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,7 +16,13 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-test: $(STAMP) browser
+# Lint, format check and type check: each must report nothing (the tool versions are pinned in pyproject.toml).
+lint: $(STAMP)
+	$(VENV)/bin/ruff check
+	$(VENV)/bin/ruff format --check
+	$(VENV)/bin/mypy
+
+test: $(STAMP) browser lint
 	$(PY) -m pytest -q
 
 # The web page test drives Debian's Chromium; it skips with a reason where Chromium cannot be installed.

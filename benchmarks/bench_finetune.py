@@ -256,7 +256,7 @@ def merge_entry(runs: list[dict], entry: dict) -> list[dict]:
                 entry["commands"] = sorted({*old.get("commands", [old["command"]]), entry["command"]})
                 entry["load_average_at_end_of_" + system] = old["machine"]["load_average_at_end"]
     add_speedups(entry)
-    return rest + [entry]
+    return [*rest, entry]
 
 
 def main() -> None:

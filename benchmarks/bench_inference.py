@@ -21,6 +21,7 @@ Writes ``benchmarks/results/inference.json`` (``inference-<device>.json`` for ot
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -153,7 +154,7 @@ def main() -> None:
         seconds = {side: float("inf") for side in sides}
         for _ in range(args.repeats):  # interleaved so a busy moment hurts every side alike
             for side, fn in sides.items():
-                seconds[side] = min(seconds[side], best_of(lambda: fn(texts, batch_size, max_length), 1, sync))
+                seconds[side] = min(seconds[side], best_of(functools.partial(fn, texts, batch_size, max_length), 1, sync))
         entry = {
             "inputs": len(texts), "batch_size": batch_size, "max_length": max_length,
             "tokens_mean": float(np.mean(lengths)), "tokens_max": int(max(lengths)),

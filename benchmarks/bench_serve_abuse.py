@@ -23,12 +23,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import contextlib
 import json
 import os
 import platform
 import random
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -56,14 +56,15 @@ def make_model(directory: Path) -> Path:
     from bertkit.config import BertConfig
     from bertkit.model import BertForPreTraining
     from bertkit.tokenizer import Tokenizer
+    from bertkit.weights import save_pretrained
 
     directory.mkdir(parents=True, exist_ok=True)
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + list(".,!?") + sorted(set(WORDS)) + ["##s", "##ed"]
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *list(".,!?"), *sorted(set(WORDS)), "##s", "##ed"]
     (directory / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
     tokenizer = Tokenizer.from_vocab(directory / "vocab.txt")
     torch.manual_seed(0)
     model = BertForPreTraining(BertConfig.preset("mini", vocab_size=tokenizer.vocab_size)).eval()
-    model.save_pretrained(directory, tokenizer=tokenizer)
+    save_pretrained(model, directory, tokenizer=tokenizer)
     return directory
 
 
@@ -92,7 +93,7 @@ async def request(port: int, method: str, path: str, body: bytes = b"", headers:
     start = time.perf_counter()
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(HOST, port), timeout)
-    except (OSError, asyncio.TimeoutError):
+    except (TimeoutError, OSError):
         return 0, time.perf_counter() - start
     head = {"Host": f"{HOST}:{port}", "Connection": "close", **(headers or {})}
     if chunked:
@@ -121,7 +122,7 @@ async def request(port: int, method: str, path: str, body: bytes = b"", headers:
         # The server answered 413 and closed while the client was still sending an oversized body: the
         # kernel then resets the connection and may drop the unread answer. Counted apart from silence.
         status = -1
-    except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ValueError, IndexError):
+    except (TimeoutError, OSError, asyncio.IncompleteReadError, ValueError, IndexError):
         status = 0
     finally:
         writer.close()
@@ -194,7 +195,7 @@ async def slowloris(port: int, stop: asyncio.Event, counts: collections.Counter)
                 if not data or data.startswith(b"HTTP/"):
                     counts["dropped_by_server"] += 1
                     return
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         counts["still_open_at_end"] += 1
     except OSError:
@@ -233,7 +234,6 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def run(port: int, pid: int, args: argparse.Namespace) -> dict:
-    rng = random.Random(0)
     rss = {"samples": []}
     stop_sampling = asyncio.Event()
 
@@ -308,41 +308,39 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bertkit-abuse-"))
     model = make_model(work / "model")
     port = free_port()
-    log = open(work / "server.log", "w+")
-    server = subprocess.Popen([sys.executable, "-c", SERVER, str(model), str(port)], stdout=log, stderr=log,
-                              env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")})
-    try:
-        deadline = time.time() + 120
-        while time.time() < deadline:
-            if server.poll() is not None:
-                raise SystemExit(f"the server exited: {(work / 'server.log').read_text()[-2000:]}")
-            try:
-                with socket.create_connection((HOST, port), timeout=1):
-                    break
-            except OSError:
-                time.sleep(0.2)
-        started = time.time()
-        result = asyncio.run(run(port, server.pid, args))
-        result["wall_s"] = round(time.time() - started, 1)
-        result["server_exited"] = server.poll() is not None
-    finally:
-        server.terminate()
+    with open(work / "server.log", "w+") as log:
+        server = subprocess.Popen([sys.executable, "-c", SERVER, str(model), str(port)], stdout=log, stderr=log,
+                                  env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")})
         try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-    log.seek(0)
-    server_log = log.read()
+            deadline = time.time() + 120
+            while time.time() < deadline:
+                if server.poll() is not None:
+                    raise SystemExit(f"the server exited: {(work / 'server.log').read_text()[-2000:]}")
+                try:
+                    with socket.create_connection((HOST, port), timeout=1):
+                        break
+                except OSError:
+                    time.sleep(0.2)
+            started = time.time()
+            result = asyncio.run(run(port, server.pid, args))
+            result["wall_s"] = round(time.time() - started, 1)
+            result["server_exited"] = server.poll() is not None
+        finally:
+            server.terminate()
+            try:
+                server.wait(20)
+            except subprocess.TimeoutExpired:
+                server.kill()
+        log.seek(0)
+        server_log = log.read()
     result["server_tracebacks"] = server_log.count("Traceback")
     result["server_log_tail"] = server_log[-1500:]
     result["settings"] = vars(args)
     result["machine"] = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
                          "python": platform.python_version()}
-    try:
+    with contextlib.suppress(OSError):
         result["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                           text=True).stdout.strip()
-    except OSError:
-        pass
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k not in ("attacks", "server_log_tail")}, indent=1))

@@ -46,6 +46,11 @@ def logistic_probe(train_x: torch.Tensor, train_y: torch.Tensor, dev_x: torch.Te
         return (linear(dev_x).argmax(1) == dev_y).double().mean().item()
 
 
+def features(examples: list, path: str, pooling: str, layer: int, max_length: int) -> torch.Tensor:
+    rows = embed([e.text for e in examples], path, pooling=pooling, layers=(layer,), max_length=max_length)
+    return torch.from_numpy(rows).double()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", action="append", required=True, help="NAME=DIR (repeat)")
@@ -72,12 +77,7 @@ def main() -> None:
         if not path:
             sys.exit(f"--model wants NAME=DIR, got {spec!r}")
         for feature, (pooling, layer) in FEATURES.items():
-            def features(examples: list) -> torch.Tensor:
-                rows = embed([e.text for e in examples], path, pooling=pooling, layers=(layer,),
-                             max_length=args.max_length)
-                return torch.from_numpy(rows).double()
-
-            train_x, dev_x = features(train), features(dev)
+            train_x, dev_x = (features(examples, path, pooling, layer, args.max_length) for examples in (train, dev))
             for size in sizes:
                 accuracy = logistic_probe(train_x[:size], train_y[:size], dev_x, dev_y, len(labels))
                 results.append({"model": name, "features": feature, "train_examples": size, "dev_accuracy": accuracy})

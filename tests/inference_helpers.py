@@ -8,6 +8,7 @@ import torch
 
 from bertkit.config import BertConfig
 from bertkit.tokenizer import Tokenizer
+from bertkit.weights import save_pretrained
 
 SPECIALS = ["[PAD]", "[unused0]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = """
@@ -40,5 +41,5 @@ def save_model(directory: Path, cls: type, tokenizer: Tokenizer, seed: int = 0, 
     """A random-init ``cls`` (a bertkit model class) saved with ``tokenizer`` in Hugging Face layout."""
     torch.manual_seed(seed)
     model = cls(tiny_config(tokenizer, **overrides)).eval()
-    model.save_pretrained(directory, tokenizer=tokenizer)
+    save_pretrained(model, directory, tokenizer=tokenizer)
     return directory

@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from bertkit.data.corpus import (
-    CorpusOptions, CorpusStats, document_sentences, expand_inputs, iter_blocks, read_documents, split_sentences,
+    CorpusOptions,
+    CorpusStats,
+    document_sentences,
+    expand_inputs,
+    iter_blocks,
+    read_documents,
+    split_sentences,
 )
 from bertkit.errors import DataError
 
@@ -141,7 +147,7 @@ def test_oversized_documents_are_cut(tmp_path):
 
 @pytest.mark.skipif(not (SHARED / "gutenberg" / "books").is_dir(), reason="shared data not present")
 def test_shared_gutenberg_books_leave_no_license_text():
-    books = sorted((SHARED / "gutenberg" / "books").glob("*.txt"))[:12] + [SHARED / "gutenberg" / "books" / "pg4657.txt"]
+    books = [*sorted((SHARED / "gutenberg" / "books").glob("*.txt"))[:12], SHARED / "gutenberg" / "books" / "pg4657.txt"]
     stats = CorpusStats()
     for d in read_documents(books, CorpusOptions(), stats):
         text = " ".join(d.texts)

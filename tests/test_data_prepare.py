@@ -120,7 +120,7 @@ def test_cli_exit_codes(corpus, tokenizer_dir, tmp_path, capsys):
             str(tmp_path / "cli"), "--max-seq-length", "32", "--dupe-factor", "1", "--workers", "1", "--quiet"]
     assert main(args) == 0
     assert "train" in capsys.readouterr().err
-    assert main(args[:-1] + ["--masking", "sometimes", "--quiet"]) == 2
+    assert main([*args[:-1], "--masking", "sometimes", "--quiet"]) == 2
     assert main(["prepare-data", "--input", str(tmp_path / "missing"), "--tokenizer", str(tokenizer_dir),
                  "--output", str(tmp_path / "z")]) == 2
     err = capsys.readouterr().err
@@ -139,7 +139,7 @@ def test_split_documents_holds_out_runs_of_long_documents():
     kept = [s[0] for doc in parts["train"] for s in doc]
     assert parts["eval"], "a single long document must still yield held-out runs"
     assert all(len(doc) <= 100 for doc in parts["eval"])
-    assert sorted(held + kept) == list(range(1000)) + [5000, 5001]  # nothing lost, nothing shared
+    assert sorted(held + kept) == [*range(1000), 5000, 5001]  # nothing lost, nothing shared
     for doc in parts["train"]:  # train documents are runs of consecutive sentences: no gap inside
         ids = [s[0] for s in doc]
         assert ids == list(range(ids[0], ids[0] + len(ids))) or ids == [5000, 5001]

@@ -52,5 +52,5 @@ def test_demo_without_a_reference_model_skips_that_section(tmp_path):
     from bertkit.errors import BertkitError
 
     assert _reference_model(None) is None and _reference_model("") is None
-    with pytest.raises(BertkitError, match="no config.json"):
+    with pytest.raises(BertkitError, match=r"no config\.json"):
         _reference_model(str(tmp_path))

@@ -74,7 +74,7 @@ def test_verify_reports_a_tiny_difference(tmp_path, tokenizer):
     with torch.no_grad():
         model.classifier.bias += 1.0  # the file no longer matches this model
     assert verify_onnx(model, path) == pytest.approx(1.0, abs=1e-4)
-    with pytest.raises(BertkitError, match=".onnx"):
+    with pytest.raises(BertkitError, match=r"\.onnx"):
         export_onnx(model, tmp_path / "model.bin")
 
 

@@ -20,10 +20,9 @@ def test_atomic_directory_keeps_the_old_directory_when_building_fails(tmp_path):
     target = tmp_path / "final"
     target.mkdir()
     (target / "old.txt").write_text("old")
-    with pytest.raises(RuntimeError):
-        with atomic_directory(target) as staging:
-            (staging / "half.txt").write_text("half")
-            raise RuntimeError("killed mid-export")
+    with pytest.raises(RuntimeError), atomic_directory(target) as staging:
+        (staging / "half.txt").write_text("half")
+        raise RuntimeError("killed mid-export")
     assert sorted(p.name for p in target.iterdir()) == ["old.txt"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["final"]
 

@@ -23,7 +23,7 @@ from bertkit.model import (  # noqa: E402
     BertForTokenClassification,
     BertModel,
 )
-from bertkit.weights import load_model  # noqa: E402
+from bertkit.weights import load_model, save_pretrained  # noqa: E402
 
 transformers.logging.set_verbosity_error()
 TOL = 1e-5
@@ -206,7 +206,7 @@ def _compare(name, a, b, mask):
 def test_bertkit_checkpoint_loads_in_transformers(ours_cls, name, tmp_path):
     torch.manual_seed(0)
     model = ours_cls(_tiny()).eval()
-    model.save_pretrained(tmp_path)
+    save_pretrained(model, tmp_path)
     hf, info = getattr(transformers, name).from_pretrained(tmp_path, output_loading_info=True)
     hf.eval()
     # transformers finds every weight it needs (the tied decoder included) and nothing else

@@ -9,7 +9,6 @@ error: ...`` or click's ``Error: ...`` usage line), no traceback, and leave no o
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 

@@ -94,7 +94,7 @@ def _install_fault(fault: str) -> None:
             real_save_file(tensors, path, metadata=metadata)
             target = Path(path).parent
             wanted = in_checkpoint(path) if kind == "weights_torn" else target.name in ("final", "best") \
-                or target.name.endswith(".tmp") and not in_checkpoint(path)
+                or (target.name.endswith(".tmp") and not in_checkpoint(path))
             if wanted and hit():
                 _truncate_and_die(path)
 
@@ -323,8 +323,8 @@ def test_pretraining_survives_sigkill_at_many_points(ctx, tmp_path):
 
 @pytest.mark.slow
 def test_finetuning_survives_sigkill_at_many_points(ctx, tmp_path):
-    from inference_helpers import make_tokenizer, save_model
     from bertkit.model import BertModel
+    from inference_helpers import make_tokenizer, save_model
 
     base = save_model(tmp_path / "base", BertModel, make_tokenizer(tmp_path / "tok"))
     positive = ["good movie", "great film", "a good story", "very good", "great great movie", "good film"]

@@ -20,9 +20,10 @@ from safetensors.torch import save_file
 from bertkit.config import BertConfig
 from bertkit.data.corpus import CorpusOptions, CorpusStats, document_sentences, read_documents
 from bertkit.errors import BertkitError, CheckpointError, TokenizerError
+from bertkit.model import BertModel
 from bertkit.tasks import get_task
 from bertkit.tokenizer import Tokenizer
-from bertkit.weights import load_model, read_state_dict
+from bertkit.weights import load_model, read_state_dict, save_pretrained
 
 EXAMPLES = 60
 FAST = settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,  # CI: the same inputs each run
@@ -163,11 +164,9 @@ def test_config_takes_any_json_object(tmp_path, values):
 
 # ------------------------------------------------------------------------------------------ checkpoints
 def tiny_model_dir(directory: Path) -> Path:
-    from bertkit.model import BertModel
-
     torch.manual_seed(0)
-    BertModel(BertConfig.preset("tiny", vocab_size=32, max_position_embeddings=16, intermediate_size=64)) \
-        .save_pretrained(directory)
+    save_pretrained(BertModel(BertConfig.preset("tiny", vocab_size=32, max_position_embeddings=16, intermediate_size=64)),
+                    directory)
     return directory
 
 

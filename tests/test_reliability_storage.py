@@ -18,7 +18,10 @@ from bertkit.cli import main
 from bertkit.errors import CheckpointError, DataError
 from bertkit.training import checkpoint as ck
 from bertkit.training.checkpoint import (
-    latest_valid_checkpoint, list_checkpoints, save_checkpoint, validate_checkpoint,
+    latest_valid_checkpoint,
+    list_checkpoints,
+    save_checkpoint,
+    validate_checkpoint,
 )
 from bertkit.training.pretrain import build_config, pretrain
 from training_helpers import ToyModel, make_pretraining_dataset
@@ -80,7 +83,7 @@ def test_disk_full_during_training_stops_with_one_line_and_resume_works(tmp_path
     assert err[-1].startswith("bertkit: error:") and "No space left" in err[-1] and "Traceback" not in "".join(err)
     assert [p.name for p in list_checkpoints(tmp_path / "run")] == ["checkpoint-2"]
     monkeypatch.undo()
-    assert main(args + ["--resume"]) == 0
+    assert main([*args, "--resume"]) == 0
     assert [p.name for p in list_checkpoints(tmp_path / "run")][-1] == "checkpoint-4"
 
 

@@ -7,7 +7,6 @@ import pytest
 
 from bertkit.tasks import metrics
 
-
 # ------------------------------------------------------------------------------------------------ GLUE
 
 def test_accuracy_and_binary_f1_by_hand():

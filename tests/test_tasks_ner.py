@@ -1,5 +1,6 @@
 """NER: CoNLL reading (real CoNLL-2003), first-sub-token labels, long-sentence windows, word-level predictions."""
 
+import itertools
 import json
 from pathlib import Path
 
@@ -92,11 +93,11 @@ def test_first_subtoken_labels(tokenizer):
     task.fit_labels([example])
     [feature] = task.featurize([example], tokenizer, 64)
     pieces = tokenizer.ids_batch(words)
-    assert feature["input_ids"] == [tokenizer.cls_id, *sum(pieces, []), tokenizer.sep_id]
+    assert feature["input_ids"] == [tokenizer.cls_id, *itertools.chain.from_iterable(pieces), tokenizer.sep_id]
     expected = [IGNORE_INDEX]
     for word_pieces, tag in zip(pieces, tags):
         expected += [task.label_map.index[tag]] + [IGNORE_INDEX] * (len(word_pieces) - 1)
-    assert feature["labels"] == expected + [IGNORE_INDEX]
+    assert feature["labels"] == [*expected, IGNORE_INDEX]
     assert any(len(p) > 1 for p in pieces)  # some word really is split
     assert feature["word_positions"] == [1 + sum(len(p) for p in pieces[:i]) for i in range(4)]
 

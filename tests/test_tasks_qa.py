@@ -232,7 +232,8 @@ def test_postprocess_v2_null_score_is_min_over_windows():
 
 
 def test_postprocess_v2_every_candidate_null_does_not_crash():
-    """Google BERT issue #476: when the n-best holds only the null answer there is no best non-null entry."""
+    """When the n-best holds only the null answer there is no best non-null entry (Google's ``run_squad.py``
+    crashes there: https://github.com/google-research/bert/issues/476)."""
     example = SquadExample("q", "Who lost?", CONTEXT, [], is_impossible=True)
     feature = synthetic_feature()
     # the only start/end candidates (n_best_size=1) are an end before a start: no valid span at all

@@ -230,7 +230,7 @@ def test_padding_and_collate(tok):
     batch = collate_encodings(tok.encode_batch(["hello world", "hi"]))
     assert batch["input_ids"].tolist() == [[101, 7592, 2088, 102], [101, 7632, 102, 0]]
     assert batch["attention_mask"].tolist() == [[1, 1, 1, 1], [1, 1, 1, 0]]
-    assert tok.batch_to_tensors(tok.encode_batch(["a", "b"], ["c", "d"]))["token_type_ids"].tolist() == [[0, 0, 0, 1, 1]] * 2
+    assert collate_encodings(tok.encode_batch(["a", "b"], ["c", "d"]), pad_id=tok.pad_id)["token_type_ids"].tolist() == [[0, 0, 0, 1, 1]] * 2
     with pytest.raises(TokenizerError):
         tok.encode("x", truncation="sideways")
     with pytest.raises(TokenizerError):
@@ -330,7 +330,7 @@ def test_train_from_iterator_reserves_specials_and_hf_agrees(tmp_path):
     assert 50 < t.vocab_size <= 150 and "the" in t.vocab and any(tok.startswith("##") for tok in t.vocab)
     t.save_pretrained(tmp_path)
     slow = transformers.BertTokenizer(str(tmp_path / "vocab.txt"))
-    for text in CORPUS[:4] + ["unseen words: xylophone, Ångström players!"]:
+    for text in [*CORPUS[:4], "unseen words: xylophone, Ångström players!"]:
         assert t.encode(text).ids == slow.encode(text)
 
 
@@ -355,7 +355,7 @@ def test_bad_inputs_raise_tokenizer_error(tmp_path):
     with pytest.raises(TokenizerError, match=r"\[UNK\]"):
         Tokenizer.from_pretrained(no_unk)
     dup = tmp_path / "dup.txt"
-    dup.write_text("\n".join(SPECIALS + ["a", "a"]) + "\n", encoding="utf-8")
+    dup.write_text("\n".join([*SPECIALS, "a", "a"]) + "\n", encoding="utf-8")
     with pytest.raises(TokenizerError, match="twice"):
         Tokenizer.from_vocab(dup)
     bpe = tmp_path / "bpe.json"

@@ -14,7 +14,7 @@ from bertkit.errors import ConfigError, TokenizerError
 from bertkit.model import BertForPreTraining, BertModel
 from bertkit.tokenizer import Tokenizer
 from bertkit.vocab import REPORT_NAME, extend_vocabulary, frequent_split_words, normalise_token
-from bertkit.weights import load_model
+from bertkit.weights import load_model, save_pretrained
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = ["the", "a", "heart", "is", "big", "card", "cat", "dog", "run", "##s", "##io", "##my", "##o", "##path",
@@ -30,7 +30,7 @@ def make_model(directory, cls=BertForPreTraining, unused: int = 3, padded_rows: 
     if cls is BertForPreTraining:
         with torch.no_grad():  # a non-zero MLM bias, so its initialisation is observable
             model.mlm.decoder.bias.copy_(torch.randn_like(model.mlm.decoder.bias))
-    model.save_pretrained(directory, tokenizer=Tokenizer(vocab))
+    save_pretrained(model, directory, tokenizer=Tokenizer(vocab))
     return model
 
 

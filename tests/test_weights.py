@@ -22,7 +22,7 @@ from bertkit.model import (
     BertForTokenClassification,
     BertModel,
 )
-from bertkit.weights import load_model, read_state_dict, to_hf_state_dict
+from bertkit.weights import load_model, read_state_dict, save_pretrained, to_hf_state_dict
 
 HEADS = [BertModel, BertForPreTraining, BertForMaskedLM, BertForSequenceClassification,
          BertForTokenClassification, BertForQuestionAnswering]
@@ -54,7 +54,7 @@ def outputs(model, ids, types, mask) -> list[torch.Tensor]:
 @pytest.mark.parametrize("cls", HEADS, ids=lambda c: c.__name__)
 def test_round_trip_gives_identical_outputs(cls, tmp_path):
     model = cls(tiny()).eval()
-    model.save_pretrained(tmp_path)
+    save_pretrained(model, tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["model_type"] == "bert" and config["architectures"] == [cls.__name__]
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]  # no temporary files left
@@ -68,7 +68,7 @@ def test_round_trip_gives_identical_outputs(cls, tmp_path):
 
 def test_saved_names_are_hugging_face_names(tmp_path):
     model = BertForPreTraining(tiny())
-    model.save_pretrained(tmp_path)
+    save_pretrained(model, tmp_path)
     with safe_open(tmp_path / "model.safetensors", "pt") as f:
         keys = set(f.keys())
         assert f.metadata() == {"format": "pt"}
@@ -91,9 +91,9 @@ def test_saved_names_are_hugging_face_names(tmp_path):
 
 def test_encoder_checkpoint_into_head_initialises_head_with_notice(tmp_path, caplog):
     encoder = BertModel(tiny()).eval()
-    encoder.save_pretrained(tmp_path)
+    save_pretrained(encoder, tmp_path)
     with caplog.at_level(logging.WARNING, logger="bertkit.weights"):
-        model = BertForSequenceClassification.from_pretrained(tmp_path)
+        model = load_model(tmp_path, BertForSequenceClassification)
     notices = [r.getMessage() for r in caplog.records]
     assert len(notices) == 1 and "classifier.weight" in notices[0] and "\n" not in notices[0]
     ids, types, mask = inputs()
@@ -103,9 +103,9 @@ def test_encoder_checkpoint_into_head_initialises_head_with_notice(tmp_path, cap
 
 def test_head_checkpoint_into_encoder_ignores_head_with_notice(tmp_path, caplog):
     full = BertForPreTraining(tiny()).eval()
-    full.save_pretrained(tmp_path)
+    save_pretrained(full, tmp_path)
     with caplog.at_level(logging.WARNING, logger="bertkit.weights"):
-        encoder = BertModel.from_pretrained(tmp_path)
+        encoder = load_model(tmp_path, BertModel)
     notices = [r.getMessage() for r in caplog.records]
     assert len(notices) == 1 and "ignored 7 weights" in notices[0]
     ids, types, mask = inputs()
@@ -125,13 +125,13 @@ def test_prefix_variants_and_legacy_names(tmp_path):
     legacy["bert.embeddings.position_ids"] = torch.arange(16)[None]
     tiny().save(tmp_path)
     save_file(legacy, tmp_path / "model.safetensors")
-    loaded = BertForMaskedLM.from_pretrained(tmp_path)
+    loaded = load_model(tmp_path, BertForMaskedLM)
     for a, b in zip(outputs(model, *inputs()), outputs(loaded, *inputs())):
         assert torch.equal(a, b)
     # encoder keys without the bert. prefix load into a head class too
     bare = {k.removeprefix("bert."): v for k, v in state.items()}
     save_file(bare, tmp_path / "model.safetensors")
-    loaded = BertForMaskedLM.from_pretrained(tmp_path)
+    loaded = load_model(tmp_path, BertForMaskedLM)
     assert torch.equal(outputs(loaded, *inputs())[0], outputs(model, *inputs())[0])
 
 
@@ -167,7 +167,7 @@ def test_pickle_with_code_is_refused_and_never_run(tmp_path):
 
 def test_truncated_and_missing_weights(tmp_path):
     model = BertModel(tiny())
-    model.save_pretrained(tmp_path)
+    save_pretrained(model, tmp_path)
     path = tmp_path / "model.safetensors"
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
@@ -187,7 +187,7 @@ def test_truncated_and_missing_weights(tmp_path):
 
 
 def test_config_that_does_not_match_the_weights(tmp_path):
-    BertModel(tiny()).save_pretrained(tmp_path)
+    save_pretrained(BertModel(tiny()), tmp_path)
     with pytest.raises(CheckpointError, match="shape"):
         load_model(tmp_path, hidden_size=64, num_attention_heads=2, intermediate_size=256)
     with pytest.raises(CheckpointError, match="num_hidden_layers"):
@@ -211,7 +211,7 @@ def test_not_a_model_directory(tmp_path):
 
 
 def test_label_count_change(tmp_path):
-    BertForSequenceClassification(tiny(id2label={0: "neg", 1: "pos"})).save_pretrained(tmp_path)
+    save_pretrained(BertForSequenceClassification(tiny(id2label={0: "neg", 1: "pos"})), tmp_path)
     assert load_model(tmp_path).config.id2label == {0: "neg", 1: "pos"}
     with pytest.raises(CheckpointError, match="num_labels"):
         load_model(tmp_path, num_labels=5)
@@ -220,7 +220,7 @@ def test_label_count_change(tmp_path):
 
 
 def test_overrides_and_explicit_head(tmp_path):
-    BertForPreTraining(tiny()).save_pretrained(tmp_path)
+    save_pretrained(BertForPreTraining(tiny()), tmp_path)
     model = load_model(tmp_path, head="BertForTokenClassification", attn_implementation="eager",
                        hidden_dropout_prob=0.0)
     assert isinstance(model, BertForTokenClassification)
@@ -234,5 +234,5 @@ def test_tokenizer_is_saved_alongside(tmp_path):
         def save_pretrained(self, directory):
             Path(directory, "vocab.txt").write_text("[PAD]\n")
 
-    BertModel(tiny()).save_pretrained(tmp_path / "out", tokenizer=FakeTokenizer())
+    save_pretrained(BertModel(tiny()), tmp_path / "out", tokenizer=FakeTokenizer())
     assert sorted(os.listdir(tmp_path / "out")) == ["config.json", "model.safetensors", "vocab.txt"]

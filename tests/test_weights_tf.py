@@ -7,6 +7,7 @@ the outputs of ``transformers`` after its own (TensorFlow-based) conversion read
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import random
@@ -111,7 +112,7 @@ def test_damaged_checkpoints_fail_with_one_clear_error(tmp_path):
     with pytest.raises(CheckpointError, match="not where the index says"):
         load_model(google)
     data.unlink()
-    with pytest.raises(CheckpointError, match="model.ckpt.data-00000-of-00001, which is missing"):
+    with pytest.raises(CheckpointError, match=r"model\.ckpt\.data-00000-of-00001, which is missing"):
         load_model(google)
 
     # Random damage to the index: a clear CheckpointError, or a checkpoint that still reads; nothing else.
@@ -122,10 +123,8 @@ def test_damaged_checkpoints_fail_with_one_clear_error(tmp_path):
         for _ in range(rng.randint(1, 8)):
             damaged[rng.randrange(len(damaged))] = rng.randrange(256)
         index.write_bytes(bytes(damaged))
-        try:
+        with contextlib.suppress(CheckpointError):
             read_tf_checkpoint(google)
-        except CheckpointError:
-            pass
 
 
 def test_casing_of_a_bare_vocabulary_follows_the_vocabulary(tmp_path):

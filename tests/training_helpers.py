@@ -64,7 +64,7 @@ def make_pretraining_dataset(directory, *, n_train: int = 96, n_eval: int = 16, 
 
     directory = Path(directory)
     rng = random.Random(seed)
-    pad, unk, cls, sep, mask = range(5)
+    pad, _unk, cls, sep, mask = range(5)
 
     def instance() -> Instance:
         a_len = rng.randint(3, (seq - 3) // 2)
@@ -73,7 +73,7 @@ def make_pretraining_dataset(directory, *, n_train: int = 96, n_eval: int = 16, 
         run = [5 + (start - 5 + stride * i) % (vocab - 5) for i in range(a_len + b_len)]
         is_random = rng.random() < 0.5
         b = [rng.randrange(5, vocab) for _ in range(b_len)] if is_random else run[a_len:]
-        tokens = [cls] + run[:a_len] + [sep] + b + [sep]
+        tokens = [cls, *run[:a_len], sep, *b, sep]
         candidates = [i for i, t in enumerate(tokens) if t not in (cls, sep)]
         positions = sorted(rng.sample(candidates, min(max_predictions, max(1, round(0.15 * len(tokens))))))
         labels = [tokens[i] for i in positions]

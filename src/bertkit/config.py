@@ -116,13 +116,13 @@ class BertConfig:
         return None if self.id2label is None else {v: k for k, v in self.id2label.items()}
 
     @classmethod
-    def preset(cls, name: str, **overrides: Any) -> "BertConfig":
+    def preset(cls, name: str, **overrides: Any) -> BertConfig:
         """A named size (tiny, mini, small, medium, base, large) with intermediate size 4H."""
         if name not in PRESETS:
             raise ConfigError(f"unknown model preset {name!r}; choose one of {', '.join(PRESETS)}")
         layers, hidden, heads = PRESETS[name]
-        values = dict(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
-                      intermediate_size=4 * hidden)
+        values: dict[str, Any] = dict(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
+                                      intermediate_size=4 * hidden)
         values.update(overrides)
         return cls(**values)
 
@@ -156,7 +156,7 @@ class BertConfig:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "BertConfig":
+    def from_dict(cls, data: dict[str, Any]) -> BertConfig:
         data = dict(data)
         model_type = data.get("model_type", "bert")
         if model_type != "bert":
@@ -177,7 +177,7 @@ class BertConfig:
         return path
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "BertConfig":
+    def load(cls, path: str | os.PathLike) -> BertConfig:
         """Read ``config.json`` from a file or a model directory (also accepts Google's ``bert_config.json``)."""
         path = Path(path)
         if path.is_dir():
@@ -197,7 +197,7 @@ class BertConfig:
         return cls.from_dict(data)
 
     @classmethod
-    def resolve(cls, spec: str | os.PathLike) -> "BertConfig":
+    def resolve(cls, spec: str | os.PathLike) -> BertConfig:
         """A preset name, a ``config.json`` path or a model directory."""
         if isinstance(spec, str) and spec in PRESETS:
             return cls.preset(spec)

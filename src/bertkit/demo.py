@@ -114,6 +114,7 @@ def run_demo(config: DemoConfig) -> Path:
     from bertkit.tokenizer import Tokenizer
     from bertkit.training.config import TrainConfig
     from bertkit.training.pretrain import FINAL_DIR, PretrainConfig, pretrain
+    from bertkit.weights import save_pretrained
 
     for path in (config.corpus, config.labeled_train, config.labeled_dev):
         if not Path(path).exists():
@@ -153,7 +154,7 @@ def run_demo(config: DemoConfig) -> Path:
                                      **dropout)
     model_config_path = model_config.save(out / "model-config")
     torch.manual_seed(config.seed)
-    BertForPreTraining(model_config).save_pretrained(out / "random-init", tokenizer=tokenizer)
+    save_pretrained(BertForPreTraining(model_config), out / "random-init", tokenizer=tokenizer)
     before = fill_mask(PROBES, str(out / "random-init"), top_k=3)
 
     # 4. Pre-train for a wall-clock budget; the schedule stretches over it.
@@ -183,8 +184,8 @@ def run_demo(config: DemoConfig) -> Path:
     reference = _reference_model(config.reference_model)
     if reference is not None:
         torch.manual_seed(config.seed)
-        BertForPreTraining(BertConfig.load(reference)).save_pretrained(
-            out / "reference-random-init", tokenizer=Tokenizer.from_pretrained(reference))
+        save_pretrained(BertForPreTraining(BertConfig.load(reference)),
+                        out / "reference-random-init", tokenizer=Tokenizer.from_pretrained(reference))
         seed = config.finetune_seeds[0]
         for name, start in (("reference pre-trained", Path(reference)),
                             ("reference random init", out / "reference-random-init")):

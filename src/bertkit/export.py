@@ -13,12 +13,25 @@ import logging
 import os
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 
 from bertkit.errors import BertkitError
 from bertkit.io import atomic_path
+from bertkit.model import (
+    BertForMaskedLM,
+    BertForPreTraining,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    BertModel,
+    PreTrainedMixin,
+)
+
+if TYPE_CHECKING:
+    import onnxruntime
 
 logger = logging.getLogger("bertkit.export")
 
@@ -46,44 +59,47 @@ class _Exportable(nn.Module):
 
     def __init__(self, model: nn.Module):
         super().__init__()
+        kind = type(model).__name__
+        bert = model if isinstance(model, BertModel) else getattr(model, "bert", None)
+        if kind not in OUTPUT_NAMES or not isinstance(bert, BertModel):
+            raise BertkitError(f"cannot export {kind}: choose one of {', '.join(OUTPUT_NAMES)}")
         self.model = model
-        self.bert = getattr(model, "bert", model)
-        self.kind = type(model).__name__
-        if self.kind not in OUTPUT_NAMES:
-            raise BertkitError(f"cannot export {self.kind}: choose one of {', '.join(OUTPUT_NAMES)}")
+        self.bert = bert
 
     def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, ...]:
         bert = self.bert
         mask = attention_mask[:, None, None, :].bool()
         hidden, _, _ = bert.encoder(bert.embeddings(input_ids, token_type_ids), mask)
         pooled = bert.pooler(hidden) if bert.pooler is not None else None
-        model, kind = self.model, self.kind
-        if kind == "BertModel":
+        model = self.model
+        if isinstance(model, BertModel):
             return (hidden,) if pooled is None else (hidden, pooled)
-        if kind == "BertForPreTraining":
+        if isinstance(model, BertForPreTraining):
             return model.mlm(hidden), model.nsp(pooled)
-        if kind == "BertForMaskedLM":
+        if isinstance(model, BertForMaskedLM):
             return (model.mlm(hidden),)
-        if kind == "BertForSequenceClassification":
+        if isinstance(model, BertForSequenceClassification):
             return (model.classifier(pooled),)
-        if kind == "BertForTokenClassification":
+        if isinstance(model, BertForTokenClassification):
             return (model.classifier(hidden),)
+        assert isinstance(model, BertForQuestionAnswering)  # __init__ admits the six classes of OUTPUT_NAMES only
         start, end = model.qa_outputs(hidden).unbind(-1)
         return start, end
 
 
 def output_names(model: nn.Module) -> list[str]:
     """Names of the ONNX outputs ``export_onnx`` writes for ``model``."""
-    kind = type(model).__name__
-    names = list(OUTPUT_NAMES.get(kind, ()))
-    if kind == "BertModel" and model.pooler is None:
+    names = list(OUTPUT_NAMES.get(type(model).__name__, ()))
+    if isinstance(model, BertModel) and model.pooler is None:
         names = names[:1]
     return names
 
 
 def example_inputs(model: nn.Module, batch: int = 2, length: int = 8) -> tuple[Tensor, Tensor, Tensor]:
     """Small valid inputs with one padded row, to trace the graph (and to check it)."""
-    config = getattr(model, "config")
+    if not isinstance(model, PreTrainedMixin):
+        raise BertkitError(f"cannot export {type(model).__name__}: choose one of {', '.join(OUTPUT_NAMES)}")
+    config = model.config
     generator = torch.Generator().manual_seed(0)
     input_ids = torch.randint(1, config.vocab_size, (batch, length), generator=generator)
     token_type_ids = torch.zeros_like(input_ids)
@@ -104,7 +120,7 @@ def export_onnx(model: nn.Module, output: str | os.PathLike, *, opset: int = DEF
     dynamic = {name: {0: "batch", 1: "sequence"} for name in INPUT_NAMES}
     for name in names:
         dynamic[name] = {0: "batch"} if name in ("pooler_output", "nsp_logits") or (
-            name == "logits" and wrapper.kind == "BertForSequenceClassification") else {0: "batch", 1: "sequence"}
+            name == "logits" and isinstance(model, BertForSequenceClassification)) else {0: "batch", 1: "sequence"}
     output.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(output) as tmp, torch.no_grad(), warnings.catch_warnings():
         # The TorchScript exporter warns about its own deprecation and about Python-side shape checks
@@ -133,10 +149,10 @@ def verify_onnx(model: nn.Module, path: str | os.PathLike, *, batch: int = 3, le
     return worst
 
 
-def onnx_session(path: str | os.PathLike, threads: int | None = None):
+def onnx_session(path: str | os.PathLike, threads: int | None = None) -> onnxruntime.InferenceSession:
     """An ``onnxruntime.InferenceSession`` on the CPU for an exported file."""
     try:
-        import onnxruntime
+        import onnxruntime  # an optional extra: imported when used
     except ImportError:
         raise BertkitError("onnxruntime is not installed; pip install 'bertkit[export]'") from None
     options = onnxruntime.SessionOptions()

@@ -10,16 +10,15 @@ explicit table to and from Hugging Face names (Q, K and V are one fused projecti
 Training batches with much padding are unpadded (``Unpadded``): projections, feed-forward and LayerNorm, nearly
 all of the work, run on the real tokens only; the attention alone sees the padded layout.
 
-The model knows nothing of files: ``from_pretrained``/``save_pretrained`` delegate to ``bertkit.weights``.
+The model knows nothing of files: ``bertkit.weights`` loads and saves it (``load_model``, ``save_pretrained``).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -113,7 +112,7 @@ class QuestionAnsweringOutput:
 
 
 # ------------------------------------------------------------------------------------------ pieces
-def activation(name: str):
+def activation(name: str) -> Callable[[Tensor], Tensor]:
     """The feed-forward activation: ``gelu`` is exact erf GELU (BERT and Hugging Face), ``gelu_new`` tanh."""
     if name == "gelu":
         return F.gelu
@@ -271,14 +270,14 @@ class Encoder(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | None, output_hidden_states: bool = False,
                 output_attentions: bool = False, last_layer_rows: Tensor | None = None,
-                unpadded: Unpadded | None = None) -> tuple[Tensor, tuple | None, tuple | None]:
+                unpadded: Unpadded | None = None) -> tuple[Tensor, tuple[Tensor, ...] | None, tuple[Tensor, ...] | None]:
         """``last_layer_rows [B, K]``: the last layer computes only those positions (see ``BertModel``).
         ``unpadded``: run the layers on the real tokens only (not with per-layer outputs); the output is
         padded again, with zeros at the padded positions."""
         if unpadded is not None and (output_hidden_states or output_attentions):
             raise ValueError("unpadded layers do not return per-layer outputs")
         hidden_states = [x] if output_hidden_states else None
-        attentions = [] if output_attentions else None
+        attentions: list[Tensor] | None = [] if output_attentions else None
         if unpadded is not None:
             x = unpadded.unpad(x)
         last = len(self.layers) - 1
@@ -334,35 +333,16 @@ def _check_attn_implementation(name: str | None) -> str:
     return name
 
 
-class PreTrainedMixin:
-    """``from_pretrained`` / ``save_pretrained`` for every class here, delegated to ``bertkit.weights``."""
+class PreTrainedMixin(nn.Module):
+    """The base of every model class here (the encoder and each head), so that other code can tell a bertkit
+    model from any module. Reading and writing checkpoint files is ``bertkit.weights``' job (``load_model``,
+    ``save_pretrained``): the model knows nothing of files."""
 
     config: BertConfig
 
-    @classmethod
-    def from_pretrained(cls, path: str | os.PathLike, **config_overrides: Any):
-        """Load a Hugging Face-layout checkpoint (directory or weights file) into this class.
-
-        ``config_overrides`` replace fields of the saved config (``num_labels=3``,
-        ``attn_implementation="eager"``, ``hidden_dropout_prob=0.0``...). See ``bertkit.weights.load_model``.
-        """
-        from bertkit import weights  # lazy: the model itself knows nothing of files
-
-        return weights.load_model(path, head=cls, **config_overrides)
-
-    def save_pretrained(self, directory: str | os.PathLike, tokenizer: Any = None) -> None:
-        """Write ``config.json``, ``model.safetensors`` (Hugging Face names) and the tokenizer's files."""
-        from bertkit import weights
-
-        weights.save_pretrained(self, directory, tokenizer=tokenizer)
-
-    def num_parameters(self) -> int:
-        """Number of distinct parameters (the tied decoder counts once)."""
-        return sum(p.numel() for p in self.parameters())  # type: ignore[attr-defined]
-
 
 # ------------------------------------------------------------------------------------------ BertModel
-class BertModel(PreTrainedMixin, nn.Module):
+class BertModel(PreTrainedMixin):
     """The BERT encoder: embeddings, ``num_hidden_layers`` post-LN layers and (optionally) the pooler.
 
     ``attn_implementation`` ("sdpa" or "eager") overrides ``config.attn_implementation``; both compute the
@@ -398,11 +378,10 @@ class BertModel(PreTrainedMixin, nn.Module):
         the last layer's work this way; the values are the same as gathering from the full output.
         """
         mask = None
-        if attention_mask is not None:
-            # Unpadded batches reach SDPA with no mask (fastest kernel); the check costs one host sync per
-            # forward, so under torch.compile (where it would break the graph) the mask is always passed.
-            if torch.compiler.is_compiling() or not bool(attention_mask.all()):
-                mask = attention_mask[:, None, None, :].bool()
+        # Unpadded batches reach SDPA with no mask (fastest kernel); the check costs one host sync per
+        # forward, so under torch.compile (where it would break the graph) the mask is always passed.
+        if attention_mask is not None and (torch.compiler.is_compiling() or not bool(attention_mask.all())):
+            mask = attention_mask[:, None, None, :].bool()
         x = self.embeddings(input_ids, token_type_ids)
         if output_hidden_states or output_attentions:  # every layer's full output is asked for
             x, hidden_states, attentions = self.encoder(x, mask, output_hidden_states, output_attentions)
@@ -486,7 +465,7 @@ def _tie(head: MaskedLMHead, bert: BertModel) -> None:
 
 
 # ------------------------------------------------------------------------------------------ heads
-class BertForPreTraining(PreTrainedMixin, nn.Module):
+class BertForPreTraining(PreTrainedMixin):
     """BERT with the masked-LM head (tied decoder) and the next-sentence head on the pooled output."""
 
     def __init__(self, config: BertConfig, attn_implementation: str | None = None):
@@ -514,6 +493,7 @@ class BertForPreTraining(PreTrainedMixin, nn.Module):
         nsp_loss = None
         if next_sentence_label is not None:
             nsp_loss = F.cross_entropy(nsp_logits.float(), next_sentence_label.reshape(-1))
+        loss: Tensor | None
         if mlm_loss is not None and nsp_loss is not None:
             loss = mlm_loss + nsp_loss
         else:
@@ -522,7 +502,7 @@ class BertForPreTraining(PreTrainedMixin, nn.Module):
                                  out.hidden_states, out.attentions)
 
 
-class BertForMaskedLM(PreTrainedMixin, nn.Module):
+class BertForMaskedLM(PreTrainedMixin):
     """BERT with the masked-LM head only (no pooler, no NSP), as Hugging Face's ``BertForMaskedLM``."""
 
     def __init__(self, config: BertConfig, attn_implementation: str | None = None):
@@ -548,7 +528,7 @@ def _classifier_dropout(config: BertConfig) -> float:
     return config.hidden_dropout_prob if config.classifier_dropout is None else config.classifier_dropout
 
 
-class BertForSequenceClassification(PreTrainedMixin, nn.Module):
+class BertForSequenceClassification(PreTrainedMixin):
     """``Linear(H -> num_labels)`` on the dropped-out pooled output. Loss: MSE when ``num_labels == 1``
     (regression), cross-entropy for integer labels, BCE-with-logits for multi-label float targets."""
 
@@ -590,7 +570,7 @@ class BertForSequenceClassification(PreTrainedMixin, nn.Module):
         return SequenceClassifierOutput(loss, logits, out.hidden_states, out.attentions)
 
 
-class BertForTokenClassification(PreTrainedMixin, nn.Module):
+class BertForTokenClassification(PreTrainedMixin):
     """``Linear(H -> num_labels)`` on every dropped-out token vector; cross-entropy ignoring label -100."""
 
     def __init__(self, config: BertConfig, attn_implementation: str | None = None):
@@ -623,7 +603,7 @@ class BertForTokenClassification(PreTrainedMixin, nn.Module):
         return TokenClassifierOutput(loss, logits, out.hidden_states, out.attentions)
 
 
-class BertForQuestionAnswering(PreTrainedMixin, nn.Module):
+class BertForQuestionAnswering(PreTrainedMixin):
     """Extractive QA: ``Linear(H -> 2)`` gives start and end logits at every position.
 
     Loss = (CE(start) + CE(end)) / 2; positions outside the sequence are clamped to L and ignored.

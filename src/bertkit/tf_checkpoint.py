@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,7 +53,7 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _fields(message: bytes):
+def _fields(message: int | bytes) -> Iterator[tuple[int, int | bytes]]:
     """(field number, value) pairs of a protobuf message: ints for varint/fixed fields, bytes for the rest."""
     if not isinstance(message, bytes):
         raise ValueError("a field that should hold a message holds a number")
@@ -60,6 +61,7 @@ def _fields(message: bytes):
     while pos < len(message):
         key, pos = _varint(message, pos)
         number, wire = key >> 3, key & 7
+        value: int | bytes
         if wire == 0:
             value, pos = _varint(message, pos)
         elif wire == 1:
@@ -106,7 +108,7 @@ def _block(data: bytes, handle: bytes) -> bytes:
     return data[offset:offset + size]
 
 
-def _block_entries(block: bytes):
+def _block_entries(block: bytes) -> Iterator[tuple[bytes, bytes]]:
     """(key, value) pairs of one table block; keys are prefix-compressed against the previous key."""
     if len(block) < 4:
         raise ValueError("table block too short")
@@ -125,7 +127,7 @@ def _block_entries(block: bytes):
         pos += length
 
 
-def _table(data: bytes):
+def _table(data: bytes) -> Iterator[tuple[bytes, bytes]]:
     """Every (key, value) of a LevelDB-format table held in ``data``."""
     if len(data) < _FOOTER_SIZE:
         raise ValueError("file too short for a table footer")
@@ -180,7 +182,7 @@ def read_tf_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:
         raise CheckpointError(f"{index} is a big-endian checkpoint; convert it on a little-endian machine")
     shards = header.get(1, 1)
     if not isinstance(shards, int) or not 1 <= shards <= 100_000:
-        raise CheckpointError(f"{index} claims {shards} data shards; the index is damaged")
+        raise CheckpointError(f"{index} claims {shards!r} data shards; the index is damaged")
     sliced = [name for name, entry in entries.items() if entry.sliced]
     if sliced:
         raise CheckpointError(f"{index} holds partitioned variables ({sliced[0]}...); bertkit reads whole tensors only")

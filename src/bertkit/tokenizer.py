@@ -34,11 +34,12 @@ import os
 import re
 import threading
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
 from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from tokenizers import Tokenizer as _Backend
 
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
     import tokenizers
     import torch
 
-__all__ = ["Encoding", "Tokenizer", "collate_encodings", "SPECIAL_TOKENS", "MAX_INPUT_CHARS_PER_WORD"]
+__all__ = ["MAX_INPUT_CHARS_PER_WORD", "SPECIAL_TOKENS", "Encoding", "Tokenizer", "collate_encodings"]
 
 VOCAB_NAME = "vocab.txt"
 TOKENIZER_NAME = "tokenizer.json"
@@ -93,21 +94,9 @@ def _regex_class(ranges: Iterable[tuple[int, int]]) -> str:
     return "[" + "".join(parts) + "]"
 
 
-def _merge(code_points: Iterable[int]) -> list[tuple[int, int]]:
-    ranges: list[list[int]] = []
-    for cp in sorted(code_points):
-        if ranges and ranges[-1][1] >= cp - 1:
-            ranges[-1][1] = max(ranges[-1][1], cp)
-        else:
-            ranges.append([cp, cp])
-    return [(a, b) for a, b in ranges]
-
-
 @functools.cache
 def _char_classes() -> _CharClasses:
     """Classify every code point with Python's ``unicodedata``, as the reference does (a few 0.1 s, once)."""
-    import numpy as np
-
     cats = list(map(unicodedata.category, map(chr, range(0x110000))))
     names = sorted(set(cats))
     codes = np.array(list(map({n: i for i, n in enumerate(names)}.__getitem__, cats)), dtype=np.int8)
@@ -116,7 +105,7 @@ def _char_classes() -> _CharClasses:
     lasts = [*(starts - 1).tolist(), 0x10FFFF]
     runs = [(a, b, names[codes[a]]) for a, b in zip(firsts, lasts)]  # maximal runs of one category
 
-    def where(pred) -> list[tuple[int, int]]:
+    def where(pred: Callable[[str], bool]) -> list[tuple[int, int]]:
         return [(a, b) for a, b, cat in runs if pred(cat)]
 
     # Deleted: NUL, U+FFFD and category C* except tab, newline, CR (surrogates cannot occur in a Rust string).
@@ -125,16 +114,16 @@ def _char_classes() -> _CharClasses:
         [(0x09, 0x0A), (0x0D, 0x0D), (0xD800, 0xDFFF)],
     )
     # Mapped to a space: what str.split() splits on and was not deleted; a plain space needs no rewrite.
-    space = _merge(c for a, b in where(lambda cat: cat in ("Zs", "Zl", "Zp", "Cc")) for c in range(a, b + 1)
-                   if chr(c).isspace() and (c in (0x09, 0x0A, 0x0D) or unicodedata.category(chr(c))[0] != "C") and c != 0x20)  # fmt: skip
+    space = _merge_ranges((c, c) for a, b in where(lambda cat: cat in ("Zs", "Zl", "Zp", "Cc")) for c in range(a, b + 1)
+                          if chr(c).isspace() and (c in (0x09, 0x0A, 0x0D) or unicodedata.category(chr(c))[0] != "C") and c != 0x20)  # fmt: skip
     ascii_symbols = [(33, 47), (58, 64), (91, 96), (123, 126)]
     punct = _merge_ranges(ascii_symbols, where(lambda cat: cat[0] == "P"))
     marks = where(lambda cat: cat == "Mn")
     # Characters whose canonical decomposition the Rust NFD (an older Unicode table) does not know. One C-level
     # normalisation of all candidates per side; usually they agree and nothing needs fixing.
-    assigned = (chr(c) for a, b in where(lambda cat: cat[0] not in "CZ") for c in range(a, b + 1) if not 0x4E00 <= c <= 0x9FFF)
+    candidates = (chr(c) for a, b in where(lambda cat: cat[0] not in "CZ") for c in range(a, b + 1) if not 0x4E00 <= c <= 0x9FFF)
     # Canonical decompositions (Hangul syllables decompose algorithmically, identically on both sides).
-    assigned = [ch for ch in assigned if (d := unicodedata.decomposition(ch)) and d[0] != "<"]
+    assigned = [ch for ch in candidates if (d := unicodedata.decomposition(ch)) and d[0] != "<"]
     joined = "\n".join(assigned)
     python, rust = unicodedata.normalize("NFD", joined), normalizers.NFD().normalize_str(joined)
     fixes: tuple[tuple[str, str], ...] = ()
@@ -165,6 +154,7 @@ def _subtract(ranges: list[tuple[int, int]], holes: list[tuple[int, int]]) -> li
 
 
 def _merge_ranges(*range_lists: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The union of inclusive code-point ranges, as the fewest sorted, non-touching ranges."""
     merged: list[list[int]] = []
     for a, b in sorted(itertools.chain(*range_lists)):
         if merged and merged[-1][1] >= a - 1:
@@ -269,7 +259,7 @@ def collate_encodings(encodings: Sequence[Encoding], pad_id: int = 0) -> dict[st
 
     Shorter rows are padded on the right to the longest one with ``pad_id``, segment 0 and mask 0.
     """
-    import torch
+    import torch  # here, not at the top: data preparation workers use the tokenizer and never pay for torch
 
     if not encodings:
         raise TokenizerError("collate_encodings got no encodings; pass at least one")
@@ -464,7 +454,7 @@ class Tokenizer:
         """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        tokens = self._tokens_by_id()
+        tokens = self._id_to_token
         config = {
             "tokenizer_class": "BertTokenizer",
             "do_lower_case": self._lowercase,
@@ -560,10 +550,6 @@ class Tokenizer:
         """WordPiece ids of each text, without special tokens or truncation: the data-preparation fast path."""
         return [e.ids for e in self._backend.encode_batch(list(texts), add_special_tokens=False)]
 
-    def batch_to_tensors(self, encodings: Sequence[Encoding]) -> dict[str, torch.Tensor]:
-        """``collate_encodings`` with this tokenizer's ``[PAD]`` id."""
-        return collate_encodings(encodings, pad_id=self.pad_id)
-
     def tokenize(self, text: str) -> list[str]:
         """The WordPieces of ``text``, without special tokens."""
         _check_text(text, "text")
@@ -577,9 +563,9 @@ class Tokenizer:
 
     def convert_ids_to_tokens(self, ids: int | Sequence[int]) -> str | list[str]:
         """Tokens for ids; an id outside the vocabulary raises ``TokenizerError``."""
-        tokens = self._tokens_by_id()
+        tokens = self._id_to_token
         if isinstance(ids, int) or getattr(ids, "ndim", None) == 0:
-            return tokens[self._check_id(int(ids))]
+            return tokens[self._check_id(_as_id_list(ids)[0])]
         return [tokens[self._check_id(int(i))] for i in _as_id_list(ids)]
 
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
@@ -654,7 +640,7 @@ class Tokenizer:
     def fingerprint(self) -> str:
         """Stable hex digest of the vocabulary and the normalisation options (16 hex chars)."""
         payload = {
-            "vocab": self._tokens_by_id(),
+            "vocab": self._id_to_token,
             "lowercase": self._lowercase,
             "strip_accents": self.strip_accents,
             "tokenize_chinese_chars": self._tokenize_chinese_chars,
@@ -686,9 +672,6 @@ class Tokenizer:
         for tok, i in self._vocab.items():
             tokens[i] = tok
         return tokens
-
-    def _tokens_by_id(self) -> list[str]:
-        return self._id_to_token
 
     def _check_id(self, i: int) -> int:
         if not 0 <= i < len(self._vocab):
@@ -895,7 +878,7 @@ def _options_from_pipeline(normalizer: dict | None, pre_tokenizer: dict | None) 
     raise TokenizerError(f"unsupported normalizer {normalizer.get('type')!r} in tokenizer.json; expected a BERT tokenizer")
 
 
-def _training_inputs(source: Any) -> tuple[list[str] | None, Iterable[str]]:
+def _training_inputs(source: Any) -> tuple[list[str] | None, Iterable[str] | None]:
     """``Tokenizer.train``'s argument as (files, None) or (None, texts).
 
     A path or a list/tuple of paths means files (which must exist); any other iterable yields texts.

@@ -34,6 +34,7 @@ from safetensors.torch import save_file
 from torch import Tensor
 
 from bertkit.config import BertConfig
+from bertkit.data.corpus import CorpusOptions, CorpusStats, expand_inputs, read_documents
 from bertkit.errors import CheckpointError, ConfigError, TokenizerError
 from bertkit.io import atomic_directory
 from bertkit.tokenizer import UNK, Tokenizer
@@ -104,8 +105,6 @@ def frequent_split_words(tokenizer: Tokenizer, texts: Iterable[str], max_words: 
 
 
 def _corpus_texts(inputs: Sequence[str]) -> Iterable[str]:
-    from bertkit.data.corpus import CorpusOptions, CorpusStats, expand_inputs, read_documents
-
     for document in read_documents(expand_inputs(inputs), CorpusOptions(), CorpusStats()):
         yield from document.texts
 

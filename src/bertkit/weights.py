@@ -16,6 +16,7 @@ import os
 import pickle
 import re
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from bertkit.errors import CheckpointError, ConfigError
 from bertkit.io import atomic_path
 from bertkit.model import HEAD_CLASSES, BertModel
 from bertkit.tf_checkpoint import checkpoint_index, read_tf_checkpoint
+from bertkit.tokenizer import Tokenizer
 
 logger = logging.getLogger("bertkit.weights")
 
@@ -61,7 +63,7 @@ LAYER_NAMES: list[tuple[str, str]] = [
     ("encoder.layers.{i}.ffn_norm.bias", "encoder.layer.{i}.output.LayerNorm.bias"),
 ]
 # The one transform: bertkit's fused projection is Hugging Face's query, key and value stacked on dim 0.
-FUSED_QKV_NAMES: list[tuple[str, tuple[str, str, str]]] = [
+FUSED_QKV_NAMES: list[tuple[str, tuple[str, ...]]] = [
     ("encoder.layers.{i}.attention.qkv." + p,
      tuple(f"encoder.layer.{{i}}.attention.self.{part}.{p}" for part in ("query", "key", "value")))
     for p in ("weight", "bias")
@@ -85,8 +87,7 @@ _CLASSIFIER_NAMES: list[tuple[str, str]] = [
 # Head parameters (names at the top of the head class; identical in both naming schemes' prefixes).
 HEAD_NAMES: dict[str, list[tuple[str, str]]] = {
     "BertModel": [],
-    "BertForPreTraining": _MLM_NAMES + [("nsp.weight", "cls.seq_relationship.weight"),
-                                        ("nsp.bias", "cls.seq_relationship.bias")],
+    "BertForPreTraining": [*_MLM_NAMES, ("nsp.weight", "cls.seq_relationship.weight"), ("nsp.bias", "cls.seq_relationship.bias")],
     "BertForMaskedLM": _MLM_NAMES,
     "BertForSequenceClassification": _CLASSIFIER_NAMES,
     "BertForTokenClassification": _CLASSIFIER_NAMES,
@@ -123,8 +124,8 @@ def encoder_names(config: BertConfig) -> list[tuple[str, str | tuple[str, ...]]]
     A tuple of Hugging Face names means the bertkit tensor is their concatenation on dim 0."""
     names: list[tuple[str, str | tuple[str, ...]]] = list(EMBEDDING_NAMES)
     for i in range(config.num_hidden_layers):
-        for ours, theirs in FUSED_QKV_NAMES:
-            names.append((ours.format(i=i), tuple(t.format(i=i) for t in theirs)))
+        for ours, parts in FUSED_QKV_NAMES:
+            names.append((ours.format(i=i), tuple(t.format(i=i) for t in parts)))
         for ours, theirs in LAYER_NAMES:
             names.append((ours.format(i=i), theirs.format(i=i)))
     return names
@@ -363,7 +364,7 @@ def _read_pytorch(path: Path) -> dict[str, Tensor]:
     return state
 
 
-def _read_sharded(index: Path, reader) -> dict[str, Tensor]:
+def _read_sharded(index: Path, reader: Callable[[Path], dict[str, Tensor]]) -> dict[str, Tensor]:
     try:
         weight_map = json.loads(index.read_text(encoding="utf-8"))["weight_map"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -509,8 +510,6 @@ def load_model(path: str | os.PathLike, head: str | type | None = None, *, ignor
 def convert_checkpoint(source: str | os.PathLike, output: str | os.PathLike, head: str | type | None = None) -> nn.Module:
     """Rewrite a checkpoint bertkit reads (Google's TensorFlow release, ``pytorch_model.bin``, shards) as a
     Hugging Face-layout directory: ``config.json``, ``model.safetensors`` and the tokenizer files. Returns the model."""
-    from bertkit.tokenizer import Tokenizer
-
     source, output = Path(source), Path(output)
     directory = source if source.is_dir() else source.parent
     if output.resolve() == directory.resolve():

@@ -3,6 +3,8 @@
 See ``docs/data.md`` for the formats, the algorithm and its one deliberate deviation.
 """
 
+from typing import Any
+
 from bertkit.data.corpus import CorpusOptions, CorpusStats, expand_inputs, read_documents, split_sentences
 from bertkit.data.instances import Instance, create_instances, create_instances_from_document, truncate_seq_pair
 from bertkit.data.masking import MaskingSpec, mask_tokens
@@ -12,7 +14,7 @@ from bertkit.data.shards import open_dataset, verify
 _LOADER = {"PretrainingCollator", "PretrainingDataset", "PretrainingLoader"}
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     # The loader needs torch; preparing data does not, so spawned preparation workers start fast.
     if name in _LOADER:
         from bertkit.data import loader

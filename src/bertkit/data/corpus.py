@@ -27,12 +27,16 @@ dropped; each is counted in :class:`CorpusStats` and reported as a warning.
 from __future__ import annotations
 
 import glob
+import itertools
 import json
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import BinaryIO
+
+from blingfire import text_to_sentences
 
 from bertkit.errors import DataError
 
@@ -40,7 +44,7 @@ FORMATS = ("auto", "lines", "prose", "jsonl")
 _JSONL_SUFFIXES = {".jsonl", ".ndjson"}
 _SNIFF_LINES = 1000
 _BINARY_SNIFF = 8192
-_SENTENCE_END = tuple('.!?"\')]:;…”’»')
+_SENTENCE_END = tuple('.!?"\')]:;…”’»')  # noqa: RUF001 (typographic closing quotes end sentences too)
 
 _GUTENBERG_START = re.compile(rb"^\W{0,3}\*{3}\s*START OF (THE|THIS) PROJECT GUTENBERG", re.IGNORECASE)
 _GUTENBERG_END = re.compile(
@@ -167,10 +171,6 @@ def _hidden(relative: Path) -> bool:
 
 def split_sentences(paragraphs: Iterable[str]) -> list[str]:
     """Split re-joined paragraphs into sentences with BlingFire (a compiled, maintained segmenter)."""
-    try:
-        from blingfire import text_to_sentences
-    except ImportError as exc:  # pragma: no cover - dependency is declared
-        raise DataError("prose input needs the 'blingfire' package: pip install blingfire") from exc
     sentences: list[str] = []
     for paragraph in paragraphs:
         if paragraph:
@@ -198,7 +198,7 @@ def _sniff_format(head: list[bytes]) -> str:
     # Prose: either hard-wrapped (inner lines stop mid-sentence) or a paragraph per line (few inner lines).
     lines = [ln.strip() for ln in head]
     nonblank = sum(1 for ln in lines if ln)
-    inner = [a for a, b in zip(lines, lines[1:]) if a and b]
+    inner = [a for a, b in itertools.pairwise(lines) if a and b]
     if not inner or len(inner) < 0.5 * nonblank:
         return "prose"
     ends = sum(1 for ln in inner if ln.decode("utf-8", "replace").endswith(_SENTENCE_END))
@@ -256,13 +256,17 @@ def read_documents(paths: Iterable[Path], options: CorpusOptions, stats: CorpusS
         yield from _read_file(path, options, stats)
 
 
-def _read_file(path: Path, options: CorpusOptions, stats: CorpusStats) -> Iterator[RawDocument]:
+def _open_input(path: Path) -> BinaryIO:
+    """``path`` opened for reading; an unreadable file is a ``DataError`` naming it."""
     try:
-        size = path.stat().st_size
-        handle = open(path, "rb")
+        return path.open("rb")
     except OSError as exc:
         raise DataError(f"cannot read input {path}: {exc.strerror}") from exc
-    with handle:
+
+
+def _read_file(path: Path, options: CorpusOptions, stats: CorpusStats) -> Iterator[RawDocument]:
+    with _open_input(path) as handle:
+        size = os.fstat(handle.fileno()).st_size
         head = handle.read(_BINARY_SNIFF)
         if not head.strip():
             stats.empty_files += 1
@@ -330,7 +334,7 @@ def _chain(first: list[bytes], rest: Iterator[bytes]) -> Iterator[bytes]:
     yield from rest
 
 
-def _read_jsonl(handle, path: Path, options: CorpusOptions, stats: CorpusStats) -> Iterator[RawDocument]:
+def _read_jsonl(handle: BinaryIO, path: Path, options: CorpusOptions, stats: CorpusStats) -> Iterator[RawDocument]:
     for number, raw in enumerate(handle, 1):
         if not raw.strip():
             continue

@@ -25,7 +25,7 @@ instance index).
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -92,7 +92,7 @@ def mask_tokens(tokens: Sequence[int], spec: MaskingSpec, rng: random.Random) ->
     """Choose and replace masked-LM targets in one ``[CLS] A [SEP] B [SEP]`` instance (see module doc)."""
     tokens = list(tokens)
     special = spec.special_ids
-    num_to_predict = min(spec.max_predictions_per_seq, max(1, int(round(len(tokens) * spec.masked_lm_prob))))
+    num_to_predict = min(spec.max_predictions_per_seq, max(1, round(len(tokens) * spec.masked_lm_prob)))
     if spec.whole_word_mask:
         order = _whole_word_order(tokens, spec, rng, num_to_predict)
     else:
@@ -119,6 +119,7 @@ def mask_tokens(tokens: Sequence[int], spec: MaskingSpec, rng: random.Random) ->
 def _whole_word_order(tokens: list[int], spec: MaskingSpec, rng: random.Random, num_to_predict: int) -> list[int]:
     """Positions to mask, in choice order: shuffled word groups, skipping any that would overshoot."""
     continuation = spec.is_continuation
+    assert continuation is not None  # MaskingSpec requires it for whole-word masking
     groups: list[list[int]] = []
     for i, token in enumerate(tokens):
         if token in spec.special_ids:
@@ -148,7 +149,7 @@ def derive_seed(*keys: int) -> int:
     return int.from_bytes(words.tobytes(), "little")
 
 
-def static_masker(spec: MaskingSpec):
+def static_masker(spec: MaskingSpec) -> Callable[[list[int], random.Random], tuple[list[int], list[int], list[int]]]:
     """``masker(tokens, rng) -> (tokens, positions, labels)`` for instance creation (masks baked in)."""
 
     def masker(tokens: list[int], rng: random.Random) -> tuple[list[int], list[int], list[int]]:

@@ -29,14 +29,28 @@ import os
 import random
 import shutil
 from dataclasses import asdict, dataclass, field
+from multiprocessing.pool import AsyncResult
 from pathlib import Path
 from typing import Any
 
-from bertkit.data.corpus import Block, CorpusOptions, CorpusStats, document_sentences, expand_inputs, iter_blocks, read_documents
+import numpy as np
+from tqdm import tqdm
+
+from bertkit.data.corpus import (
+    Block,
+    CorpusOptions,
+    CorpusStats,
+    document_sentences,
+    expand_inputs,
+    iter_blocks,
+    read_documents,
+)
 from bertkit.data.instances import create_instances
 from bertkit.data.masking import MaskingSpec, continuation_table, derive_seed, static_masker
 from bertkit.data.shards import block_name, index_dataset, pack_instances, read_json, write_block
 from bertkit.errors import DataError
+from bertkit.io import atomic_path
+from bertkit.tokenizer import Tokenizer
 
 log = logging.getLogger("bertkit.data")
 
@@ -134,8 +148,6 @@ _WORKER: dict[str, Any] = {}
 
 
 def _init_worker(tokenizer_dir: str, header: dict[str, Any], output: str) -> None:
-    from bertkit.tokenizer import Tokenizer
-
     tokenizer = Tokenizer.from_pretrained(tokenizer_dir)
     settings = header["settings"]
     spec = MaskingSpec(
@@ -228,8 +240,6 @@ def process_block(block: Block) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------ main side
 def prepare_dataset(config: PrepareConfig, *, progress: bool = True) -> dict[str, Any]:
     """Prepare (or resume preparing) a dataset; returns the content of its ``dataset.json``."""
-    from bertkit.tokenizer import Tokenizer
-
     output = Path(config.output)
     if output.exists() and not output.is_dir():
         raise DataError(f"--output {output} exists and is not a directory")
@@ -240,7 +250,7 @@ def prepare_dataset(config: PrepareConfig, *, progress: bool = True) -> dict[str
     tokenizer_dir = output / TOKENIZER_DIR
     tokenizer.save_pretrained(tokenizer_dir)
     settings = config.output_settings()
-    header = {
+    header: dict[str, Any] = {
         "settings": settings,
         "settings_hash": _settings_hash(settings, tokenizer.fingerprint, files),
         "tokenizer": {
@@ -250,10 +260,6 @@ def prepare_dataset(config: PrepareConfig, *, progress: bool = True) -> dict[str
         },
     }
     if config.whole_word_mask:
-        import numpy as np
-
-        from bertkit.io import atomic_path
-
         with atomic_path(output / CONTINUATION_FILE) as tmp:
             np.save(tmp, continuation_table(tokenizer.vocab, tokenizer.vocab_size))
         header["continuation_file"] = CONTINUATION_FILE
@@ -276,7 +282,7 @@ def prepare_dataset(config: PrepareConfig, *, progress: bool = True) -> dict[str
         else:
             ctx = multiprocessing.get_context("spawn")
             with ctx.Pool(workers, initializer=_init_worker, initargs=(str(tokenizer_dir), header, str(output))) as pool:
-                pending: collections.deque = collections.deque()
+                pending: collections.deque[tuple[AsyncResult[Any], int]] = collections.deque()
                 for block in blocks:
                     num_blocks += 1
                     if not _mine(block.index, config) or block.index in done:
@@ -306,7 +312,7 @@ def _mine(index: int, config: PrepareConfig) -> bool:
     return index % config.num_shards == config.shard_index
 
 
-def _finish(item, bar) -> None:
+def _finish(item: tuple[AsyncResult[Any], int], bar: tqdm) -> None:
     result, nbytes = item
     result.get()
     bar.update(nbytes)
@@ -324,7 +330,5 @@ def _existing_blocks(output: Path, settings_hash: str) -> set[int]:
     return done
 
 
-def _progress_bar(total: int, enabled: bool):
-    from tqdm import tqdm
-
+def _progress_bar(total: int, enabled: bool) -> tqdm:
     return tqdm(total=total, unit="B", unit_scale=True, desc="prepare-data", disable=not enabled, smoothing=0.05)

@@ -62,13 +62,13 @@ class Batcher:
         self._queue: asyncio.Queue[_Job] | None = None
         self._worker: asyncio.Task | None = None
 
-    def _ensure_worker(self) -> asyncio.Queue:
+    def _ensure_worker(self) -> asyncio.Queue[_Job]:
         # Started on the loop that serves requests (a test client may bring a new loop each time).
         loop = asyncio.get_running_loop()
-        if self._loop is not loop or self._worker is None or self._worker.done():
+        if self._queue is None or self._loop is not loop or self._worker is None or self._worker.done():
             self._loop = loop
             self._queue = asyncio.Queue()
-            self._worker = loop.create_task(self._run(), name="bertkit-batcher")
+            self._worker = loop.create_task(self._run(self._queue), name="bertkit-batcher")
         return self._queue
 
     async def submit(self, key: Hashable, fn: Callable[[list], list], items: Sequence[Any]) -> list:
@@ -84,9 +84,8 @@ class Batcher:
         queue.put_nowait(_Job(key, fn, list(items), future))
         return await future
 
-    async def _run(self) -> None:
+    async def _run(self, queue: asyncio.Queue[_Job]) -> None:
         loop = asyncio.get_running_loop()
-        queue = self._queue
         while True:
             jobs = [await queue.get()]
             count = len(jobs[0].items)
@@ -95,7 +94,7 @@ class Batcher:
                 remaining = deadline - loop.time()
                 try:
                     job = queue.get_nowait() if remaining <= 0 else await asyncio.wait_for(queue.get(), remaining)
-                except (asyncio.QueueEmpty, asyncio.TimeoutError):
+                except (TimeoutError, asyncio.QueueEmpty):
                     break
                 jobs.append(job)
                 count += len(job.items)

@@ -36,8 +36,21 @@ def get_task(name: str, **options: Any) -> Task:
 
 
 __all__ = [
-    "TASKS", "HEAD_TO_TASK", "get_task", "Task", "LabelMap", "LengthGroupedBatchSampler",
-    "ClassificationTask", "ClassificationExample", "ClassificationPrediction",
-    "NerTask", "NerExample", "NerPrediction", "read_conll",
-    "QuestionAnsweringTask", "SquadExample", "SquadPredictions", "read_squad",
+    "HEAD_TO_TASK",
+    "TASKS",
+    "ClassificationExample",
+    "ClassificationPrediction",
+    "ClassificationTask",
+    "LabelMap",
+    "LengthGroupedBatchSampler",
+    "NerExample",
+    "NerPrediction",
+    "NerTask",
+    "QuestionAnsweringTask",
+    "SquadExample",
+    "SquadPredictions",
+    "Task",
+    "get_task",
+    "read_conll",
+    "read_squad",
 ]

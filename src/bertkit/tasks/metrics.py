@@ -13,7 +13,8 @@ from __future__ import annotations
 import collections
 import re
 import string
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Sized
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ def accuracy(predictions: Sequence, references: Sequence) -> float:
     return float(np.mean([p == r for p, r in zip(predictions, references)]))
 
 
-def f1_binary(predictions: Sequence, references: Sequence, positive=1) -> float:
+def f1_binary(predictions: Sequence[Any], references: Sequence[Any], positive: Any = 1) -> float:
     """F1 of the ``positive`` class (GLUE's MRPC/QQP F1). 0.0 when there are no true positives."""
     _check_lengths(predictions, references)
     tp = sum(p == positive and r == positive for p, r in zip(predictions, references))
@@ -51,7 +52,7 @@ def matthews_corrcoef(predictions: Sequence, references: Sequence) -> float:
     return 0.0 if denominator == 0 else float((c * s - t @ p) / denominator)
 
 
-def pearson(x: Sequence[float], y: Sequence[float]) -> float:
+def pearson(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
     """Pearson correlation; 0.0 when either side is constant (undefined)."""
     _check_lengths(x, y)
     a = np.asarray(x, dtype=np.float64) - np.mean(x)
@@ -60,29 +61,29 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> float:
     return 0.0 if denominator == 0 else float(a @ b / denominator)
 
 
-def _average_ranks(values: Sequence[float]) -> np.ndarray:
+def _average_ranks(values: Sequence[float] | np.ndarray) -> np.ndarray:
     """1-based ranks, tied values sharing the mean of their positions (as scipy's ``rankdata``)."""
-    values = np.asarray(values, dtype=np.float64)
-    order = np.argsort(values, kind="mergesort")
-    ranks = np.empty(len(values), dtype=np.float64)
-    sorted_values = values[order]
+    array = np.asarray(values, dtype=np.float64)
+    order = np.argsort(array, kind="mergesort")
+    ranks = np.empty(len(array), dtype=np.float64)
+    sorted_values = array[order]
     start = 0
-    while start < len(values):
+    while start < len(array):
         end = start
-        while end + 1 < len(values) and sorted_values[end + 1] == sorted_values[start]:
+        while end + 1 < len(array) and sorted_values[end + 1] == sorted_values[start]:
             end += 1
         ranks[order[start:end + 1]] = (start + end) / 2 + 1
         start = end + 1
     return ranks
 
 
-def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
     """Spearman rank correlation: Pearson on average ranks (ties handled as scipy does)."""
     _check_lengths(x, y)
     return pearson(_average_ranks(x), _average_ranks(y))
 
 
-def _check_lengths(a: Sequence, b: Sequence) -> None:
+def _check_lengths(a: Sized, b: Sized) -> None:
     if len(a) != len(b):
         raise ValueError(f"{len(a)} predictions but {len(b)} references")
     if not len(a):
@@ -133,7 +134,7 @@ def get_entities(tags: Sequence[str]) -> list[Chunk]:
     chunks: list[Chunk] = []
     prev_tag, prev_type = "O", ""
     start: int | None = None
-    for i, raw in enumerate(list(tags) + ["O"]):  # the sentinel closes a chunk at the sentence end
+    for i, raw in enumerate([*tags, "O"]):  # the sentinel closes a chunk at the sentence end
         tag, type_ = _split_tag(raw)
         if start is not None and _end_of_chunk(prev_tag, tag, prev_type, type_):
             chunks.append((prev_type, start, i))
@@ -265,17 +266,17 @@ def squad_evaluate(
         return {qid: (float(not has_answer[qid]) if na_probs[qid] > na_prob_threshold else score)
                 for qid, score in raw.items()}
 
-    exact, f1 = thresholded(exact_raw), thresholded(f1_raw)
+    exact_scores, f1_scores = thresholded(exact_raw), thresholded(f1_raw)
 
     def mean(scores: dict[str, float], ids: list[str]) -> float:
         return 100.0 * sum(scores.get(q, 0.0) for q in ids) / len(ids)
 
     all_ids = list(answers)
-    result = {"exact": mean(exact, all_ids), "f1": mean(f1, all_ids), "total": float(len(all_ids))}
+    result = {"exact": mean(exact_scores, all_ids), "f1": mean(f1_scores, all_ids), "total": float(len(all_ids))}
     for name, ids in (("HasAns", [q for q in all_ids if has_answer[q]]),
                       ("NoAns", [q for q in all_ids if not has_answer[q]])):
         if ids:
-            result.update({f"{name}_exact": mean(exact, ids), f"{name}_f1": mean(f1, ids),
+            result.update({f"{name}_exact": mean(exact_scores, ids), f"{name}_f1": mean(f1_scores, ids),
                            f"{name}_total": float(len(ids))})
     if na_probs is not None:
         for name, raw in (("exact", exact_raw), ("f1", f1_raw)):
@@ -294,10 +295,7 @@ def _best_threshold(
     for qid in sorted(na_probs, key=lambda q: na_probs[q]):
         if qid not in raw:
             continue
-        if has_answer[qid]:
-            diff = raw[qid]
-        else:
-            diff = -1.0 if predictions[qid] else 0.0
+        diff = raw[qid] if has_answer[qid] else (-1.0 if predictions[qid] else 0.0)
         current += diff
         if current > score:
             score, best_threshold = current, na_probs[qid]

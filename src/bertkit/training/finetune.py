@@ -37,7 +37,6 @@ import torch
 from bertkit.data.batches import Ordering, RandomOrder, ResumableBatches
 from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.io import atomic_write_text
-from bertkit.model import PreTrainedMixin
 from bertkit.tasks import Task, get_task
 from bertkit.tasks.base import Feature
 from bertkit.tasks.batching import LengthGroupedOrder
@@ -49,6 +48,7 @@ from bertkit.training.config import read_config_file as read_options
 from bertkit.training.loop import Hooks, Trainer, TrainResult
 from bertkit.training.metrics import notice
 from bertkit.training.precision import precision_name
+from bertkit.weights import save_pretrained
 
 TASK_NAMES = ("classification", "regression", "ner", "qa")
 """Values of ``FinetuneConfig.task``; ``regression`` is classification with one output and MSE."""
@@ -381,8 +381,7 @@ class _DevSelection:
         self.epoch_ends.append(time.perf_counter() - sum(seconds for _, seconds in self.eval_spans))
 
     def export(self, model: torch.nn.Module, directory: Path) -> None:
-        assert isinstance(model, PreTrainedMixin), "fine-tuning trains a bertkit head"
-        model.save_pretrained(directory, tokenizer=self.tokenizer)
+        save_pretrained(model, directory, tokenizer=self.tokenizer)
 
     def should_stop(self) -> str | None:
         patience = self.config.early_stopping_patience
@@ -507,7 +506,7 @@ def _write_output(config: FinetuneConfig, output: Path, work: Path, model: torch
     if dev_examples is not None and (best_dir / "model.safetensors").is_file():
         shutil.copytree(best_dir, staging)
     else:
-        model.save_pretrained(staging, tokenizer=tokenizer)
+        save_pretrained(model, staging, tokenizer=tokenizer)
     for name in ("metrics.jsonl", "curves.png", "tensorboard"):
         source = work / name
         if source.is_dir():

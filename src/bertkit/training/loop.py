@@ -37,6 +37,7 @@ from bertkit.training.metrics import MetricsLogger, notice
 from bertkit.training.optim import build_optimizer, lr_multiplier, set_lr
 from bertkit.training.precision import resolve_precision
 from bertkit.training.state import STATE_FORMAT, find_resume, rng_state, seed_everything, set_rng_state
+from bertkit.weights import save_pretrained
 
 
 class TrainingDiverged(BertkitError):
@@ -70,7 +71,7 @@ class TrainResult:
 def save_weights(model: nn.Module, directory: Path) -> None:
     """The default export: ``save_pretrained`` for bertkit models, else a bare ``model.safetensors``."""
     if isinstance(model, PreTrainedMixin):
-        model.save_pretrained(directory)
+        save_pretrained(model, directory)
     else:
         directory.mkdir(parents=True, exist_ok=True)
         save_model(model, str(directory / "model.safetensors"))

@@ -26,13 +26,13 @@ import torch
 from bertkit.config import PRESETS, BertConfig
 from bertkit.errors import ConfigError, DataError
 from bertkit.io import atomic_directory, atomic_write_text
-from bertkit.model import PreTrainedMixin
 from bertkit.training import distributed
 from bertkit.training.config import TrainConfig, split_options
 from bertkit.training.config import read_config_file as read_options
 from bertkit.training.loop import TrainResult, train
 from bertkit.training.metrics import mfu_peak, notice, pretraining_flops_per_token
 from bertkit.training.precision import precision_name
+from bertkit.weights import save_pretrained
 
 FINAL_DIR = "final"
 VERIFIED_DATA = "data-verified.json"
@@ -254,8 +254,7 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
     if env.is_main and result.stop_reason != "signal":
         final = Path(config.output) / FINAL_DIR
         with atomic_directory(final) as staging:  # a crash mid-export keeps the previous final/
-            assert isinstance(result.model, PreTrainedMixin)  # unsharded (a gathered copy under FSDP)
-            result.model.save_pretrained(staging)
+            save_pretrained(result.model, staging)  # unsharded (a gathered copy under FSDP)
             copy_tokenizer(staging)
         notice(f"exported the model to {final} (Hugging Face layout)")
     distributed.barrier(env)
