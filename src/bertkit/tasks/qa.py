@@ -22,7 +22,7 @@ most ``max_answer_length`` tokens; score = start + end logit. The answer text is
 original context between the first token's start and the last token's end offset. For v2 the null score is
 the smallest ``[CLS]`` start + end over the windows; it competes in the n-best, and the prediction is ``""``
 when ``null score - best non-null score > null_score_diff_threshold``. When no non-null candidate exists at
-all (Google's crash, issue #476) the prediction is ``""`` and its null odds are ``NO_SPAN_ODDS``.
+all (Google's crash, https://github.com/google-research/bert/issues/476) the prediction is ``""`` and its null odds are ``NO_SPAN_ODDS``.
 """
 
 from __future__ import annotations
@@ -312,7 +312,7 @@ class QuestionAnsweringTask:
                 result.predictions[example.qid] = nbest[0][2]
                 continue
             best_non_null = next((entry for entry in nbest if entry[2]), None)
-            if best_non_null is None:  # Google's crash, issue #476: only the null answer is left
+            if best_non_null is None:  # Google's crash (google-research/bert/issues/476): only the null answer is left
                 result.null_odds[example.qid] = NO_SPAN_ODDS
                 result.best_non_null[example.qid] = result.predictions[example.qid] = ""
                 continue
