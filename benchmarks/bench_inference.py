@@ -50,12 +50,27 @@ def squad_contexts() -> list[str]:
 
 
 def machine(device: str) -> dict:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    info = {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
-            "python": platform.python_version(), "commit": commit, "device": device,
-            "load_average_1min": os.getloadavg()[0]}  # other work on the machine skews absolute figures
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    info = {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "commit": commit,
+        "device": device,
+        "load_average_1min": os.getloadavg()[0],
+    }  # other work on the machine skews absolute figures
     if device.startswith("cuda"):
         info["gpu"] = torch.cuda.get_device_name(0)
     return info
@@ -103,8 +118,13 @@ def main() -> None:
         rows = []
         with torch.inference_mode():
             for start in range(0, len(texts), batch_size):
-                inputs = peer_tokenizer(texts[start:start + batch_size], padding=True, truncation=True,
-                                        max_length=max_length, return_tensors="pt").to(device)
+                inputs = peer_tokenizer(
+                    texts[start : start + batch_size],
+                    padding=True,
+                    truncation=True,
+                    max_length=max_length,
+                    return_tensors="pt",
+                ).to(device)
                 hidden = peer(**inputs).last_hidden_state
                 mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
                 rows.append(((hidden * mask).sum(1) / mask.sum(1)).cpu().numpy())
@@ -129,20 +149,33 @@ def main() -> None:
         rows: list = [None] * len(texts)
         for batch in length_sorted_batches([len(e.ids) for e in encodings], batch_size):
             width = max(len(encodings[i].ids) for i in batch)
-            feed = {name: np.array([list(getattr(encodings[i], attr)) + [0] * (width - len(encodings[i].ids))
-                                    for i in batch], dtype=np.int64)
-                    for name, attr in (("input_ids", "ids"), ("token_type_ids", "type_ids"),
-                                       ("attention_mask", "attention_mask"))}
+            feed = {
+                name: np.array(
+                    [list(getattr(encodings[i], attr)) + [0] * (width - len(encodings[i].ids)) for i in batch],
+                    dtype=np.int64,
+                )
+                for name, attr in (
+                    ("input_ids", "ids"),
+                    ("token_type_ids", "type_ids"),
+                    ("attention_mask", "attention_mask"),
+                )
+            }
             hidden = session.run(["last_hidden_state"], feed)[0]
             mask = feed["attention_mask"][..., None].astype(np.float32)
             for row, i in enumerate(batch):
                 rows[i] = (hidden[row] * mask[row]).sum(0) / mask[row].sum()
         return np.stack(rows)
 
-    workloads = {"sst2_dev_sentences": (sst2_sentences()[:args.limit], 32, 128),
-                 "squad_dev_contexts": (squad_contexts()[:args.limit or args.squad_limit], 16, 384)}
-    results: dict = {"machine": machine(args.device), "model": "all-MiniLM-L6-v2 (6 layers, 384 wide), fp32",
-                     "task": "feature extraction, mean pooling", "workloads": {}}
+    workloads = {
+        "sst2_dev_sentences": (sst2_sentences()[: args.limit], 32, 128),
+        "squad_dev_contexts": (squad_contexts()[: args.limit or args.squad_limit], 16, 384),
+    }
+    results: dict = {
+        "machine": machine(args.device),
+        "model": "all-MiniLM-L6-v2 (6 layers, 384 wide), fp32",
+        "task": "feature extraction, mean pooling",
+        "workloads": {},
+    }
     for name, (texts, batch_size, max_length) in workloads.items():
         lengths = [len(e.ids) for e in ours.tokenizer.encode_batch(texts, max_length=max_length, truncation=True)]
         ref, got = run_peer(texts, batch_size, max_length), run_ours(texts, batch_size, max_length)  # also warm-up
@@ -154,10 +187,15 @@ def main() -> None:
         seconds = {side: float("inf") for side in sides}
         for _ in range(args.repeats):  # interleaved so a busy moment hurts every side alike
             for side, fn in sides.items():
-                seconds[side] = min(seconds[side], best_of(functools.partial(fn, texts, batch_size, max_length), 1, sync))
+                seconds[side] = min(
+                    seconds[side], best_of(functools.partial(fn, texts, batch_size, max_length), 1, sync)
+                )
         entry = {
-            "inputs": len(texts), "batch_size": batch_size, "max_length": max_length,
-            "tokens_mean": float(np.mean(lengths)), "tokens_max": int(max(lengths)),
+            "inputs": len(texts),
+            "batch_size": batch_size,
+            "max_length": max_length,
+            "tokens_mean": float(np.mean(lengths)),
+            "tokens_max": int(max(lengths)),
             "max_abs_diff_vs_transformers": agreement,
             "throughput_per_s": {side: len(texts) / s for side, s in seconds.items()},
             "speedup_vs_transformers": {side: seconds["transformers"] / s for side, s in seconds.items()},
@@ -165,8 +203,13 @@ def main() -> None:
         if session is not None:
             entry["max_abs_diff_onnx_vs_transformers"] = agreement_onnx
         results["workloads"][name] = entry
-        print(f"{name}: " + ", ".join(f"{side} {len(texts) / s:8.1f}/s ({seconds['transformers'] / s:.2f}x)"
-                                      for side, s in seconds.items()) + f"  (max diff {agreement:.1e})")
+        print(
+            f"{name}: "
+            + ", ".join(
+                f"{side} {len(texts) / s:8.1f}/s ({seconds['transformers'] / s:.2f}x)" for side, s in seconds.items()
+            )
+            + f"  (max diff {agreement:.1e})"
+        )
 
     sentence = "The film is a charming and often affecting journey."
     latency = {}
@@ -184,7 +227,12 @@ def main() -> None:
     results["single_request_latency_ms"] = latency
     print("single request: " + ", ".join(f"{side} {ms:.2f} ms" for side, ms in latency.items()))
 
-    out = ROOT / "benchmarks" / "results" / ("inference.json" if device.type == "cpu" else f"inference-{device.type}.json")
+    out = (
+        ROOT
+        / "benchmarks"
+        / "results"
+        / ("inference.json" if device.type == "cpu" else f"inference-{device.type}.json")
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {out}")

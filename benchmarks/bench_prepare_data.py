@@ -119,8 +119,12 @@ def segmenter_throughput() -> dict:
     t = time.perf_counter()
     n = sum(len(blingfire.text_to_sentences(p).split("\n")) for p in paragraphs)
     dt = time.perf_counter() - t
-    return {"segmenter": f"blingfire {blingfire.__version__ if hasattr(blingfire, '__version__') else '0.1.8'}",
-            "MB_per_s": nbytes / dt / 1e6, "sentences": n, "bytes": nbytes}
+    return {
+        "segmenter": f"blingfire {blingfire.__version__ if hasattr(blingfire, '__version__') else '0.1.8'}",
+        "MB_per_s": nbytes / dt / 1e6,
+        "sentences": n,
+        "bytes": nbytes,
+    }
 
 
 def write_peer_corpus(books: list[Path], path: Path) -> int:
@@ -149,9 +153,14 @@ def main() -> None:
         raise SystemExit(f"shared data not found at {BOOKS}")
     books = sorted(BOOKS.glob("*.txt"))
     result: dict = {
-        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                    "python": platform.python_version()},
-        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip(),
+        "machine": {
+            "cpu": platform.processor() or platform.machine(),
+            "cores": os.cpu_count(),
+            "python": platform.python_version(),
+        },
+        "commit": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
+        ).stdout.strip(),
         "settings": {"max_seq_length": 128, "dupe_factor_bertkit": 5, "peer_passes": 1, "workers": args.workers},
         "segmenter": segmenter_throughput(),
     }
@@ -166,31 +175,49 @@ def main() -> None:
             inputs = [str(Path(tmp, "corpus"))]
         code = BERTKIT.format(inputs=inputs, output=str(Path(tmp, "out")), vocab=str(VOCAB), workers=args.workers)
         ours, rss = run_measured(code)
-        ours.update(peak_rss_MB=rss / 2**20, instances_per_s=ours["instances"] / ours["seconds"],
-                    tokens_per_s=ours["tokens"] / ours["seconds"],
-                    corpus_MB=sum(b.stat().st_size for b in books) * args.times / 1e6)
+        ours.update(
+            peak_rss_MB=rss / 2**20,
+            instances_per_s=ours["instances"] / ours["seconds"],
+            tokens_per_s=ours["tokens"] / ours["seconds"],
+            corpus_MB=sum(b.stat().st_size for b in books) * args.times / 1e6,
+        )
         result["bertkit"] = ours
-        print(f"bertkit: {ours['instances']} instances, {ours['tokens']} tokens in {ours['seconds']:.1f} s "
-              f"({ours['instances_per_s']:.0f} inst/s, {ours['tokens_per_s'] / 1e3:.0f} k tok/s), peak RSS "
-              f"{ours['peak_rss_MB']:.0f} MB", flush=True)
+        print(
+            f"bertkit: {ours['instances']} instances, {ours['tokens']} tokens in {ours['seconds']:.1f} s "
+            f"({ours['instances_per_s']:.0f} inst/s, {ours['tokens_per_s'] / 1e3:.0f} k tok/s), peak RSS "
+            f"{ours['peak_rss_MB']:.0f} MB",
+            flush=True,
+        )
         if not args.skip_peer:
-            peer_books = books[:args.peer_books] if args.peer_books else books
+            peer_books = books[: args.peer_books] if args.peer_books else books
             path = Path(tmp, "peer.txt")
             size = write_peer_corpus(peer_books, path)
             peer, rss = run_measured(PEER.format(vocab_file=str(VOCAB / "vocab.txt"), path=str(path)))
-            peer.update(peak_rss_MB=rss / 2**20, instances_per_s=peer["instances"] / peer["seconds"],
-                        tokens_per_s=peer["tokens"] / peer["seconds"], books=len(peer_books), input_MB=size / 1e6,
-                        what="transformers 4.57 TextDatasetForNextSentencePrediction (1 pass, BertTokenizerFast) "
-                             "+ DataCollatorForLanguageModeling over all examples, batches of 256")
+            peer.update(
+                peak_rss_MB=rss / 2**20,
+                instances_per_s=peer["instances"] / peer["seconds"],
+                tokens_per_s=peer["tokens"] / peer["seconds"],
+                books=len(peer_books),
+                input_MB=size / 1e6,
+                what="transformers 4.57 TextDatasetForNextSentencePrediction (1 pass, BertTokenizerFast) "
+                "+ DataCollatorForLanguageModeling over all examples, batches of 256",
+            )
             result["peer"] = peer
-            result["ratio"] = {"instances_per_s": ours["instances_per_s"] / peer["instances_per_s"],
-                               "tokens_per_s": ours["tokens_per_s"] / peer["tokens_per_s"],
-                               "peak_rss": ours["peak_rss_MB"] / peer["peak_rss_MB"]}
-            print(f"peer:    {peer['instances']} instances, {peer['tokens']} tokens in {peer['seconds']:.1f} s "
-                  f"({peer['instances_per_s']:.0f} inst/s, {peer['tokens_per_s'] / 1e3:.0f} k tok/s), peak RSS "
-                  f"{peer['peak_rss_MB']:.0f} MB", flush=True)
-            print(f"ratio:   {result['ratio']['tokens_per_s']:.1f}x tokens/s, "
-                  f"{result['ratio']['peak_rss']:.2f}x memory", flush=True)
+            result["ratio"] = {
+                "instances_per_s": ours["instances_per_s"] / peer["instances_per_s"],
+                "tokens_per_s": ours["tokens_per_s"] / peer["tokens_per_s"],
+                "peak_rss": ours["peak_rss_MB"] / peer["peak_rss_MB"],
+            }
+            print(
+                f"peer:    {peer['instances']} instances, {peer['tokens']} tokens in {peer['seconds']:.1f} s "
+                f"({peer['instances_per_s']:.0f} inst/s, {peer['tokens_per_s'] / 1e3:.0f} k tok/s), peak RSS "
+                f"{peer['peak_rss_MB']:.0f} MB",
+                flush=True,
+            )
+            print(
+                f"ratio:   {result['ratio']['tokens_per_s']:.1f}x tokens/s, {result['ratio']['peak_rss']:.2f}x memory",
+                flush=True,
+            )
     name = "prepare_data.json" if args.times == 1 else f"prepare_data_x{args.times}.json"
     out = ROOT / "benchmarks" / "results" / (args.out or name)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -46,13 +46,38 @@ def bertkit(*args: str, env: dict) -> None:
 
 def prepare(args, work: Path, env: dict, timings: dict) -> None:
     started = time.perf_counter()
-    bertkit("tokenizer", "train", "--input", str(CORPUS), "--vocab-size", str(args.vocab_size),
-            "--output", str(work / "tokenizer"), env=env)
+    bertkit(
+        "tokenizer",
+        "train",
+        "--input",
+        str(CORPUS),
+        "--vocab-size",
+        str(args.vocab_size),
+        "--output",
+        str(work / "tokenizer"),
+        env=env,
+    )
     timings["vocabulary_seconds"] = round(time.perf_counter() - started, 1)
     started = time.perf_counter()
-    bertkit("prepare-data", "--input", str(CORPUS), "--tokenizer", str(work / "tokenizer"), "--output",
-            str(work / "data"), "--max-seq-length", str(args.max_seq_length), "--dupe-factor", "1",
-            "--seed", "1", "--workers", "1", "--quiet", env=env)
+    bertkit(
+        "prepare-data",
+        "--input",
+        str(CORPUS),
+        "--tokenizer",
+        str(work / "tokenizer"),
+        "--output",
+        str(work / "data"),
+        "--max-seq-length",
+        str(args.max_seq_length),
+        "--dupe-factor",
+        "1",
+        "--seed",
+        "1",
+        "--workers",
+        "1",
+        "--quiet",
+        env=env,
+    )
     timings["prepare_seconds"] = round(time.perf_counter() - started, 1)
 
 
@@ -66,8 +91,11 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: all cores)")
     parser.add_argument("--workdir", default="runs/pretrain-quality")
-    parser.add_argument("--reuse-data", action="store_true",
-                        help="keep the vocabulary and data of an earlier run in --workdir (pre-train again only)")
+    parser.add_argument(
+        "--reuse-data",
+        action="store_true",
+        help="keep the vocabulary and data of an earlier run in --workdir (pre-train again only)",
+    )
     args = parser.parse_args()
     if not CORPUS.is_dir():
         sys.exit(f"no corpus at {CORPUS}")
@@ -84,30 +112,67 @@ def main() -> None:
         prepare(args, work, env, timings)
 
     started = time.perf_counter()
-    bertkit("pretrain", "--data", str(work / "data"), "--model-config", args.model, "--output", str(work / "run"),
-            "--micro-batch-size", str(args.micro_batch_size), "--lr", str(args.lr), "--warmup-ratio", "0.05",
-            "--max-time", args.budget, "--eval-every", "250", "--eval-batches", "50", "--save-every", "500",
-            "--log-every", "25", "--seed", "1", "--precision", "fp32", "--no-progress", env=env)
+    bertkit(
+        "pretrain",
+        "--data",
+        str(work / "data"),
+        "--model-config",
+        args.model,
+        "--output",
+        str(work / "run"),
+        "--micro-batch-size",
+        str(args.micro_batch_size),
+        "--lr",
+        str(args.lr),
+        "--warmup-ratio",
+        "0.05",
+        "--max-time",
+        args.budget,
+        "--eval-every",
+        "250",
+        "--eval-batches",
+        "50",
+        "--save-every",
+        "500",
+        "--log-every",
+        "25",
+        "--seed",
+        "1",
+        "--precision",
+        "fp32",
+        "--no-progress",
+        env=env,
+    )
     timings["pretrain_seconds"] = round(time.perf_counter() - started, 1)
 
     from bertkit.inference import fill_mask
 
     final = work / "run" / "final"
     answers = fill_mask(PROBES, str(final), top_k=5)
-    fills = [{"text": text, "top5": [{"token": c.text, "score": round(c.score, 4)} for c in per_text[0]]}
-             for text, per_text in zip(PROBES, answers)]
+    fills = [
+        {"text": text, "top5": [{"token": c.text, "score": round(c.score, 4)} for c in per_text[0]]}
+        for text, per_text in zip(PROBES, answers)
+    ]
     metrics = [json.loads(line) for line in (work / "run" / "metrics.jsonl").read_text().splitlines() if line]
-    evals = [{k: v for k, v in m.items() if k in ("step", "mlm_acc", "nsp_acc", "mlm_loss", "nsp_loss")}
-             for m in metrics if m.get("split") == "eval"]
+    evals = [
+        {k: v for k, v in m.items() if k in ("step", "mlm_acc", "nsp_acc", "mlm_loss", "nsp_loss")}
+        for m in metrics
+        if m.get("split") == "eval"
+    ]
     data_meta = json.loads((work / "data" / "dataset.json").read_text())
     result = {
         "command": " ".join(["python", "benchmarks/bench_pretrain_quality.py", *sys.argv[1:]]),
-        "settings": vars(args), "timings": timings,
+        "settings": vars(args),
+        "timings": timings,
         "machine": machine() | ({"torch_threads": args.threads} if args.threads else {}),
-        "data": {split: {k: info.get(k) for k in ("num_instances", "num_tokens")}
-                 for split, info in data_meta.get("splits", {}).items()},
+        "data": {
+            split: {k: info.get(k) for k in ("num_instances", "num_tokens")}
+            for split, info in data_meta.get("splits", {}).items()
+        },
         "updates": max((m.get("step", 0) for m in metrics), default=0),
-        "eval_curve": evals, "final_eval": evals[-1] if evals else None, "fill_mask": fills,
+        "eval_curve": evals,
+        "final_eval": evals[-1] if evals else None,
+        "fill_mask": fills,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "pretrain_quality.json").write_text(json.dumps(result, indent=1) + "\n")

@@ -45,9 +45,10 @@ serve(sys.argv[1], host="127.0.0.1", port=int(sys.argv[2]), log_level="warning",
       limits=ServeLimits(request_timeout_s=30))
 """
 
-WORDS = ("the a of in on and to is was it he she they we paris france capital city john smith lived went home "
-         "cat sat mat good bad great movie film hello world king queen castle quick brown fox jumps over lazy dog"
-         ).split()
+WORDS = (
+    "the a of in on and to is was it he she they we paris france capital city john smith lived went home "
+    "cat sat mat good bad great movie film hello world king queen castle quick brown fox jumps over lazy dog"
+).split()
 
 
 def make_model(directory: Path) -> Path:
@@ -86,8 +87,15 @@ def rss_bytes(pid: int) -> int:
 
 
 # ------------------------------------------------------------------------------------------ raw HTTP
-async def request(port: int, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None,
-                  chunked: bool = False, timeout: float = 60.0) -> tuple[int, float]:
+async def request(
+    port: int,
+    method: str,
+    path: str,
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+    chunked: bool = False,
+    timeout: float = 60.0,
+) -> tuple[int, float]:
     """One HTTP/1.1 request on a fresh connection; (status, seconds). Status 0: no answer (connection
     dropped or timed out)."""
     start = time.perf_counter()
@@ -100,13 +108,15 @@ async def request(port: int, method: str, path: str, body: bytes = b"", headers:
         head["Transfer-Encoding"] = "chunked"
     elif "Content-Length" not in head:
         head["Content-Length"] = str(len(body))
-    data = f"{method} {path} HTTP/1.1\r\n".encode() + "".join(f"{k}: {v}\r\n" for k, v in head.items()).encode() + b"\r\n"
+    data = (
+        f"{method} {path} HTTP/1.1\r\n".encode() + "".join(f"{k}: {v}\r\n" for k, v in head.items()).encode() + b"\r\n"
+    )
     try:
         try:
             writer.write(data)
             if chunked:
                 for i in range(0, len(body), 65536):
-                    piece = body[i:i + 65536]
+                    piece = body[i : i + 65536]
                     writer.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
                     await writer.drain()
                 writer.write(b"0\r\n\r\n")
@@ -143,8 +153,9 @@ def attacks(port: int) -> dict[str, callable]:
     nested = b'{"texts": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"  # 400 kB, under the body limit
     nested_obj = b'{"texts": ["a"], "x": ' + b'{"a": ' * 50_000 + b"1" + b"}" * 50_000 + b"}"
     return {
-        "oversized_declared": lambda: request(port, "POST", "/embed", b"x" * 10, {"Content-Length": "50000000",
-                                                                                 "Content-Type": "application/json"}),
+        "oversized_declared": lambda: request(
+            port, "POST", "/embed", b"x" * 10, {"Content-Length": "50000000", "Content-Type": "application/json"}
+        ),
         "oversized_sent": lambda: post_json(port, "/embed", {"texts": ["word " * 200] * 2000}),
         "oversized_chunked": lambda: post_json(port, "/embed", {"texts": ["word " * 200] * 2000}, chunked=True),
         "nested_json_arrays": lambda: post_json(port, "/embed", nested),
@@ -157,14 +168,17 @@ def attacks(port: int) -> dict[str, callable]:
         "whitespace": lambda: post_json(port, "/fill-mask", {"texts": ["   \n\t"]}),
         "content_type_text": lambda: post_json(port, "/embed", {"texts": ["hello"]}, "text/plain"),
         "content_type_form": lambda: post_json(port, "/embed", b"texts=hello", "application/x-www-form-urlencoded"),
-        "content_type_multipart": lambda: post_json(port, "/embed", b"--x\r\n\r\nhello\r\n--x--",
-                                                    "multipart/form-data; boundary=x"),
+        "content_type_multipart": lambda: post_json(
+            port, "/embed", b"--x\r\n\r\nhello\r\n--x--", "multipart/form-data; boundary=x"
+        ),
         "content_type_missing": lambda: post_json(port, "/embed", {"texts": ["hello"]}, None),
         "invalid_utf8": lambda: post_json(port, "/embed", b'{"texts": ["\xff\xfe\xc3"]}'),
         "lone_surrogate": lambda: post_json(port, "/fill-mask", b'{"texts": ["a [MASK] \\ud800"]}'),
         "not_json": lambda: post_json(port, "/embed", b"\x00\x01\x02 garbage"),
         "top_k_huge": lambda: post_json(port, "/fill-mask", b'{"texts": ["a [MASK]"], "top_k": 1e308}'),
-        "top_k_bignum": lambda: post_json(port, "/fill-mask", b'{"texts": ["a [MASK]"], "top_k": ' + b"9" * 5000 + b"}"),
+        "top_k_bignum": lambda: post_json(
+            port, "/fill-mask", b'{"texts": ["a [MASK]"], "top_k": ' + b"9" * 5000 + b"}"
+        ),
         "top_k_negative": lambda: post_json(port, "/fill-mask", {"texts": ["a [MASK]"], "top_k": -1}),
         "nan": lambda: post_json(port, "/fill-mask", b'{"texts": ["a [MASK]"], "top_k": NaN}'),
         "model_path_in_json": lambda: post_json(port, "/embed", {"texts": ["hello"], "model": "/etc/passwd"}),
@@ -204,12 +218,15 @@ async def slowloris(port: int, stop: asyncio.Event, counts: collections.Counter)
         writer.close()
 
 
-GOOD = [("/fill-mask", lambda rng: {"texts": [f"the {rng.choice(WORDS)} [MASK] in {rng.choice(WORDS)}."]}),
-        ("/embed", lambda rng: {"texts": [" ".join(rng.choices(WORDS, k=rng.randint(3, 30)))]})]
+GOOD = [
+    ("/fill-mask", lambda rng: {"texts": [f"the {rng.choice(WORDS)} [MASK] in {rng.choice(WORDS)}."]}),
+    ("/embed", lambda rng: {"texts": [" ".join(rng.choices(WORDS, k=rng.randint(3, 30)))]}),
+]
 
 
-async def good_caller(port: int, rng: random.Random, until: float, latencies: list[float],
-                      counts: collections.Counter) -> None:
+async def good_caller(
+    port: int, rng: random.Random, until: float, latencies: list[float], counts: collections.Counter
+) -> None:
     while time.perf_counter() < until:
         path, make = rng.choice(GOOD)
         status, seconds = await post_json(port, path, make(rng))
@@ -249,8 +266,9 @@ async def run(port: int, pid: int, args: argparse.Namespace) -> dict:
     rss_warm = rss_bytes(pid)
     base_lat, base_counts = [], collections.Counter()
     until = time.perf_counter() + args.baseline_seconds
-    await asyncio.gather(*(good_caller(port, random.Random(i), until, base_lat, base_counts)
-                           for i in range(args.concurrency)))
+    await asyncio.gather(
+        *(good_caller(port, random.Random(i), until, base_lat, base_counts) for i in range(args.concurrency))
+    )
 
     # Under attack: the same callers, plus attackers and slowloris connections.
     table = attacks(port)
@@ -265,7 +283,8 @@ async def run(port: int, pid: int, args: argparse.Namespace) -> dict:
             await asyncio.sleep(0.05)
     await asyncio.gather(
         *(good_caller(port, random.Random(100 + i), until, lat, counts) for i in range(args.concurrency)),
-        *(attacker(port, random.Random(200 + i), until, table, results) for i in range(args.attackers)))
+        *(attacker(port, random.Random(200 + i), until, table, results) for i in range(args.attackers)),
+    )
     stop.set()
     await asyncio.gather(*loris_tasks)
     alive, _ = await request(port, "GET", "/health")
@@ -276,11 +295,19 @@ async def run(port: int, pid: int, args: argparse.Namespace) -> dict:
         by_status.update(counter)
     by_status.update(counts)
     return {
-        "baseline": {"requests": sum(base_counts.values()), "status": dict(base_counts),
-                     "p50_ms": 1000 * percentile(base_lat, 0.5), "p99_ms": 1000 * percentile(base_lat, 0.99)},
-        "under_attack": {"good_requests": sum(counts.values()), "good_status": dict(counts),
-                         "p50_ms": 1000 * percentile(lat, 0.5), "p99_ms": 1000 * percentile(lat, 0.99),
-                         "max_ms": 1000 * max(lat, default=float("nan"))},
+        "baseline": {
+            "requests": sum(base_counts.values()),
+            "status": dict(base_counts),
+            "p50_ms": 1000 * percentile(base_lat, 0.5),
+            "p99_ms": 1000 * percentile(base_lat, 0.99),
+        },
+        "under_attack": {
+            "good_requests": sum(counts.values()),
+            "good_status": dict(counts),
+            "p50_ms": 1000 * percentile(lat, 0.5),
+            "p99_ms": 1000 * percentile(lat, 0.99),
+            "max_ms": 1000 * max(lat, default=float("nan")),
+        },
         "attacks": {name: dict(counter) for name, counter in results.items()},
         "attack_requests": sum(sum(c.values()) for c in results.values()),
         "slowloris": dict(loris),
@@ -309,8 +336,12 @@ def main() -> None:
     model = make_model(work / "model")
     port = free_port()
     with open(work / "server.log", "w+") as log:
-        server = subprocess.Popen([sys.executable, "-c", SERVER, str(model), str(port)], stdout=log, stderr=log,
-                                  env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")})
+        server = subprocess.Popen(
+            [sys.executable, "-c", SERVER, str(model), str(port)],
+            stdout=log,
+            stderr=log,
+            env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")},
+        )
         try:
             deadline = time.time() + 120
             while time.time() < deadline:
@@ -336,11 +367,15 @@ def main() -> None:
     result["server_tracebacks"] = server_log.count("Traceback")
     result["server_log_tail"] = server_log[-1500:]
     result["settings"] = vars(args)
-    result["machine"] = {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                         "python": platform.python_version()}
+    result["machine"] = {
+        "cpu": platform.processor() or platform.machine(),
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+    }
     with contextlib.suppress(OSError):
-        result["commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                          text=True).stdout.strip()
+        result["commit"] = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k not in ("attacks", "server_log_tail")}, indent=1))

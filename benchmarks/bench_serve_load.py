@@ -38,13 +38,13 @@ serve(sys.argv[1], host="127.0.0.1", port=int(sys.argv[2]), log_level="warning",
 """
 
 MALFORMED = [
-    b'{"texts": ["unterminated',                      # invalid JSON -> 422
-    b'{"texts": "not a list"}',                       # wrong type -> 422
-    b'{"texts": []}',                                 # empty -> 422
-    b'{"texts": [42]}',                               # wrong item type -> 422
-    b'{"sentences": ["wrong field"]}',                # unknown field -> 422
-    b'{"texts": ["' + b"long " * 2500 + b'"]}',       # over the character limit -> 413
-    b"",                                              # no body -> 422
+    b'{"texts": ["unterminated',  # invalid JSON -> 422
+    b'{"texts": "not a list"}',  # wrong type -> 422
+    b'{"texts": []}',  # empty -> 422
+    b'{"texts": [42]}',  # wrong item type -> 422
+    b'{"sentences": ["wrong field"]}',  # unknown field -> 422
+    b'{"texts": ["' + b"long " * 2500 + b'"]}',  # over the character limit -> 413
+    b"",  # no body -> 422
 ]
 
 
@@ -118,14 +118,21 @@ async def load_test(url: str, texts: list[str], args: argparse.Namespace, server
     pct = lambda q: 1000 * latencies[min(good - 1, int(q * good))] if good else None  # noqa: E731
     warm = [m for n, m in memory if n >= args.requests * 0.2] or [m for _, m in memory]
     return {
-        "sent": done + dropped, "planned": args.requests, "seconds": elapsed,
+        "sent": done + dropped,
+        "planned": args.requests,
+        "seconds": elapsed,
         "statuses": {str(k): v for k, v in sorted(statuses.items())},
-        "server_errors_5xx": sum(v for k, v in statuses.items() if k >= 500), "dropped": dropped,
-        "good_requests": good, "latency_ms": {"p50": pct(0.50), "p99": pct(0.99)},
-        "throughput_good_per_s": good / elapsed, "throughput_all_per_s": (done + dropped) / elapsed,
+        "server_errors_5xx": sum(v for k, v in statuses.items() if k >= 500),
+        "dropped": dropped,
+        "good_requests": good,
+        "latency_ms": {"p50": pct(0.50), "p99": pct(0.99)},
+        "throughput_good_per_s": good / elapsed,
+        "throughput_all_per_s": (done + dropped) / elapsed,
         "batching": info["batching"],
-        "server_rss_mb": {"samples": [(n, round(m / 2**20, 1)) for n, m in memory],
-                          "growth_after_warmup_mb": round((max(warm) - min(warm)) / 2**20, 1) if warm else None},
+        "server_rss_mb": {
+            "samples": [(n, round(m / 2**20, 1)) for n, m in memory],
+            "growth_after_warmup_mb": round((max(warm) - min(warm)) / 2**20, 1) if warm else None,
+        },
     }
 
 
@@ -168,17 +175,39 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    result.update({
-        "model": Path(args.model).name if args.model else "all-MiniLM-L6-v2", "endpoint": "/embed (one sentence)",
-        "concurrency": args.concurrency, "malformed_fraction": args.malformed,
-        "offline_throughput_per_s": offline, "served_vs_offline": result["throughput_good_per_s"] / offline,
-        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "commit": commit},
-    })
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    result.update(
+        {
+            "model": Path(args.model).name if args.model else "all-MiniLM-L6-v2",
+            "endpoint": "/embed (one sentence)",
+            "concurrency": args.concurrency,
+            "malformed_fraction": args.malformed,
+            "offline_throughput_per_s": offline,
+            "served_vs_offline": result["throughput_good_per_s"] / offline,
+            "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "commit": commit},
+        }
+    )
     out = ROOT / "benchmarks" / "results" / "serve_load.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps({k: result[k] for k in ("sent", "statuses", "server_errors_5xx", "dropped", "latency_ms",
-                                             "throughput_good_per_s", "served_vs_offline")}, indent=1))
+    print(
+        json.dumps(
+            {
+                k: result[k]
+                for k in (
+                    "sent",
+                    "statuses",
+                    "server_errors_5xx",
+                    "dropped",
+                    "latency_ms",
+                    "throughput_good_per_s",
+                    "served_vs_offline",
+                )
+            },
+            indent=1,
+        )
+    )
     print(f"server RSS growth after warm-up: {result['server_rss_mb']['growth_after_warmup_mb']} MB; wrote {out}")
 
 

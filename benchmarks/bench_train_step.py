@@ -39,14 +39,18 @@ def make_batch(config: BertConfig, batch: int, seq: int, device: torch.device, s
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(5, config.vocab_size, (batch, seq), generator=g)
     predictions = max(1, round(0.15 * seq))
-    positions = torch.stack([torch.randperm(seq - 2, generator=g)[:predictions].sort().values + 1
-                             for _ in range(batch)])
+    positions = torch.stack(
+        [torch.randperm(seq - 2, generator=g)[:predictions].sort().values + 1 for _ in range(batch)]
+    )
     labels_sparse = torch.gather(ids, 1, positions)
     dense = torch.full_like(ids, -100).scatter_(1, positions, labels_sparse)
     masked = ids.clone().scatter_(1, positions, 4)  # [MASK]
-    common = {"input_ids": masked, "token_type_ids": (torch.arange(seq) >= seq // 2).long().expand(batch, -1).clone(),
-              "attention_mask": torch.ones(batch, seq, dtype=torch.long),
-              "next_sentence_label": torch.randint(0, 2, (batch,), generator=g)}
+    common = {
+        "input_ids": masked,
+        "token_type_ids": (torch.arange(seq) >= seq // 2).long().expand(batch, -1).clone(),
+        "attention_mask": torch.ones(batch, seq, dtype=torch.long),
+        "next_sentence_label": torch.randint(0, 2, (batch,), generator=g),
+    }
     ours = {**common, "masked_positions": positions, "masked_labels": labels_sparse}
     theirs = {**common, "labels": dense}
     to = lambda d: {k: v.to(device) for k, v in d.items()}  # noqa: E731
@@ -68,8 +72,11 @@ class Stepper:
         sync()
         start = time.perf_counter()
         self.optimizer.zero_grad(set_to_none=True)
-        ctx = (torch.autocast(self.device.type, dtype=self.dtype) if self.dtype is not None
-               else torch.autocast(self.device.type, enabled=False))
+        ctx = (
+            torch.autocast(self.device.type, dtype=self.dtype)
+            if self.dtype is not None
+            else torch.autocast(self.device.type, enabled=False)
+        )
         with ctx:
             loss = self.model(**self.batch).loss
         loss.backward()
@@ -79,22 +86,24 @@ class Stepper:
         return time.perf_counter() - start
 
 
-def bench_size(size: str, seq: int, batch: int, steps: int, warmup: int, precision: str,
-               device: torch.device) -> dict:
+def bench_size(size: str, seq: int, batch: int, steps: int, warmup: int, precision: str, device: torch.device) -> dict:
     from transformers import BertConfig as HFConfig
     from transformers import BertForPreTraining as HFBertForPreTraining
 
     config = BertConfig.preset(size)
     torch.manual_seed(0)
-    hf_config = HFConfig(**{k: v for k, v in config.to_dict().items() if k not in ("architectures", "extra")},
-                         attn_implementation="sdpa")
+    hf_config = HFConfig(
+        **{k: v for k, v in config.to_dict().items() if k not in ("architectures", "extra")}, attn_implementation="sdpa"
+    )
     peer = HFBertForPreTraining(hf_config)
     assert peer.config._attn_implementation == "sdpa", peer.config._attn_implementation
     ours = BertForPreTraining(config)
     load_hf_state_dict(ours, peer.state_dict(), source="peer")  # identical starting weights
     ours_batch, peer_batch = make_batch(config, batch, seq, device)
-    runners = {"bertkit": Stepper(ours, ours_batch, precision, device),
-               "transformers": Stepper(peer, peer_batch, precision, device)}
+    runners = {
+        "bertkit": Stepper(ours, ours_batch, precision, device),
+        "transformers": Stepper(peer, peer_batch, precision, device),
+    }
     for _ in range(warmup):
         for runner in runners.values():
             runner.step()
@@ -113,7 +122,9 @@ def bench_size(size: str, seq: int, batch: int, steps: int, warmup: int, precisi
     for name, values in times.items():
         median = statistics.median(values)
         result[name] = {
-            "step_s_median": median, "step_s_all": values, "tokens_per_s": tokens / median,
+            "step_s_median": median,
+            "step_s_all": values,
+            "tokens_per_s": tokens / median,
             "flops_per_token": flops[name],
         }
     result["speedup"] = result["bertkit"]["tokens_per_s"] / result["transformers"]["tokens_per_s"]
@@ -129,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--output", default=None, help="JSON path (default benchmarks/results/train_step_<device>.json)")
+    parser.add_argument(
+        "--output", default=None, help="JSON path (default benchmarks/results/train_step_<device>.json)"
+    )
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     if device.type == "cuda":
@@ -145,8 +158,11 @@ def main(argv: list[str] | None = None) -> int:
         results.append(bench_size(size, args.seq_len, batch, args.steps, args.warmup, args.precision, device))
         peaks.append(measure_matmul_peak(device, peak_dtype, seconds=2.0))
     peak = max(peaks)
-    print(f"measured {peak_dtype} matmul peak: {peak / 1e12:.3f} TFLOP/s on {device} "
-          f"({torch.get_num_threads()} threads; samples {[round(p / 1e9) for p in peaks]} GFLOP/s)", file=sys.stderr)
+    print(
+        f"measured {peak_dtype} matmul peak: {peak / 1e12:.3f} TFLOP/s on {device} "
+        f"({torch.get_num_threads()} threads; samples {[round(p / 1e9) for p in peaks]} GFLOP/s)",
+        file=sys.stderr,
+    )
     for r in results:
         for name in ("bertkit", "transformers"):
             r[name]["mfu"] = r[name]["tokens_per_s"] * r[name]["flops_per_token"] / peak
@@ -154,13 +170,22 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     for r in results:
         a, b = r["bertkit"], r["transformers"]
-        print(f"{r['size']:<7}{r['batch']:>6}{a['tokens_per_s']:>15.0f}{a['mfu']:>7.1%}"
-              f"{b['tokens_per_s']:>15.0f}{b['mfu']:>7.1%}{r['speedup']:>6.2f}x")
+        print(
+            f"{r['size']:<7}{r['batch']:>6}{a['tokens_per_s']:>15.0f}{a['mfu']:>7.1%}"
+            f"{b['tokens_per_s']:>15.0f}{b['mfu']:>7.1%}{r['speedup']:>6.2f}x"
+        )
     out = Path(args.output or Path(__file__).parent / "results" / f"train_step_{device.type}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"benchmark": "train_step", "machine": machine(), "commit": git_commit(),
-               "peak_flops": peak, "peak_samples": peaks, "peak_dtype": str(peak_dtype), "results": results,
-               "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    payload = {
+        "benchmark": "train_step",
+        "machine": machine(),
+        "commit": git_commit(),
+        "peak_flops": peak,
+        "peak_samples": peaks,
+        "peak_dtype": str(peak_dtype),
+        "results": results,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     out.write_text(json.dumps(payload, indent=1) + "\n")
     print(f"wrote {out}", file=sys.stderr)
     return 0

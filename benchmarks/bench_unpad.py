@@ -24,13 +24,21 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    config = BertConfig(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
-                        intermediate_size=1536, num_labels=1)
+    config = BertConfig(
+        vocab_size=30522,
+        hidden_size=384,
+        num_hidden_layers=6,
+        num_attention_heads=12,
+        intermediate_size=1536,
+        num_labels=1,
+    )
     model = BertForSequenceClassification(config).train()
     rng = random.Random(0)
     # Pair lengths shaped like STS-B's (median about 30 tokens, a long tail), capped at 128.
-    random_batches = [[min(128, max(8, int(rng.lognormvariate(3.4, 0.35)))) for _ in range(args.batch_size)]
-                      for _ in range(args.batches)]
+    random_batches = [
+        [min(128, max(8, int(rng.lognormvariate(3.4, 0.35)))) for _ in range(args.batch_size)]
+        for _ in range(args.batches)
+    ]
     no_padding = [[sum(b) // len(b)] * len(b) for b in random_batches]
     padding = 1 - sum(map(sum, random_batches)) / sum(max(b) * len(b) for b in random_batches)
     print(f"padding share of the random batches: {padding:.1%}")
@@ -53,8 +61,11 @@ def main() -> None:
             step(ids, mask)
         return (time.perf_counter() - start) / len(data)
 
-    for name, batches, unpad in [("random, padded", random_batches, False), ("random, unpadded", random_batches, True),
-                                 ("same tokens, no padding", no_padding, True)] * 2:
+    for name, batches, unpad in [
+        ("random, padded", random_batches, False),
+        ("random, unpadded", random_batches, True),
+        ("same tokens, no padding", no_padding, True),
+    ] * 2:
         print(f"{name}: {seconds_per_step(batches, unpad) * 1000:.0f} ms per step")
 
 

@@ -52,9 +52,13 @@ def run(name: str, model: torch.nn.Module, batches: list[dict], lr: float, windo
             correct, count = correct + int(out.mlm_correct), count + int(out.mlm_count)
         else:
             labels = dense_labels(batch)
-            out = model(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"],
-                        attention_mask=batch["attention_mask"], labels=labels,
-                        next_sentence_label=batch["next_sentence_label"])
+            out = model(
+                input_ids=batch["input_ids"],
+                token_type_ids=batch["token_type_ids"],
+                attention_mask=batch["attention_mask"],
+                labels=labels,
+                next_sentence_label=batch["next_sentence_label"],
+            )
             chosen = labels != -100
             correct += int((out.prediction_logits.detach().argmax(-1)[chosen] == labels[chosen]).sum())
             count += int(chosen.sum())
@@ -63,8 +67,13 @@ def run(name: str, model: torch.nn.Module, batches: list[dict], lr: float, windo
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         if (step + 1) % window == 0:
-            curve.append({"step": step + 1, "mlm_acc": round(correct / max(count, 1), 4),
-                          "seconds": round(time.perf_counter() - started, 1)})
+            curve.append(
+                {
+                    "step": step + 1,
+                    "mlm_acc": round(correct / max(count, 1), 4),
+                    "seconds": round(time.perf_counter() - started, 1),
+                }
+            )
             print(name, curve[-1], flush=True)
             correct = count = 0
     return curve
@@ -89,19 +98,29 @@ def main() -> None:
     tokenizer_meta = dataset.meta["tokenizer"]
     config = BertConfig.preset(args.size, vocab_size=tokenizer_meta["vocab_size"])
     torch.manual_seed(0)
-    peer = HFBertForPreTraining(HFConfig(**{k: v for k, v in config.to_dict().items()
-                                            if k not in ("architectures", "extra")}, attn_implementation="sdpa"))
+    peer = HFBertForPreTraining(
+        HFConfig(
+            **{k: v for k, v in config.to_dict().items() if k not in ("architectures", "extra")},
+            attn_implementation="sdpa",
+        )
+    )
     ours = BertForPreTraining(config)
     load_hf_state_dict(ours, peer.state_dict(), source="peer")  # identical starting weights
     collate = PretrainingCollator(pad_id=tokenizer_meta["pad_id"], max_predictions=dataset.max_predictions)
     order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(1)).tolist()
     if len(order) < args.steps * args.batch:
         sys.exit(f"{args.data} has {len(order)} instances; {args.steps} steps of {args.batch} need more")
-    batches = [collate([dataset[i] for i in order[s * args.batch:(s + 1) * args.batch]]) for s in range(args.steps)]
-    curves = {"bertkit": run("bertkit", ours, batches, args.lr, args.window),
-              "transformers": run("transformers", peer, batches, args.lr, args.window)}
-    result = {"command": " ".join(["python", "benchmarks/compare_pretraining_curve.py", *sys.argv[1:]]),
-              "settings": vars(args), "machine": machine() | {"torch_threads": args.threads}, "curves": curves}
+    batches = [collate([dataset[i] for i in order[s * args.batch : (s + 1) * args.batch]]) for s in range(args.steps)]
+    curves = {
+        "bertkit": run("bertkit", ours, batches, args.lr, args.window),
+        "transformers": run("transformers", peer, batches, args.lr, args.window),
+    }
+    result = {
+        "command": " ".join(["python", "benchmarks/compare_pretraining_curve.py", *sys.argv[1:]]),
+        "settings": vars(args),
+        "machine": machine() | {"torch_threads": args.threads},
+        "curves": curves,
+    }
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(result, indent=1) + "\n")
 

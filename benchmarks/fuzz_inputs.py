@@ -42,28 +42,48 @@ def targets(work: Path) -> dict[str, tuple]:
     tokenizer = props.make_tokenizer(work / "tok")
     model_dir = props.tiny_model_dir(work / "model")
     out = {
-        "tokenizer": (dict(text=props.any_text, pair=st.none() | props.any_text,
-                           max_length=st.none() | st.integers(1, 40)),
-                      lambda text, pair, max_length: props.check_tokenizer(tokenizer, text, pair, max_length)),
-        "squad_json_shapes": (dict(document=props.squad_like),
-                              lambda document: props.check_file("squad", work / "shape.json",
-                                                                json.dumps(document).encode())),
-        "config_json_values": (dict(values=props.config_like),
-                               lambda values: props.check_file("config", work / "config.json",
-                                                               json.dumps(values).encode())),
-        "damaged_model_dirs": (dict(cut=st.none() | st.integers(0, 10**6),
-                                    flips=st.lists(st.tuples(st.integers(0, 4000), st.integers(0, 255)), max_size=6),
-                                    config_edit=st.dictionaries(
-                                        st.sampled_from(["vocab_size", "hidden_size", "num_hidden_layers",
-                                                         "intermediate_size", "max_position_embeddings",
-                                                         "num_attention_heads", "type_vocab_size"]),
-                                        st.sampled_from([1, 2, 4, 31, 33, 64, 10**6, 10**9, 10**12]), max_size=3)),
-                               lambda cut, flips, config_edit: props.check_weights_mutation(
-                                   model_dir, work / "damaged", cut, flips, config_edit)),
+        "tokenizer": (
+            dict(text=props.any_text, pair=st.none() | props.any_text, max_length=st.none() | st.integers(1, 40)),
+            lambda text, pair, max_length: props.check_tokenizer(tokenizer, text, pair, max_length),
+        ),
+        "squad_json_shapes": (
+            dict(document=props.squad_like),
+            lambda document: props.check_file("squad", work / "shape.json", json.dumps(document).encode()),
+        ),
+        "config_json_values": (
+            dict(values=props.config_like),
+            lambda values: props.check_file("config", work / "config.json", json.dumps(values).encode()),
+        ),
+        "damaged_model_dirs": (
+            dict(
+                cut=st.none() | st.integers(0, 10**6),
+                flips=st.lists(st.tuples(st.integers(0, 4000), st.integers(0, 255)), max_size=6),
+                config_edit=st.dictionaries(
+                    st.sampled_from(
+                        [
+                            "vocab_size",
+                            "hidden_size",
+                            "num_hidden_layers",
+                            "intermediate_size",
+                            "max_position_embeddings",
+                            "num_attention_heads",
+                            "type_vocab_size",
+                        ]
+                    ),
+                    st.sampled_from([1, 2, 4, 31, 33, 64, 10**6, 10**9, 10**12]),
+                    max_size=3,
+                ),
+            ),
+            lambda cut, flips, config_edit: props.check_weights_mutation(
+                model_dir, work / "damaged", cut, flips, config_edit
+            ),
+        ),
     }
     for kind, name in props.FILE_KINDS.items():
-        out[f"bytes_as_{kind}"] = (dict(data=props.hostile_bytes),
-                                   lambda data, kind=kind, name=name: props.check_file(kind, work / name, data))
+        out[f"bytes_as_{kind}"] = (
+            dict(data=props.hostile_bytes),
+            lambda data, kind=kind, name=name: props.check_file(kind, work / name, data),
+        )
     return out
 
 
@@ -80,8 +100,9 @@ def run_target(name: str, strategies: dict, check, examples: int, seconds: float
         slowest = max(slowest, time.perf_counter() - start)
         count += 1
 
-    test = settings(max_examples=examples, deadline=None, database=None,
-                    suppress_health_check=list(HealthCheck))(given(**strategies)(body))
+    test = settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))(
+        given(**strategies)(body)
+    )
     started = time.perf_counter()
     failure = None
     try:
@@ -90,8 +111,12 @@ def run_target(name: str, strategies: dict, check, examples: int, seconds: float
         pass
     except (Exception, HypothesisException) as exc:  # a property failed: record the shrunk input
         failure = "".join(traceback.format_exception_only(type(exc), exc)).strip()[-1500:]
-    return {"inputs": count, "seconds": round(time.perf_counter() - started, 1),
-            "slowest_input_s": round(slowest, 3), "failure": failure}
+    return {
+        "inputs": count,
+        "seconds": round(time.perf_counter() - started, 1),
+        "slowest_input_s": round(slowest, 3),
+        "failure": failure,
+    }
 
 
 def main() -> None:
@@ -110,18 +135,24 @@ def main() -> None:
         if args.only and name not in args.only:
             continue
         results[name] = run_target(name, strategies, check, args.examples, args.seconds)
-        print(f"{name:<22} {results[name]['inputs']:>7} inputs  {results[name]['seconds']:>6}s  slowest "
-              f"{results[name]['slowest_input_s']}s  {'FAIL ' + results[name]['failure'] if results[name]['failure'] else 'ok'}",
-              flush=True)
+        print(
+            f"{name:<22} {results[name]['inputs']:>7} inputs  {results[name]['seconds']:>6}s  slowest "
+            f"{results[name]['slowest_input_s']}s  {'FAIL ' + results[name]['failure'] if results[name]['failure'] else 'ok'}",
+            flush=True,
+        )
     summary = {
         "targets": results,
         "total_inputs": sum(r["inputs"] for r in results.values()),
         "failures": sum(1 for r in results.values() if r["failure"]),
         "settings": {"examples": args.examples, "seconds": args.seconds},
-        "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
-                    "python": platform.python_version()},
-        "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                 text=True).stdout.strip(),
+        "machine": {
+            "cpu": platform.processor() or platform.machine(),
+            "cores": os.cpu_count(),
+            "python": platform.python_version(),
+        },
+        "commit": subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip(),
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(summary, indent=1) + "\n")

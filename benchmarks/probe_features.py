@@ -27,8 +27,15 @@ from machine_info import machine
 FEATURES = {"cls-last": ("cls", -1), "mean-last": ("mean", -1), "mean-embeddings": ("mean", 0)}
 
 
-def logistic_probe(train_x: torch.Tensor, train_y: torch.Tensor, dev_x: torch.Tensor, dev_y: torch.Tensor,
-                   classes: int, l2: float = 1e-3, steps: int = 200) -> float:
+def logistic_probe(
+    train_x: torch.Tensor,
+    train_y: torch.Tensor,
+    dev_x: torch.Tensor,
+    dev_y: torch.Tensor,
+    classes: int,
+    l2: float = 1e-3,
+    steps: int = 200,
+) -> float:
     """Dev accuracy of an L2-regularised multinomial logistic regression fitted by L-BFGS."""
     mean, std = train_x.mean(0), train_x.std(0) + 1e-6
     train_x, dev_x = (train_x - mean) / std, (dev_x - mean) / std
@@ -84,8 +91,13 @@ def main() -> None:
                 print(f"{name:>12}  {feature:<16} n={size:<6} dev accuracy {accuracy:.3f}", flush=True)
 
     if args.output:
-        record = {"command": "python " + " ".join(sys.argv), "machine": machine(), "train": args.train,
-                  "dev": args.dev, "results": results}
+        record = {
+            "command": "python " + " ".join(sys.argv),
+            "machine": machine(),
+            "train": args.train,
+            "dev": args.dev,
+            "results": results,
+        }
         Path(args.output).write_text(json.dumps(record, indent=1) + "\n")
 
 

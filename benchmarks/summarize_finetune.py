@@ -55,9 +55,11 @@ def main() -> None:
         for metric in [main, *ALSO.get(task, [])]:
             ours = [best(r["bertkit"], main, metric) for r in entries]
             peer = [best(r["peer"], main, metric) for r in entries if "peer" in r]
-            print(f"| {task} | {metric} | {', '.join(str(r['seed']) for r in entries)} | "
-                  f"{spread([v for v in ours if v is not None])} | {spread([v for v in peer if v is not None])} | "
-                  f"{speed} |")
+            print(
+                f"| {task} | {metric} | {', '.join(str(r['seed']) for r in entries)} | "
+                f"{spread([v for v in ours if v is not None])} | {spread([v for v in peer if v is not None])} | "
+                f"{speed} |"
+            )
             speed = ""
 
 

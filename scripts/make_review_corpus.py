@@ -12,8 +12,9 @@ from pathlib import Path
 
 with zipfile.ZipFile(sys.argv[1]) as archive:
     names = sorted(n for n in archive.namelist() if n.endswith(".txt") and ("/pos/" in n or "/neg/" in n))
-    reviews = ["\n".join(line.strip() for line in archive.read(n).decode("utf-8").splitlines() if line.strip())
-               for n in names]
+    reviews = [
+        "\n".join(line.strip() for line in archive.read(n).decode("utf-8").splitlines() if line.strip()) for n in names
+    ]
 random.Random(0).shuffle(reviews)
 out = Path(sys.argv[2])
 out.parent.mkdir(parents=True, exist_ok=True)

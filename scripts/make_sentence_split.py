@@ -15,7 +15,10 @@ from pathlib import Path
 
 SOURCES = {
     "polarity": [("sentence_polarity/rt-polarity.pos", "positive"), ("sentence_polarity/rt-polarity.neg", "negative")],
-    "subjectivity": [("subjectivity/plot.tok.gt9.5000", "objective"), ("subjectivity/quote.tok.gt9.5000", "subjective")],
+    "subjectivity": [
+        ("subjectivity/plot.tok.gt9.5000", "objective"),
+        ("subjectivity/quote.tok.gt9.5000", "subjective"),
+    ],
 }
 
 kind, archive_path, out = sys.argv[1], sys.argv[2], Path(sys.argv[3])

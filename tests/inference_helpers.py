@@ -31,8 +31,12 @@ def make_tokenizer(directory: Path) -> Tokenizer:
 
 
 def tiny_config(tokenizer: Tokenizer, **overrides) -> BertConfig:
-    values = dict(vocab_size=tokenizer.vocab_size, max_position_embeddings=128, hidden_dropout_prob=0.0,
-                  attention_probs_dropout_prob=0.0)
+    values = dict(
+        vocab_size=tokenizer.vocab_size,
+        max_position_embeddings=128,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     values.update(overrides)
     return BertConfig.preset("tiny", **values)
 

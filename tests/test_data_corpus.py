@@ -46,13 +46,17 @@ def test_auto_format_sniffing(tmp_path):
 
 def test_prose_rejoins_wrapped_lines_and_splits_sentences(tmp_path):
     f = tmp_path / "book.txt"
-    f.write_text("It was a dark\nand stormy night. The rain fell\nin torrents.\n\nMr. Smith said\nnothing.\n",
-                 encoding="utf-8")
+    f.write_text(
+        "It was a dark\nand stormy night. The rain fell\nin torrents.\n\nMr. Smith said\nnothing.\n", encoding="utf-8"
+    )
     out, stats = docs(f)
     assert stats.prose_files == 1 and len(out) == 1
     assert out[0].texts == ["It was a dark and stormy night. The rain fell in torrents.", "Mr. Smith said nothing."]
-    assert document_sentences(out[0]) == ["It was a dark and stormy night.", "The rain fell in torrents.",
-                                          "Mr. Smith said nothing."]
+    assert document_sentences(out[0]) == [
+        "It was a dark and stormy night.",
+        "The rain fell in torrents.",
+        "Mr. Smith said nothing.",
+    ]
 
 
 GUTENBERG = """\ufeffThe Project Gutenberg EBook of Test, by Nobody
@@ -104,8 +108,12 @@ def test_bad_inputs_are_counted_and_skipped(tmp_path):
 
 def test_jsonl_documents_and_malformed_records(tmp_path):
     f = tmp_path / "c.jsonl"
-    lines = [json.dumps({"text": "One. Two.\n\nThree."}), "{not json", json.dumps({"body": "x"}),
-             json.dumps({"text": "Solo."})]
+    lines = [
+        json.dumps({"text": "One. Two.\n\nThree."}),
+        "{not json",
+        json.dumps({"body": "x"}),
+        json.dumps({"text": "Solo."}),
+    ]
     f.write_text("\n".join(lines) + "\n", encoding="utf-8")
     out, stats = docs(f)
     assert stats.jsonl_files == 1 and stats.bad_jsonl_records == 2
@@ -147,7 +155,10 @@ def test_oversized_documents_are_cut(tmp_path):
 
 @pytest.mark.skipif(not (SHARED / "gutenberg" / "books").is_dir(), reason="shared data not present")
 def test_shared_gutenberg_books_leave_no_license_text():
-    books = [*sorted((SHARED / "gutenberg" / "books").glob("*.txt"))[:12], SHARED / "gutenberg" / "books" / "pg4657.txt"]
+    books = [
+        *sorted((SHARED / "gutenberg" / "books").glob("*.txt"))[:12],
+        SHARED / "gutenberg" / "books" / "pg4657.txt",
+    ]
     stats = CorpusStats()
     for d in read_documents(books, CorpusOptions(), stats):
         text = " ".join(d.texts)

@@ -20,22 +20,39 @@ PAD, CLS, SEP, MASK, VOCAB = 0, 101, 102, 103, 30522
 
 
 def build(directory, masking="static", blocks=3, max_seq_length=32, max_predictions=5):
-    spec = MaskingSpec(mask_id=MASK, vocab_size=VOCAB, special_ids=frozenset({PAD, CLS, SEP}),
-                       max_predictions_per_seq=max_predictions)
+    spec = MaskingSpec(
+        mask_id=MASK, vocab_size=VOCAB, special_ids=frozenset({PAD, CLS, SEP}), max_predictions_per_seq=max_predictions
+    )
     header = {
         "settings_hash": f"test-{masking}",
-        "settings": {"max_seq_length": max_seq_length, "max_predictions_per_seq": max_predictions,
-                     "masking": masking, "seed": 7, "masked_lm_prob": 0.15, "whole_word_mask": False},
+        "settings": {
+            "max_seq_length": max_seq_length,
+            "max_predictions_per_seq": max_predictions,
+            "masking": masking,
+            "seed": 7,
+            "masked_lm_prob": 0.15,
+            "whole_word_mask": False,
+        },
         "tokenizer": {"vocab_size": VOCAB, "pad_id": PAD, "cls_id": CLS, "sep_id": SEP, "mask_id": MASK},
     }
     all_instances = []
     for b in range(blocks):
         rng = random.Random(b)
         docs = [[[rng.randrange(1000, 2000) for _ in range(rng.randint(2, 9))] for _ in range(10)] for _ in range(5)]
-        inst = create_instances(docs, max_seq_length=max_seq_length, short_seq_prob=0.1, dupe_factor=1,
-                                cls_id=CLS, sep_id=SEP, rng=rng, masker=static_masker(spec) if masking == "static" else None)
+        inst = create_instances(
+            docs,
+            max_seq_length=max_seq_length,
+            short_seq_prob=0.1,
+            dupe_factor=1,
+            cls_id=CLS,
+            sep_id=SEP,
+            rng=rng,
+            masker=static_masker(spec) if masking == "static" else None,
+        )
         all_instances.extend(inst)
-        arrays = pack_instances(inst, vocab_size=VOCAB, max_predictions=max_predictions if masking == "static" else None)
+        arrays = pack_instances(
+            inst, vocab_size=VOCAB, max_predictions=max_predictions if masking == "static" else None
+        )
         empty = pack_instances([], vocab_size=VOCAB, max_predictions=max_predictions if masking == "static" else None)
         write_block(directory, b, {"train": arrays, "eval": empty}, settings_hash=header["settings_hash"], stats={})
     index_dataset(directory, header, expected_blocks=blocks)
@@ -57,8 +74,14 @@ def test_round_trip_and_batch_contract(tmp_path):
 
     loader = PretrainingLoader(tmp_path, batch_size=8, shuffle=False)
     batch = next(iter(loader))
-    assert set(batch) == {"input_ids", "token_type_ids", "attention_mask", "masked_positions", "masked_labels",
-                          "next_sentence_label"}
+    assert set(batch) == {
+        "input_ids",
+        "token_type_ids",
+        "attention_mask",
+        "masked_positions",
+        "masked_labels",
+        "next_sentence_label",
+    }
     assert all(t.dtype == torch.long for t in batch.values())
     lengths = [len(x.tokens) for x in instances[:8]]
     assert batch["input_ids"].shape == (8, max(lengths)) and batch["masked_positions"].shape == (8, 5)
@@ -138,8 +161,13 @@ def test_ranks_take_disjoint_slices_of_the_global_order(tmp_path):
         batches = stream(loader)
         lengths.append(len(batches))
         sampler = loader._sampler()
-        seen.append({i for keys in PretrainingLoader(tmp_path, batch_size=4, seed=5, rank=rank, world_size=3)._sampler()
-                     for _, i in keys})
+        seen.append(
+            {
+                i
+                for keys in PretrainingLoader(tmp_path, batch_size=4, seed=5, rank=rank, world_size=3)._sampler()
+                for _, i in keys
+            }
+        )
         assert len(sampler) == len(batches)
     assert len(set(lengths)) == 1 and lengths[0] == (len(instances) // 4) // 3
     assert not (seen[0] & seen[1]) and not (seen[1] & seen[2]) and not (seen[0] & seen[2])

@@ -71,8 +71,17 @@ def test_padding_and_specials_are_never_selected():
 
 
 def test_whole_word_masking_keeps_words_together():
-    vocab = {"[PAD]": PAD, "[CLS]": CLS, "[SEP]": SEP, "[MASK]": MASK, "play": 2000, "##ing": 2001,
-             "##s": 2002, "run": 2003, "the": 2004}
+    vocab = {
+        "[PAD]": PAD,
+        "[CLS]": CLS,
+        "[SEP]": SEP,
+        "[MASK]": MASK,
+        "play": 2000,
+        "##ing": 2001,
+        "##s": 2002,
+        "run": 2003,
+        "the": 2004,
+    }
     table = continuation_table(vocab, VOCAB)
     s = spec(whole_word_mask=True, is_continuation=table, max_predictions_per_seq=20)
     # words: the | play ##ing | run ##s | the | play ##s ##ing

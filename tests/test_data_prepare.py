@@ -11,8 +11,10 @@ from bertkit.data import PrepareConfig, prepare_dataset, verify
 from bertkit.data.loader import PretrainingDataset, PretrainingLoader
 from bertkit.errors import DataError
 
-WORDS = ("the cat dog sat ran on a mat house tree big small red blue green fast slow man woman child "
-         "walked talked saw heard over under near far river hill road town").split()
+WORDS = (
+    "the cat dog sat ran on a mat house tree big small red blue green fast slow man woman child "
+    "walked talked saw heard over under near far river hill road town"
+).split()
 
 
 @pytest.fixture(scope="module")
@@ -34,21 +36,36 @@ def corpus(tmp_path_factory):
     for f in range(3):
         paragraphs = []
         for _ in range(60):
-            sentences = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 12))).capitalize() + "."
-                         for _ in range(rng.randint(1, 4))]
+            sentences = [
+                " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 12))).capitalize() + "."
+                for _ in range(rng.randint(1, 4))
+            ]
             text = " ".join(sentences)
             # hard-wrap as a book would be
-            paragraphs.append("\n".join(text[i:i + 60] for i in range(0, len(text), 60)))
+            paragraphs.append("\n".join(text[i : i + 60] for i in range(0, len(text), 60)))
         (root / f"book{f}.txt").write_text("\n\n".join(paragraphs) + "\n", encoding="utf-8")
-    (root / "lines.txt").write_text("".join(
-        "".join(f"Sentence {w} here.\n".replace("Sentence", rng.choice(WORDS)) for w in rng.sample(WORDS, 5)) + "\n"
-        for _ in range(40)), encoding="utf-8")
+    (root / "lines.txt").write_text(
+        "".join(
+            "".join(f"Sentence {w} here.\n".replace("Sentence", rng.choice(WORDS)) for w in rng.sample(WORDS, 5)) + "\n"
+            for _ in range(40)
+        ),
+        encoding="utf-8",
+    )
     return root
 
 
 def config(corpus, tokenizer_dir, output, **kw):
-    base = dict(inputs=[str(corpus)], output=str(output), tokenizer=str(tokenizer_dir), max_seq_length=32,
-                dupe_factor=2, seed=11, workers=1, block_bytes=3000, eval_fraction=0.2)
+    base = dict(
+        inputs=[str(corpus)],
+        output=str(output),
+        tokenizer=str(tokenizer_dir),
+        max_seq_length=32,
+        dupe_factor=2,
+        seed=11,
+        workers=1,
+        block_bytes=3000,
+        eval_fraction=0.2,
+    )
     base.update(kw)
     return PrepareConfig(**base)
 
@@ -77,9 +94,13 @@ def test_byte_identical_across_worker_counts_and_jobs(corpus, tokenizer_dir, tmp
     reference = files(tmp_path / "one")
     assert reference and files(tmp_path / "two") == reference
     # Two independent jobs into one directory merge by listing; incomplete until both ran.
-    first = prepare_dataset(config(corpus, tokenizer_dir, tmp_path / "jobs", num_shards=2, shard_index=1), progress=False)
+    first = prepare_dataset(
+        config(corpus, tokenizer_dir, tmp_path / "jobs", num_shards=2, shard_index=1), progress=False
+    )
     assert not first["complete"]
-    second = prepare_dataset(config(corpus, tokenizer_dir, tmp_path / "jobs", num_shards=2, shard_index=0), progress=False)
+    second = prepare_dataset(
+        config(corpus, tokenizer_dir, tmp_path / "jobs", num_shards=2, shard_index=0), progress=False
+    )
     assert second["complete"] and files(tmp_path / "jobs") == reference
     # Another seed gives other data; other settings cannot be mixed into the same directory.
     prepare_dataset(config(corpus, tokenizer_dir, tmp_path / "seed", seed=12), progress=False)
@@ -89,14 +110,17 @@ def test_byte_identical_across_worker_counts_and_jobs(corpus, tokenizer_dir, tmp
 
 
 def test_dynamic_and_whole_word_datasets(corpus, tokenizer_dir, tmp_path):
-    prepare_dataset(config(corpus, tokenizer_dir, tmp_path / "dyn", masking="dynamic", whole_word_mask=True),
-                    progress=False)
+    prepare_dataset(
+        config(corpus, tokenizer_dir, tmp_path / "dyn", masking="dynamic", whole_word_mask=True), progress=False
+    )
     ds = PretrainingDataset(tmp_path / "dyn")
     assert ds.dynamic and ds.spec.whole_word_mask
     assert not (tmp_path / "dyn" / "block-000000.train.masked_positions.npy").exists()
     a, b = ds[(0, 1)], ds[(1, 1)]
-    assert len(a["masked_positions"]) > 0 and (a["masked_positions"].tolist() != b["masked_positions"].tolist()
-                                               or a["input_ids"].tolist() != b["input_ids"].tolist())
+    assert len(a["masked_positions"]) > 0 and (
+        a["masked_positions"].tolist() != b["masked_positions"].tolist()
+        or a["input_ids"].tolist() != b["input_ids"].tolist()
+    )
 
 
 def test_bad_options_and_inputs(corpus, tokenizer_dir, tmp_path):
@@ -116,13 +140,39 @@ def test_bad_options_and_inputs(corpus, tokenizer_dir, tmp_path):
 def test_cli_exit_codes(corpus, tokenizer_dir, tmp_path, capsys):
     from bertkit.cli import main
 
-    args = ["prepare-data", "--input", str(corpus), "--tokenizer", str(tokenizer_dir), "--output",
-            str(tmp_path / "cli"), "--max-seq-length", "32", "--dupe-factor", "1", "--workers", "1", "--quiet"]
+    args = [
+        "prepare-data",
+        "--input",
+        str(corpus),
+        "--tokenizer",
+        str(tokenizer_dir),
+        "--output",
+        str(tmp_path / "cli"),
+        "--max-seq-length",
+        "32",
+        "--dupe-factor",
+        "1",
+        "--workers",
+        "1",
+        "--quiet",
+    ]
     assert main(args) == 0
     assert "train" in capsys.readouterr().err
     assert main([*args[:-1], "--masking", "sometimes", "--quiet"]) == 2
-    assert main(["prepare-data", "--input", str(tmp_path / "missing"), "--tokenizer", str(tokenizer_dir),
-                 "--output", str(tmp_path / "z")]) == 2
+    assert (
+        main(
+            [
+                "prepare-data",
+                "--input",
+                str(tmp_path / "missing"),
+                "--tokenizer",
+                str(tokenizer_dir),
+                "--output",
+                str(tmp_path / "z"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "bertkit: error:" in err and "does not exist" in err
 

@@ -13,12 +13,23 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_demo_runs_and_reports_the_comparison(tmp_path):
     from bertkit.demo import DemoConfig, run_demo
 
-    config = DemoConfig(corpus=str(ROOT / "data" / "corpus" / "11-0.txt"),
-                        labeled_train=str(ROOT / "data" / "polarity" / "train.tsv"),
-                        labeled_dev=str(ROOT / "data" / "polarity" / "dev.tsv"), output=str(tmp_path / "demo"),
-                        vocab_size=2000, model="tiny", pretrain_time="3s", finetune_examples=64,
-                        finetune_seeds=(1, 2), finetune_epochs=1.0, threads=1, task_text=True, pretrain_dropout=0.0,
-                        reference_examples=32, reference_epochs=1.0)
+    config = DemoConfig(
+        corpus=str(ROOT / "data" / "corpus" / "11-0.txt"),
+        labeled_train=str(ROOT / "data" / "polarity" / "train.tsv"),
+        labeled_dev=str(ROOT / "data" / "polarity" / "dev.tsv"),
+        output=str(tmp_path / "demo"),
+        vocab_size=2000,
+        model="tiny",
+        pretrain_time="3s",
+        finetune_examples=64,
+        finetune_seeds=(1, 2),
+        finetune_epochs=1.0,
+        threads=1,
+        task_text=True,
+        pretrain_dropout=0.0,
+        reference_examples=32,
+        reference_epochs=1.0,
+    )
     report = run_demo(config).read_text(encoding="utf-8")
     assert "## Fill-mask, before and after pre-training" in report
     assert "## Fine-tuning on sentence polarity: pre-trained vs random initialisation" in report

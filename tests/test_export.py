@@ -42,8 +42,17 @@ def _reference(model, input_ids, token_type_ids, attention_mask):
     return [out.logits]
 
 
-@pytest.mark.parametrize("cls", [BertModel, BertForPreTraining, BertForMaskedLM, BertForSequenceClassification,
-                                 BertForTokenClassification, BertForQuestionAnswering])
+@pytest.mark.parametrize(
+    "cls",
+    [
+        BertModel,
+        BertForPreTraining,
+        BertForMaskedLM,
+        BertForSequenceClassification,
+        BertForTokenClassification,
+        BertForQuestionAnswering,
+    ],
+)
 def test_onnxruntime_matches_bertkit_on_other_shapes(tmp_path, tokenizer, cls):
     torch.manual_seed(0)
     model = cls(tiny_config(tokenizer, num_labels=3)).eval()
@@ -54,8 +63,10 @@ def test_onnxruntime_matches_bertkit_on_other_shapes(tmp_path, tokenizer, cls):
     texts = ["the cat sat on the mat .", "hello", "george washington lived in mount vernon , virginia ."]
     for batch in (texts[:1], texts):  # batch 1 unpadded, batch 3 padded; lengths differ from the export's
         encodings = tokenizer.encode_batch(batch, padding="longest")
-        inputs = {name: torch.tensor([getattr(e, attr) for e in encodings]) for name, attr in
-                  zip(INPUT_NAMES, ("ids", "type_ids", "attention_mask"))}
+        inputs = {
+            name: torch.tensor([getattr(e, attr) for e in encodings])
+            for name, attr in zip(INPUT_NAMES, ("ids", "type_ids", "attention_mask"))
+        }
         got = session.run(None, {name: t.numpy() for name, t in inputs.items()})
         want = _reference(model, *inputs.values())
         mask = inputs["attention_mask"].bool()
@@ -84,14 +95,29 @@ def test_cli_exports_the_checkpoint_head_or_the_encoder(tmp_path, tokenizer, cap
     err = capsys.readouterr().err
     assert "start_logits, end_logits" in err and "max abs diff" in err
     assert [o.name for o in onnx_session(tmp_path / "qa.onnx").get_outputs()] == ["start_logits", "end_logits"]
-    assert main(["export", "onnx", "--model", str(directory), "--output", str(tmp_path / "enc.onnx"),
-                 "--head", "encoder", "--no-verify"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "onnx",
+                "--model",
+                str(directory),
+                "--output",
+                str(tmp_path / "enc.onnx"),
+                "--head",
+                "encoder",
+                "--no-verify",
+            ]
+        )
+        == 0
+    )
     # A BertModel loaded from a head checkpoint has no trained pooler, but still exports it.
     assert [o.name for o in onnx_session(tmp_path / "enc.onnx").get_outputs()] == ["last_hidden_state", "pooler_output"]
     assert main(["export", "onnx", "--model", str(tmp_path / "missing"), "--output", str(tmp_path / "x.onnx")]) == 2
     ids = np.array([[tokenizer.cls_id, 5, tokenizer.sep_id]], dtype=np.int64)
-    outputs = onnx_session(tmp_path / "enc.onnx").run(None, {"input_ids": ids, "token_type_ids": ids * 0,
-                                                              "attention_mask": np.ones_like(ids)})
+    outputs = onnx_session(tmp_path / "enc.onnx").run(
+        None, {"input_ids": ids, "token_type_ids": ids * 0, "attention_mask": np.ones_like(ids)}
+    )
     assert outputs[0].shape == (1, 3, 128)
 
 
@@ -103,8 +129,11 @@ def test_minilm_export_matches_on_real_sentences(tmp_path):
     path = export_onnx(loaded.model, tmp_path / "minilm.onnx")
     texts = ["A man is playing a guitar.", "Paris", "The new movie is awesome, and the cast is superb!"]
     encodings = loaded.tokenizer.encode_batch(texts, padding="longest")
-    inputs = {"input_ids": np.array([e.ids for e in encodings]), "token_type_ids": np.array([e.type_ids for e in encodings]),
-              "attention_mask": np.array([e.attention_mask for e in encodings])}
+    inputs = {
+        "input_ids": np.array([e.ids for e in encodings]),
+        "token_type_ids": np.array([e.type_ids for e in encodings]),
+        "attention_mask": np.array([e.attention_mask for e in encodings]),
+    }
     hidden = torch.from_numpy(onnx_session(path).run(None, inputs)[0])
     want = _reference(loaded.model, *(torch.from_numpy(v) for v in inputs.values()))[0]
     mask = torch.from_numpy(inputs["attention_mask"]).bool()

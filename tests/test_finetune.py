@@ -17,10 +17,15 @@ import torch
 
 from bertkit.cli import main
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.model import BertModel
 from bertkit.inference import evaluate_model, load_finetuned, predict
+from bertkit.model import BertModel
 from bertkit.training.finetune import (
-    FinetuneConfig, _training_collate, finetune, groups_by_length, make_task, training_batches,
+    FinetuneConfig,
+    _training_collate,
+    finetune,
+    groups_by_length,
+    make_task,
+    training_batches,
 )
 from inference_helpers import make_tokenizer, save_model
 
@@ -45,23 +50,52 @@ def data(tmp_path_factory) -> dict[str, Path]:
     rows = [(t, "pos") for t in POSITIVE] + [(t, "neg") for t in NEGATIVE]
     table = "sentence\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in rows * 2)
     (root / "cls.tsv").write_text(table, encoding="utf-8")
-    scores = [("good movie", "great film", "4.5"), ("bad movie", "great film", "0.5"), ("a good story", "good film", "4.2"),
-              ("very bad", "very good", "1.0"), ("the cat sat", "the cat sat", "5.0"), ("bad film", "good film", "0.8")]
-    (root / "reg.tsv").write_text("sentence1\tsentence2\tscore\n" + "".join("\t".join(r) + "\n" for r in scores * 3),
-                                  encoding="utf-8")
-    sentences = [[("george", "B-PER"), ("washington", "I-PER"), ("lived", "O"), ("in", "O"), ("virginia", "B-LOC")],
-                 [("john", "B-PER"), ("smith", "I-PER"), ("went", "O"), ("to", "O"), ("paris", "B-LOC")],
-                 [("the", "O"), ("cat", "O"), ("sat", "O"), ("in", "O"), ("france", "B-LOC")]]
-    conll = "-DOCSTART- -X- -X- O\n\n" + "".join(
-        "".join(f"{w} NN O {t}\n" for w, t in s) + "\n" for s in sentences * 3)
+    scores = [
+        ("good movie", "great film", "4.5"),
+        ("bad movie", "great film", "0.5"),
+        ("a good story", "good film", "4.2"),
+        ("very bad", "very good", "1.0"),
+        ("the cat sat", "the cat sat", "5.0"),
+        ("bad film", "good film", "0.8"),
+    ]
+    (root / "reg.tsv").write_text(
+        "sentence1\tsentence2\tscore\n" + "".join("\t".join(r) + "\n" for r in scores * 3), encoding="utf-8"
+    )
+    sentences = [
+        [("george", "B-PER"), ("washington", "I-PER"), ("lived", "O"), ("in", "O"), ("virginia", "B-LOC")],
+        [("john", "B-PER"), ("smith", "I-PER"), ("went", "O"), ("to", "O"), ("paris", "B-LOC")],
+        [("the", "O"), ("cat", "O"), ("sat", "O"), ("in", "O"), ("france", "B-LOC")],
+    ]
+    conll = "-DOCSTART- -X- -X- O\n\n" + "".join("".join(f"{w} NN O {t}\n" for w, t in s) + "\n" for s in sentences * 3)
     (root / "ner.txt").write_text(conll, encoding="utf-8")
-    contexts = [("john smith lived in paris . he was the king of france .", [("who lived in paris ?", "john smith"),
-                                                                         ("where did john smith live ?", "paris")]),
-                ("george washington led the continental army . he lived in virginia .",
-                 [("who led the continental army ?", "george washington"), ("where did he live ?", "virginia")])]
-    squad = {"version": "1.1", "data": [{"title": "t", "paragraphs": [
-        {"context": c, "qas": [{"id": f"q{i}{j}", "question": q, "answers": [{"text": a, "answer_start": c.index(a)}]}
-                               for j, (q, a) in enumerate(qas)]} for i, (c, qas) in enumerate(contexts)]}]}
+    contexts = [
+        (
+            "john smith lived in paris . he was the king of france .",
+            [("who lived in paris ?", "john smith"), ("where did john smith live ?", "paris")],
+        ),
+        (
+            "george washington led the continental army . he lived in virginia .",
+            [("who led the continental army ?", "george washington"), ("where did he live ?", "virginia")],
+        ),
+    ]
+    squad = {
+        "version": "1.1",
+        "data": [
+            {
+                "title": "t",
+                "paragraphs": [
+                    {
+                        "context": c,
+                        "qas": [
+                            {"id": f"q{i}{j}", "question": q, "answers": [{"text": a, "answer_start": c.index(a)}]}
+                            for j, (q, a) in enumerate(qas)
+                        ],
+                    }
+                    for i, (c, qas) in enumerate(contexts)
+                ],
+            }
+        ],
+    }
     (root / "qa.json").write_text(json.dumps(squad), encoding="utf-8")
     return {"cls": root / "cls.tsv", "reg": root / "reg.tsv", "ner": root / "ner.txt", "qa": root / "qa.json"}
 
@@ -80,13 +114,32 @@ def leftovers(output: Path) -> list[Path]:
 # ------------------------------------------------------------------------------------------ Python API
 def test_classification_end_to_end(base, data, tmp_path):
     output = tmp_path / "cls"
-    result = finetune(FinetuneConfig(task="classification", model=str(base), train_file=str(data["cls"]),
-                                     dev_file=str(data["cls"]), output=str(output), epochs=3, lr=5e-3,
-                                     micro_batch_size=8, progress=False, train_options=QUIET))
+    result = finetune(
+        FinetuneConfig(
+            task="classification",
+            model=str(base),
+            train_file=str(data["cls"]),
+            dev_file=str(data["cls"]),
+            output=str(output),
+            epochs=3,
+            lr=5e-3,
+            micro_batch_size=8,
+            progress=False,
+            train_options=QUIET,
+        )
+    )
     assert result.output == output and leftovers(output) == [output]  # no .partial, no .tmp
     files = {p.name for p in output.iterdir()}
-    assert {"config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "metrics.json", "metrics.jsonl",
-            "finetune_config.json", "dev_predictions"} <= files
+    assert {
+        "config.json",
+        "model.safetensors",
+        "vocab.txt",
+        "tokenizer.json",
+        "metrics.json",
+        "metrics.jsonl",
+        "finetune_config.json",
+        "dev_predictions",
+    } <= files
     config = json.loads((output / "config.json").read_text())
     assert config["architectures"] == ["BertForSequenceClassification"]
     assert config["id2label"] == {"0": "neg", "1": "pos"} and config["label2id"] == {"neg": 0, "pos": 1}
@@ -102,10 +155,22 @@ def test_classification_end_to_end(base, data, tmp_path):
 
 
 def test_tiny_model_overfits_tiny_set(base, data, tmp_path):
-    result = finetune(FinetuneConfig(task="classification", model=str(base), train_file=str(data["cls"]),
-                                     dev_file=str(data["cls"]), output=str(tmp_path / "fit"), epochs=12, lr=3e-3,
-                                     micro_batch_size=8, warmup_ratio=0.0, progress=False, log_every=1,
-                                     train_options=QUIET))
+    result = finetune(
+        FinetuneConfig(
+            task="classification",
+            model=str(base),
+            train_file=str(data["cls"]),
+            dev_file=str(data["cls"]),
+            output=str(tmp_path / "fit"),
+            epochs=12,
+            lr=3e-3,
+            micro_batch_size=8,
+            warmup_ratio=0.0,
+            progress=False,
+            log_every=1,
+            train_options=QUIET,
+        )
+    )
     losses = [r["loss"] for r in result.train.history if r["split"] == "train"]
     assert np.mean(losses[-3:]) < 0.5 * np.mean(losses[:3])
     assert result.metrics["accuracy"] == 1.0
@@ -113,9 +178,20 @@ def test_tiny_model_overfits_tiny_set(base, data, tmp_path):
 
 def test_regression_end_to_end(base, data, tmp_path):
     output = tmp_path / "reg"
-    result = finetune(FinetuneConfig(task="regression", model=str(base), train_file=str(data["reg"]),
-                                     dev_file=str(data["reg"]), output=str(output), epochs=2, lr=1e-3,
-                                     micro_batch_size=6, progress=False, train_options=QUIET))
+    result = finetune(
+        FinetuneConfig(
+            task="regression",
+            model=str(base),
+            train_file=str(data["reg"]),
+            dev_file=str(data["reg"]),
+            output=str(output),
+            epochs=2,
+            lr=1e-3,
+            micro_batch_size=6,
+            progress=False,
+            train_options=QUIET,
+        )
+    )
     config = json.loads((output / "config.json").read_text())
     assert config["num_labels"] == 1 and config["problem_type"] == "regression" and "id2label" not in config
     assert {"pearson", "spearman", "mse"} <= set(result.metrics)
@@ -126,10 +202,21 @@ def test_regression_end_to_end(base, data, tmp_path):
 
 def test_early_stopping(base, data, tmp_path):
     # A learning rate too small to change any prediction: the metric never improves after the first epoch.
-    result = finetune(FinetuneConfig(task="classification", model=str(base), train_file=str(data["cls"]),
-                                     dev_file=str(data["cls"]), output=str(tmp_path / "es"), epochs=6, lr=1e-12,
-                                     micro_batch_size=8, early_stopping_patience=2, progress=False,
-                                     train_options=QUIET))
+    result = finetune(
+        FinetuneConfig(
+            task="classification",
+            model=str(base),
+            train_file=str(data["cls"]),
+            dev_file=str(data["cls"]),
+            output=str(tmp_path / "es"),
+            epochs=6,
+            lr=1e-12,
+            micro_batch_size=8,
+            early_stopping_patience=2,
+            progress=False,
+            train_options=QUIET,
+        )
+    )
     assert len(result.evaluations) == 3 and result.train.step == 3 * 3  # 24 features / 8 = 3 updates per epoch
     assert result.best_step == 3
     assert result.train.stop_reason == "early_stopping"
@@ -156,9 +243,30 @@ def test_schedule_flag_reaches_the_training_loop(base, data, tmp_path, capsys):
     def lrs(schedule):
         output = tmp_path / (schedule or "default")
         flag = ["--schedule", schedule] if schedule else []
-        code, _, err = run_cli(["finetune", "--task", "classification", "--model", base, "--train", data["cls"],
-                                "--output", output, "--no-progress", "--lr", "1e-3", "--max-steps", "4",
-                                "--micro-batch-size", "4", "--warmup-ratio", "0.5", *flag], capsys)
+        code, _, err = run_cli(
+            [
+                "finetune",
+                "--task",
+                "classification",
+                "--model",
+                base,
+                "--train",
+                data["cls"],
+                "--output",
+                output,
+                "--no-progress",
+                "--lr",
+                "1e-3",
+                "--max-steps",
+                "4",
+                "--micro-batch-size",
+                "4",
+                "--warmup-ratio",
+                "0.5",
+                *flag,
+            ],
+            capsys,
+        )
         assert code == 0, err
         records = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines()]
         return [r["lr"] for r in records if r.get("split") == "train"]
@@ -173,10 +281,14 @@ def test_schedule_flag_reaches_the_training_loop(base, data, tmp_path, capsys):
 def test_classification_output_loads_in_transformers(base, data, tmp_path, capsys):
     output = tmp_path / "cls"
     config = tmp_path / "ft.toml"
-    config.write_text(f'task = "classification"\nmodel = "{base}"\ntrain_file = "{data["cls"]}"\n'
-                      f'micro_batch_size = 8\nepochs = 1\n[train]\ntensorboard = false\nplot = false\n')
-    code, out, err = run_cli(["finetune", "--config", config, "--dev", data["cls"], "--output", output,
-                              "--no-progress", "--lr", "1e-3"], capsys)
+    config.write_text(
+        f'task = "classification"\nmodel = "{base}"\ntrain_file = "{data["cls"]}"\n'
+        f"micro_batch_size = 8\nepochs = 1\n[train]\ntensorboard = false\nplot = false\n"
+    )
+    code, out, err = run_cli(
+        ["finetune", "--config", config, "--dev", data["cls"], "--output", output, "--no-progress", "--lr", "1e-3"],
+        capsys,
+    )
     assert code == 0, err
     assert "accuracy" in json.loads(out.strip().splitlines()[-1])
     finetuned = load_finetuned(output)
@@ -192,8 +304,9 @@ def test_classification_output_loads_in_transformers(base, data, tmp_path, capsy
     code, out, err = run_cli(["evaluate", "--model", output, "--data", data["cls"]], capsys)
     assert code == 0, err
     assert set(json.loads(out)) >= {"accuracy", "mcc", "f1"}
-    code, _, err = run_cli(["predict", "--model", output, "--input", data["cls"], "--output", tmp_path / "p.jsonl"],
-                           capsys)
+    code, _, err = run_cli(
+        ["predict", "--model", output, "--input", data["cls"], "--output", tmp_path / "p.jsonl"], capsys
+    )
     rows = [json.loads(line) for line in (tmp_path / "p.jsonl").read_text().splitlines()]
     assert code == 0 and len(rows) == 24
     assert rows[0]["label"] in ("neg", "pos") and sum(rows[0]["probabilities"].values()) == pytest.approx(1.0)
@@ -203,16 +316,39 @@ def test_ner_cli_end_to_end(base, data, tmp_path, capsys):
     output = tmp_path / "ner"
     config = tmp_path / "ner.toml"
     config.write_text("[train]\ntensorboard = false\nplot = false\n")
-    code, out, err = run_cli(["finetune", "--config", config, "--task", "ner", "--model", base, "--train", data["ner"],
-                              "--dev", data["ner"], "--output", output, "--epochs", "2", "--lr", "5e-3",
-                              "--micro-batch-size", "3", "--no-progress"], capsys)
+    code, out, err = run_cli(
+        [
+            "finetune",
+            "--config",
+            config,
+            "--task",
+            "ner",
+            "--model",
+            base,
+            "--train",
+            data["ner"],
+            "--dev",
+            data["ner"],
+            "--output",
+            output,
+            "--epochs",
+            "2",
+            "--lr",
+            "5e-3",
+            "--micro-batch-size",
+            "3",
+            "--no-progress",
+        ],
+        capsys,
+    )
     assert code == 0, err
     saved = json.loads((output / "config.json").read_text())
     assert set(saved["id2label"].values()) == {"B-LOC", "B-PER", "I-PER", "O"}
     code, out, err = run_cli(["evaluate", "--model", output, "--data", data["ner"]], capsys)
     assert code == 0 and {"precision", "recall", "f1"} <= set(json.loads(out))
-    code, _, err = run_cli(["predict", "--model", output, "--input", data["ner"], "--output", tmp_path / "n.jsonl"],
-                           capsys)
+    code, _, err = run_cli(
+        ["predict", "--model", output, "--input", data["ner"], "--output", tmp_path / "n.jsonl"], capsys
+    )
     rows = [json.loads(line) for line in (tmp_path / "n.jsonl").read_text().splitlines()]
     assert code == 0 and len(rows) == 9  # one line per sentence
     assert len(rows[0]["tags"]) == len(rows[0]["scores"]) == 5 and all(0 < s <= 1 for s in rows[0]["scores"])
@@ -228,18 +364,45 @@ def test_ner_cli_end_to_end(base, data, tmp_path, capsys):
 def test_qa_cli_end_to_end(base, data, tmp_path, capsys):
     output = tmp_path / "qa"
     config = tmp_path / "qa.toml"
-    config.write_text("max_seq_length = 32\n[task_options]\ndoc_stride = 8\nmax_query_length = 12\n[train]\ntensorboard = false\nplot = false\n")
-    code, out, err = run_cli(["finetune", "--config", config, "--task", "qa", "--model", base, "--train", data["qa"],
-                              "--dev", data["qa"], "--output", output, "--epochs", "2", "--lr", "5e-3",
-                              "--micro-batch-size", "4", "--no-progress"], capsys)
+    config.write_text(
+        "max_seq_length = 32\n[task_options]\ndoc_stride = 8\nmax_query_length = 12\n[train]\ntensorboard = false\nplot = false\n"
+    )
+    code, out, err = run_cli(
+        [
+            "finetune",
+            "--config",
+            config,
+            "--task",
+            "qa",
+            "--model",
+            base,
+            "--train",
+            data["qa"],
+            "--dev",
+            data["qa"],
+            "--output",
+            output,
+            "--epochs",
+            "2",
+            "--lr",
+            "5e-3",
+            "--micro-batch-size",
+            "4",
+            "--no-progress",
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert {"exact_match", "f1"} <= set(json.loads(out.strip().splitlines()[-1]))
     saved = json.loads((output / "config.json").read_text())
     assert saved["bertkit_finetune"]["max_seq_length"] == 32 and saved["bertkit_finetune"]["task_options"] == {
-        "doc_stride": 8, "max_query_length": 12}
+        "doc_stride": 8,
+        "max_query_length": 12,
+    }
     assert (output / "dev_predictions" / "predictions.json").is_file()
-    code, _, err = run_cli(["predict", "--model", output, "--input", data["qa"], "--output", tmp_path / "q.jsonl"],
-                           capsys)
+    code, _, err = run_cli(
+        ["predict", "--model", output, "--input", data["qa"], "--output", tmp_path / "q.jsonl"], capsys
+    )
     rows = [json.loads(line) for line in (tmp_path / "q.jsonl").read_text().splitlines()]
     assert code == 0 and [r["id"] for r in rows] == ["q00", "q01", "q10", "q11"]
     assert all(isinstance(r["answer"], str) and 0 <= r["score"] <= 1 for r in rows)
@@ -280,14 +443,17 @@ def _bad_inputs(base: Path, data: dict[str, Path], root: Path) -> dict[str, tupl
         "missing column": (["--task", "classification", "--model", base, "--train", no_label], "nolabel.tsv"),
         "empty file": (["--task", "classification", "--model", base, "--train", empty], "empty.tsv"),
         "conll columns": (["--task", "ner", "--model", base, "--train", conll], "bad.txt:2"),
-        "squad answer_start": (["--config", strict, "--task", "qa", "--model", base, "--train", misaligned],
-                               "misaligned.json"),
+        "squad answer_start": (
+            ["--config", strict, "--task", "qa", "--model", base, "--train", misaligned],
+            "misaligned.json",
+        ),
         "no tokenizer": (["--task", "classification", "--model", no_tokenizer, "--train", data["cls"]], "notok"),
     }
 
 
-@pytest.mark.parametrize("case", ["unseen dev label", "missing column", "empty file", "conll columns",
-                                  "squad answer_start", "no tokenizer"])
+@pytest.mark.parametrize(
+    "case", ["unseen dev label", "missing column", "empty file", "conll columns", "squad answer_start", "no tokenizer"]
+)
 def test_bad_input_exits_2_with_one_line_and_no_output(base, data, tmp_path, capsys, case):
     args, where = _bad_inputs(base, data, tmp_path / "inputs")[case]
     output = tmp_path / "out"
@@ -303,10 +469,20 @@ def test_misaligned_squad_training_answer_is_skipped_and_counted(base, data, tmp
     squad["data"][0]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] += 1
     train = tmp_path / "train.json"
     train.write_text(json.dumps(squad))
-    result = finetune(FinetuneConfig(task="qa", model=str(base), train_file=str(train), output=str(tmp_path / "o"),
-                                     max_seq_length=32, task_options={"doc_stride": 8, "max_query_length": 12},
-                                     max_steps=1,
-                                     micro_batch_size=4, progress=False, train_options=QUIET))
+    result = finetune(
+        FinetuneConfig(
+            task="qa",
+            model=str(base),
+            train_file=str(train),
+            output=str(tmp_path / "o"),
+            max_seq_length=32,
+            task_options={"doc_stride": 8, "max_query_length": 12},
+            max_steps=1,
+            micro_batch_size=4,
+            progress=False,
+            train_options=QUIET,
+        )
+    )
     assert result.skipped_train_examples == 1 and result.num_train_examples == 3
     assert json.loads((tmp_path / "o" / "metrics.json").read_text())["train"]["skipped_examples"] == 1
 
@@ -316,8 +492,11 @@ def test_existing_output_is_refused(base, data, tmp_path):
     output.mkdir()
     (output / "keep.txt").write_text("mine")
     with pytest.raises(ConfigError, match="already exists"):
-        finetune(FinetuneConfig(task="classification", model=str(base), train_file=str(data["cls"]),
-                                output=str(output), progress=False))
+        finetune(
+            FinetuneConfig(
+                task="classification", model=str(base), train_file=str(data["cls"]), output=str(output), progress=False
+            )
+        )
     assert (output / "keep.txt").read_text() == "mine"
 
 
@@ -358,8 +537,9 @@ def test_grouped_batches_cover_each_epoch_once_and_pad_little():
     def padding(bs):
         return 1 - sum(lengths[i] for b in bs for i in b) / sum(len(b) * max(lengths[i] for i in b) for b in bs)
 
-    random_batches = training_batches(features, 16, lambda chunk: [f["i"] for f in chunk], seed=3,
-                                      group_by_length=False)
+    random_batches = training_batches(
+        features, 16, lambda chunk: [f["i"] for f in chunk], seed=3, group_by_length=False
+    )
     assert padding(epoch0) < 0.1 < padding(list(random_batches))
 
 
@@ -406,8 +586,9 @@ def test_grouped_batches_split_over_processes():
     assert [b for pair in zip(*ranks) for b in pair] == one
 
 
-@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "configs").glob("finetune-*.toml")),
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", sorted((Path(__file__).resolve().parents[1] / "configs").glob("finetune-*.toml")), ids=lambda p: p.name
+)
 def test_example_configs_are_valid(path):
     from bertkit.training.finetune import read_config_file
 
@@ -421,9 +602,20 @@ def test_interrupted_run_resumes_to_the_same_model(base, data, tmp_path, monkeyp
     import bertkit.training.finetune as ft
 
     def config(output: Path, **more) -> FinetuneConfig:
-        return FinetuneConfig(task="classification", model=str(base), train_file=str(data["cls"]),
-                              dev_file=str(data["cls"]), output=str(output), epochs=3, lr=3e-3, micro_batch_size=8,
-                              save_every=3, progress=False, train_options=QUIET, **more)
+        return FinetuneConfig(
+            task="classification",
+            model=str(base),
+            train_file=str(data["cls"]),
+            dev_file=str(data["cls"]),
+            output=str(output),
+            epochs=3,
+            lr=3e-3,
+            micro_batch_size=8,
+            save_every=3,
+            progress=False,
+            train_options=QUIET,
+            **more,
+        )
 
     straight = finetune(config(tmp_path / "straight"))
     calls = {"n": 0}
@@ -457,8 +649,9 @@ def test_a_work_dir_left_by_a_finished_run_is_removed(base, data, tmp_path):
     output.mkdir()
     (output / "metrics.json").write_text("{}")
     (tmp_path / "done.partial" / "checkpoint-3").mkdir(parents=True)
-    config = FinetuneConfig(task="classification", model=str(base), train_file=str(data["cls"]),
-                            output=str(output), resume=True)
+    config = FinetuneConfig(
+        task="classification", model=str(base), train_file=str(data["cls"]), output=str(output), resume=True
+    )
     with pytest.raises(ConfigError, match="that run finished"):
         finetune(config)
     assert leftovers(output) == [output] and (output / "metrics.json").is_file()
@@ -468,20 +661,40 @@ def test_token_tasks_weigh_every_labeled_token_alike_across_length_grouped_batch
     from bertkit.tasks.ner import NerTask
 
     # 4 features with 1, 1, 6 and 8 labeled tokens: 16 in all, 8 per micro-batch of 2 on average.
-    features = [{"input_ids": [1] * (n + 2), "token_type_ids": [0] * (n + 2), "attention_mask": [1] * (n + 2),
-                 "labels": [-100] + [0] * n + [-100]} for n in (1, 1, 6, 8)]
+    features = [
+        {
+            "input_ids": [1] * (n + 2),
+            "token_type_ids": [0] * (n + 2),
+            "attention_mask": [1] * (n + 2),
+            "labels": [-100] + [0] * n + [-100],
+        }
+        for n in (1, 1, 6, 8)
+    ]
     config = FinetuneConfig(task="ner", model="unused", train_file="unused", output="unused", micro_batch_size=2)
     ner = NerTask()
     batch = _training_collate(ner, features, config, pad_id=0)(features[:2])
     assert float(batch["label_normalizer"]) == 8.0 and batch["labels"].shape == (2, 3)
-    assert "label_normalizer" not in _training_collate(ner, features, dataclasses.replace(config, group_by_length=False),
-                                                       pad_id=0)(features[:2])
+    assert "label_normalizer" not in _training_collate(
+        ner, features, dataclasses.replace(config, group_by_length=False), pad_id=0
+    )(features[:2])
 
 
 def test_epochs_and_max_steps_end_the_run_at_whichever_comes_first(base, data, tmp_path, capsys):
     """24 features / micro-batch 8 = 3 updates per epoch: --epochs 1 --max-steps 25 stops after 3, saying why."""
-    common = ["finetune", "--task", "classification", "--model", base, "--train", data["cls"], "--no-progress",
-              "--micro-batch-size", "8", "--no-tensorboard", "--no-plot"]
+    common = [
+        "finetune",
+        "--task",
+        "classification",
+        "--model",
+        base,
+        "--train",
+        data["cls"],
+        "--no-progress",
+        "--micro-batch-size",
+        "8",
+        "--no-tensorboard",
+        "--no-plot",
+    ]
     code, _, err = run_cli([*common, "--output", tmp_path / "epochs", "--epochs", "1", "--max-steps", "25"], capsys)
     assert code == 0, err
     summary = json.loads((tmp_path / "epochs" / "metrics.json").read_text())["train"]
@@ -492,23 +705,48 @@ def test_epochs_and_max_steps_end_the_run_at_whichever_comes_first(base, data, t
     summary = json.loads((tmp_path / "steps" / "metrics.json").read_text())["train"]
     assert (summary["steps"], summary["stop_reason"]) == (4, "max_steps")
     # --max-steps alone is not capped by the default epochs (3 epochs would be 9 updates)
-    result = finetune(FinetuneConfig(task="classification", model=str(base), train_file=str(data["cls"]),
-                                     output=str(tmp_path / "alone"), max_steps=12, micro_batch_size=8,
-                                     progress=False, train_options=QUIET))
+    result = finetune(
+        FinetuneConfig(
+            task="classification",
+            model=str(base),
+            train_file=str(data["cls"]),
+            output=str(tmp_path / "alone"),
+            max_steps=12,
+            micro_batch_size=8,
+            progress=False,
+            train_options=QUIET,
+        )
+    )
     assert (result.train.step, result.train.stop_reason) == (12, "max_steps")
 
 
 def test_finetune_records_the_resolved_precision(base, data, tmp_path):
-    finetune(FinetuneConfig(task="classification", model=str(base), train_file=str(data["cls"]),
-                            output=str(tmp_path / "o"), max_steps=1, micro_batch_size=8, progress=False,
-                            train_options=QUIET))
+    finetune(
+        FinetuneConfig(
+            task="classification",
+            model=str(base),
+            train_file=str(data["cls"]),
+            output=str(tmp_path / "o"),
+            max_steps=1,
+            micro_batch_size=8,
+            progress=False,
+            train_options=QUIET,
+        )
+    )
     saved = json.loads((tmp_path / "o" / "finetune_config.json").read_text())
     assert saved["train"]["precision"] == "fp32"  # auto, resolved on this CPU
 
 
 def test_flat_options_fill_the_nested_train_config():
-    config = FinetuneConfig(task="ner", model="m", train_file="t", output="runs/x", lr=1e-3, warmup_steps=5,
-                            train_options={"optimizer": "lamb"})
+    config = FinetuneConfig(
+        task="ner",
+        model="m",
+        train_file="t",
+        output="runs/x",
+        lr=1e-3,
+        warmup_steps=5,
+        train_options={"optimizer": "lamb"},
+    )
     assert (config.train.lr, config.train.warmup_steps, config.train.warmup_ratio) == (1e-3, 5, None)
     assert config.train.optimizer == "lamb" and config.train.schedule == "poly"
     assert config.train.output_dir == Path("runs/x.partial")

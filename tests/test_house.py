@@ -140,10 +140,15 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_upward_imports_are_named():
-    graph = {"bertkit.training.loop": {"bertkit.inference", "bertkit.model"}, "bertkit.model": {"bertkit.weights"},
-             "bertkit.inference": {"bertkit.training.loop"}}
-    assert upward_imports(graph) == ["bertkit.model imports bertkit.weights",
-                                     "bertkit.training.loop imports bertkit.inference"]
+    graph = {
+        "bertkit.training.loop": {"bertkit.inference", "bertkit.model"},
+        "bertkit.model": {"bertkit.weights"},
+        "bertkit.inference": {"bertkit.training.loop"},
+    }
+    assert upward_imports(graph) == [
+        "bertkit.model imports bertkit.weights",
+        "bertkit.training.loop imports bertkit.inference",
+    ]
 
 
 def test_lower_floors_never_import_upper_ones():
@@ -164,16 +169,29 @@ def searched_files() -> list[Path]:
         if path.is_file():
             files.append(path)
         elif path.is_dir():
-            files.extend(p for p in sorted(path.rglob("*"))
-                         if p.is_file() and p.suffix in TEXT_SUFFIXES and "results" not in p.parts
-                         and "__pycache__" not in p.parts and "fixtures" not in p.parts)
+            files.extend(
+                p
+                for p in sorted(path.rglob("*"))
+                if p.is_file()
+                and p.suffix in TEXT_SUFFIXES
+                and "results" not in p.parts
+                and "__pycache__" not in p.parts
+                and "fixtures" not in p.parts
+            )
     return files
 
 
-@pytest.mark.parametrize("text, found", [
-    ("added in session 12", True), ("see issue #17", True), ("Issue 3 says", True),
-    ("the session ends", False), ("no issue here", False), ("sessions of training", False),
-])
+@pytest.mark.parametrize(
+    "text, found",
+    [
+        ("added in session 12", True),
+        ("see issue #17", True),
+        ("Issue 3 says", True),
+        ("the session ends", False),
+        ("no issue here", False),
+        ("sessions of training", False),
+    ],
+)
 def test_history_pattern(text, found):
     assert bool(HISTORY.search(text)) is found
 

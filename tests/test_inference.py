@@ -41,10 +41,15 @@ def dirs(tmp_path_factory, tokenizer):
         "pretraining": save_model(root / "pt", BertForPreTraining, tokenizer),
         "mlm": save_model(root / "mlm", BertForMaskedLM, tokenizer),
         "encoder": save_model(root / "enc", BertModel, tokenizer),
-        "classifier": save_model(root / "cls", BertForSequenceClassification, tokenizer,
-                                 id2label={0: "negative", 1: "positive", 2: "neutral"}),
-        "regression": save_model(root / "reg", BertForSequenceClassification, tokenizer, num_labels=1,
-                                 problem_type="regression"),
+        "classifier": save_model(
+            root / "cls",
+            BertForSequenceClassification,
+            tokenizer,
+            id2label={0: "negative", 1: "positive", 2: "neutral"},
+        ),
+        "regression": save_model(
+            root / "reg", BertForSequenceClassification, tokenizer, num_labels=1, problem_type="regression"
+        ),
         "tagger": save_model(root / "ner", BertForTokenClassification, tokenizer, id2label=TAGS),
         "qa": save_model(root / "qa", BertForQuestionAnswering, tokenizer),
     }
@@ -58,6 +63,7 @@ def loaded(dirs):
 
 # ---------------------------------------------------------------------------------------------- loading
 
+
 def test_pipelines_follow_the_checkpoint_head(dirs):
     assert inference.load(dirs["pretraining"]).pipelines == ["fill_mask", "next_sentence", "embed", "attention"]
     assert inference.load(dirs["mlm"]).pipelines == ["fill_mask", "embed", "attention"]
@@ -67,13 +73,16 @@ def test_pipelines_follow_the_checkpoint_head(dirs):
     assert inference.load(dirs["qa"]).pipelines == ["answer", "embed", "attention"]
 
 
-@pytest.mark.parametrize("call, needs", [
-    (lambda m: fill_mask("a [MASK] .", m), "masked-LM"),
-    (lambda m: next_sentence("a", "b", m), "next-sentence"),
-    (lambda m: classify("a", m), "sequence-classification"),
-    (lambda m: tag("a", m), "token-classification"),
-    (lambda m: answer("a", "b", m), "question-answering"),
-])
+@pytest.mark.parametrize(
+    "call, needs",
+    [
+        (lambda m: fill_mask("a [MASK] .", m), "masked-LM"),
+        (lambda m: next_sentence("a", "b", m), "next-sentence"),
+        (lambda m: classify("a", m), "sequence-classification"),
+        (lambda m: tag("a", m), "token-classification"),
+        (lambda m: answer("a", "b", m), "question-answering"),
+    ],
+)
 def test_a_pipeline_refuses_a_model_without_its_head(dirs, call, needs):
     with pytest.raises(BertkitError, match=f"cannot .*needs a {needs} head.*It supports: embed, attention"):
         call(dirs["encoder"])  # a path works as well as a Loaded
@@ -106,6 +115,7 @@ def test_length_sorted_batches_cover_every_index_longest_first():
 
 # ---------------------------------------------------------------------------------------------- fill-mask
 
+
 def _mask_ids(tokenizer, text):
     before, after = text.split("[MASK]")
     ids = tokenizer.ids_batch([before, after])
@@ -119,8 +129,12 @@ def test_fill_mask_scores_are_the_model_softmax(loaded):
     with torch.no_grad():
         logits = model.model(torch.tensor([ids])).mlm_logits[0, position]
     probs = logits.softmax(-1)
-    allowed = torch.tensor([not (t.startswith("[") and t.endswith("]")) for t in
-                            model.tokenizer.convert_ids_to_tokens(list(range(len(probs))))])
+    allowed = torch.tensor(
+        [
+            not (t.startswith("[") and t.endswith("]"))
+            for t in model.tokenizer.convert_ids_to_tokens(list(range(len(probs))))
+        ]
+    )
     expected = probs.masked_fill(~allowed, -1).topk(4).indices.tolist()
     (candidates,) = fill_mask(text, model, top_k=4, whole_words=False)
     assert [c.token_id for c in candidates] == expected
@@ -165,7 +179,9 @@ def test_typed_mask_maps_to_the_mask_id_like_the_tokenizer(loaded):
     for text in ["Paris is the [MASK] of France.", "un[MASK]able", "[MASK]", "a [MASK], [MASK]!"]:
         (feature,) = _mask_features(model, [text], 128)
         assert feature["input_ids"] == tokenizer.encode(text).ids, text
-        assert [feature["input_ids"][p] for p in feature["masked_positions"]] == [tokenizer.mask_id] * text.count("[MASK]")
+        assert [feature["input_ids"][p] for p in feature["masked_positions"]] == [tokenizer.mask_id] * text.count(
+            "[MASK]"
+        )
     (lower,) = _mask_features(model, ["paris is the [mask] ."], 128)
     assert lower["input_ids"] == tokenizer.encode("paris is the [MASK] .").ids
 
@@ -181,6 +197,7 @@ def test_fill_mask_input_errors(loaded):
 
 
 # ---------------------------------------------------------------------------------------------- next sentence
+
 
 def test_next_sentence_is_the_head_probability_of_class_zero(loaded):
     model = loaded("pretraining")
@@ -202,10 +219,16 @@ def test_next_sentence_is_the_head_probability_of_class_zero(loaded):
 
 # ---------------------------------------------------------------------------------------------- classify
 
+
 def test_classify_batched_equals_one_by_one(loaded):
     model = loaded("classifier")
-    texts = ["good movie", ("the cat sat on the mat", "it was very good"), "a very long story about the king " * 5,
-             "bad", ("hello", "world")]
+    texts = [
+        "good movie",
+        ("the cat sat on the mat", "it was very good"),
+        "a very long story about the king " * 5,
+        "bad",
+        ("hello", "world"),
+    ]
     batched = classify(texts, model, batch_size=2)
     assert [p.label for p in batched] == [classify(t, model).label for t in texts]
     for text, prediction in zip(texts, batched):
@@ -217,8 +240,9 @@ def test_classify_batched_equals_one_by_one(loaded):
         assert prediction.score == max(prediction.probabilities.values())
     # the same numbers as the head on an unpadded single input
     tokenizer = model.tokenizer
-    feature = build_pair(*tokenizer.ids_batch(["the cat sat on the mat", "it was very good"]),
-                         tokenizer.cls_id, tokenizer.sep_id)
+    feature = build_pair(
+        *tokenizer.ids_batch(["the cat sat on the mat", "it was very good"]), tokenizer.cls_id, tokenizer.sep_id
+    )
     with torch.no_grad():
         logits = model.model(torch.tensor([feature["input_ids"]]), torch.tensor([feature["token_type_ids"]])).logits
     expected = dict(zip(["negative", "positive", "neutral"], logits.softmax(-1)[0].tolist()))
@@ -237,6 +261,7 @@ def test_classify_regression_returns_the_raw_score(loaded):
 
 # ---------------------------------------------------------------------------------------------- tag
 
+
 def _force_tag(model, tag_id):
     with torch.no_grad():
         model.model.classifier.weight.zero_()
@@ -251,10 +276,10 @@ def test_tag_words_and_entities_point_into_the_input(loaded):
     result = tag(text, model)
     words = ["John", "Smith", "lives", "in", "New", "-", "York", ",", "USA", "!", "Café", "Zoë", "."]
     assert [w.word for w in result.words] == words
-    assert all(text[w.start:w.end] == w.word for w in result.words)
+    assert all(text[w.start : w.end] == w.word for w in result.words)
     assert [w.tag for w in result.words] == ["B-PER"] * len(words)
     assert [e.text for e in result.entities] == words
-    assert all(text[e.start:e.end] == e.text and e.type == "PER" for e in result.entities)
+    assert all(text[e.start : e.end] == e.text and e.type == "PER" for e in result.entities)
 
 
 def test_tag_joins_inside_tags_into_one_entity_span(loaded):
@@ -277,6 +302,7 @@ def test_tag_long_text_is_windowed_and_blank_text_has_no_words(loaded):
 
 # ---------------------------------------------------------------------------------------------- answer
 
+
 class KeywordQA(BertForQuestionAnswering):
     """Start and end logits that point at given token ids, so the right answer is known."""
 
@@ -297,21 +323,22 @@ def test_answer_finds_the_span_in_a_long_context(tokenizer):
     filler = "The cat sat on the mat. " * 40  # ~280 tokens: several windows of 128
     context = filler + "George Washington lived in Mount  Vernon, Virginia. " + filler
     best = answer("Where did George Washington live? Mount Vernon", context, model, max_length=128, doc_stride=32)
-    assert best.text == "Mount  Vernon" and context[best.start:best.end] == best.text
+    assert best.text == "Mount  Vernon" and context[best.start : best.end] == best.text
     assert best.start == len(filler) + len("George Washington lived in ")
     top = answer(["Where?", "Where?"], [context, "Mount Vernon"], model, top_k=3, max_length=128, doc_stride=32)
     assert [a.text for a in top[1]][:1] == ["Mount Vernon"] and top[1][0].start == 0
-    assert all(context[a.start:a.end] == a.text for a in top[0])
+    assert all(context[a.start : a.end] == a.text for a in top[0])
     assert top[0][0].score >= top[0][-1].score
 
 
 def test_answer_on_a_saved_qa_model(dirs):
     best = answer("What is the capital?", "Paris is the capital of France.", dirs["qa"])
-    assert best.text and "Paris is the capital of France."[best.start:best.end] == best.text
+    assert best.text and "Paris is the capital of France."[best.start : best.end] == best.text
     assert 0.0 < best.score <= 1.0
 
 
 # ---------------------------------------------------------------------------------------------- attentions, embed
+
 
 def test_attentions_are_per_layer_and_head_distributions(loaded):
     model = loaded("encoder")
@@ -336,8 +363,11 @@ def test_embed_long_texts_in_windows_covers_every_token_with_its_best_context(lo
     assert n > 40
     # Short texts are unchanged by the option; long ones are covered whole.
     for pooling in ("cls", "mean"):
-        np.testing.assert_allclose(embed([short], model, pooling=pooling, long_text="windows", max_length=16),
-                                   embed([short], model, pooling=pooling, max_length=16), atol=1e-6)
+        np.testing.assert_allclose(
+            embed([short], model, pooling=pooling, long_text="windows", max_length=16),
+            embed([short], model, pooling=pooling, max_length=16),
+            atol=1e-6,
+        )
     tokens = embed([long_text, short], model, pooling="none", long_text="windows", max_length=16, window_stride=6)
     truncated = embed([long_text], model, pooling="none", max_length=16)
     assert tokens[0].shape[0] == len(full) and truncated[0].shape[0] == 16
@@ -349,7 +379,7 @@ def test_embed_long_texts_in_windows_covers_every_token_with_its_best_context(lo
     content = full[1:-1]
 
     def window_states(start):
-        ids = torch.tensor([[full[0], *content[start:start + 14], full[-1]]])
+        ids = torch.tensor([[full[0], *content[start : start + 14], full[-1]]])
         with torch.no_grad():
             return model.model(ids).last_hidden_state[0].numpy()
 
@@ -364,8 +394,7 @@ def test_embed_long_texts_in_windows_covers_every_token_with_its_best_context(lo
     np.testing.assert_allclose(tokens[0][-1], window_states(starts[-1])[n - starts[-1] + 1], atol=1e-5)
     mean = embed([long_text], model, pooling="mean", long_text="windows", max_length=16, window_stride=6)
     np.testing.assert_allclose(mean[0], tokens[0].mean(0), atol=1e-5)
-    cls = embed([long_text], model, pooling="cls", long_text="windows", max_length=16, window_stride=6,
-                normalize=True)
+    cls = embed([long_text], model, pooling="cls", long_text="windows", max_length=16, window_stride=6, normalize=True)
     expected = np.mean([window_states(s)[0] for s in starts], axis=0)
     np.testing.assert_allclose(cls[0], expected / np.linalg.norm(expected), atol=1e-5)
     with pytest.raises(BertkitError, match="long_text must be truncate or windows"):
@@ -389,6 +418,7 @@ def test_embed_of_minilm_matches_transformers():
 
 # ---------------------------------------------------------------------------------------------- CLI
 
+
 def _cli(capsys, *args):
     code = main(list(args))
     out = capsys.readouterr()
@@ -411,8 +441,17 @@ def test_cli_task_commands(dirs, capsys):
     assert code == 0 and json.loads(out)["label"] in {"negative", "positive", "neutral"}
     code, out, _ = _cli(capsys, "tag", "--model", str(dirs["tagger"]), "--json", "John lives in Paris")
     assert code == 0 and [w["word"] for w in json.loads(out)["words"]] == ["John", "lives", "in", "Paris"]
-    code, out, _ = _cli(capsys, "answer", "--model", str(dirs["qa"]), "--question", "What?",
-                        "--context", "Paris is the capital.", "--json")
+    code, out, _ = _cli(
+        capsys,
+        "answer",
+        "--model",
+        str(dirs["qa"]),
+        "--question",
+        "What?",
+        "--context",
+        "Paris is the capital.",
+        "--json",
+    )
     assert code == 0 and json.loads(out)["text"]
     code, out, _ = _cli(capsys, "next-sentence", "--model", str(dirs["pretraining"]), "I went home.", "Then I slept.")
     assert code == 0 and 0.0 <= float(out.split()[0]) <= 1.0

@@ -28,18 +28,35 @@ LONG_TEXTS = [
     "the lazy film was bad , a bad story , very bad , bad bad movie and the dog slept there once upon a time",
     "good movie",
 ]
-LONG_SENTENCE = ("george washington lived in virginia and john smith went to paris then the cat sat in france "
-                 "and the king lived in new york")
-LONG_CONTEXT = ("once upon a time there was a king . the king lived in a castle in france . john smith led the "
-                "continental army . george washington lived in mount vernon in virginia . the cat sat on the mat "
-                "and the dog slept in the river city .")
+LONG_SENTENCE = (
+    "george washington lived in virginia and john smith went to paris then the cat sat in france "
+    "and the king lived in new york"
+)
+LONG_CONTEXT = (
+    "once upon a time there was a king . the king lived in a castle in france . john smith led the "
+    "continental army . george washington lived in mount vernon in virginia . the cat sat on the mat "
+    "and the dog slept in the river city ."
+)
 QUESTIONS = ["who led the army ?", "where did george washington live ?"]
 
 
 def _finetune(base: Path, task: str, train: Path, output: Path, **more) -> Path:
-    finetune(FinetuneConfig(task=task, model=str(base), train_file=str(train), output=str(output),
-                            max_seq_length=MAX_SEQ_LENGTH, epochs=2, lr=5e-3, micro_batch_size=4, seed=3,
-                            progress=False, train_options=QUIET, **more))
+    finetune(
+        FinetuneConfig(
+            task=task,
+            model=str(base),
+            train_file=str(train),
+            output=str(output),
+            max_seq_length=MAX_SEQ_LENGTH,
+            epochs=2,
+            lr=5e-3,
+            micro_batch_size=4,
+            seed=3,
+            progress=False,
+            train_options=QUIET,
+            **more,
+        )
+    )
     return output
 
 
@@ -61,6 +78,7 @@ def _predict(model: Path, input: Path, output: Path, *task: str) -> list[dict]:
 
 def _post(model: Path, path: str, body: dict) -> dict:
     """POST ``body`` to the service of ``model``, in-process."""
+
     async def go() -> httpx.Response:
         transport = httpx.ASGITransport(app=create_app(model))
         async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
@@ -77,8 +95,16 @@ def _longer_than_saved(model: Path, texts: list[str]) -> None:
 
 
 def test_classification_predict_classify_and_service_agree_on_long_texts(root, base):
-    rows = [("good movie", "pos"), ("great film", "pos"), ("a good story", "pos"), ("very good", "pos"),
-            ("bad movie", "neg"), ("bad film", "neg"), ("a bad story", "neg"), ("the lazy film was bad", "neg")]
+    rows = [
+        ("good movie", "pos"),
+        ("great film", "pos"),
+        ("a good story", "pos"),
+        ("very good", "pos"),
+        ("bad movie", "neg"),
+        ("bad film", "neg"),
+        ("a bad story", "neg"),
+        ("the lazy film was bad", "neg"),
+    ]
     train = root / "cls.tsv"
     train.write_text("sentence\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in rows * 2), encoding="utf-8")
     model = _finetune(base, "classification", train, root / "cls")
@@ -97,9 +123,11 @@ def test_classification_predict_classify_and_service_agree_on_long_texts(root, b
 
 
 def test_ner_predict_tag_and_service_agree_on_a_long_sentence(root, base):
-    sentences = [[("george", "B-PER"), ("washington", "I-PER"), ("lived", "O"), ("in", "O"), ("virginia", "B-LOC")],
-                 [("john", "B-PER"), ("smith", "I-PER"), ("went", "O"), ("to", "O"), ("paris", "B-LOC")],
-                 [("the", "O"), ("cat", "O"), ("sat", "O"), ("in", "O"), ("france", "B-LOC")]]
+    sentences = [
+        [("george", "B-PER"), ("washington", "I-PER"), ("lived", "O"), ("in", "O"), ("virginia", "B-LOC")],
+        [("john", "B-PER"), ("smith", "I-PER"), ("went", "O"), ("to", "O"), ("paris", "B-LOC")],
+        [("the", "O"), ("cat", "O"), ("sat", "O"), ("in", "O"), ("france", "B-LOC")],
+    ]
     train = root / "ner.txt"
     train.write_text("".join("".join(f"{w} {t}\n" for w, t in s) + "\n" for s in sentences * 3), encoding="utf-8")
     model = _finetune(base, "ner", train, root / "ner", task_options={"window_stride": 6})
@@ -119,21 +147,58 @@ def test_ner_predict_tag_and_service_agree_on_a_long_sentence(root, base):
 
 
 def test_qa_predict_answer_and_service_agree_on_a_long_context(root, base):
-    contexts = [("john smith lived in paris . he was the king of france .",
-                 [("who lived in paris ?", "john smith"), ("where did john smith live ?", "paris")]),
-                ("george washington led the continental army . he lived in virginia .",
-                 [("who led the army ?", "george washington"), ("where did he live ?", "virginia")])]
-    data = {"version": "1.1", "data": [{"title": "t", "paragraphs": [
-        {"context": c, "qas": [{"id": f"q{i}{j}", "question": q, "answers": [{"text": a, "answer_start": c.index(a)}]}
-                               for j, (q, a) in enumerate(qas)]} for i, (c, qas) in enumerate(contexts)]}]}
+    contexts = [
+        (
+            "john smith lived in paris . he was the king of france .",
+            [("who lived in paris ?", "john smith"), ("where did john smith live ?", "paris")],
+        ),
+        (
+            "george washington led the continental army . he lived in virginia .",
+            [("who led the army ?", "george washington"), ("where did he live ?", "virginia")],
+        ),
+    ]
+    data = {
+        "version": "1.1",
+        "data": [
+            {
+                "title": "t",
+                "paragraphs": [
+                    {
+                        "context": c,
+                        "qas": [
+                            {"id": f"q{i}{j}", "question": q, "answers": [{"text": a, "answer_start": c.index(a)}]}
+                            for j, (q, a) in enumerate(qas)
+                        ],
+                    }
+                    for i, (c, qas) in enumerate(contexts)
+                ],
+            }
+        ],
+    }
     train = root / "squad.json"
     train.write_text(json.dumps(data), encoding="utf-8")
     model = _finetune(base, "qa", train, root / "qa", task_options={"doc_stride": 4, "max_query_length": 6})
     _longer_than_saved(model, [LONG_CONTEXT])
     inputs = root / "long.json"
-    inputs.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": [
-        {"context": LONG_CONTEXT, "qas": [{"id": f"q{i}", "question": q, "answers": []}
-                                          for i, q in enumerate(QUESTIONS)]}]}]}), encoding="utf-8")
+    inputs.write_text(
+        json.dumps(
+            {
+                "version": "1.1",
+                "data": [
+                    {
+                        "title": "t",
+                        "paragraphs": [
+                            {
+                                "context": LONG_CONTEXT,
+                                "qas": [{"id": f"q{i}", "question": q, "answers": []} for i, q in enumerate(QUESTIONS)],
+                            }
+                        ],
+                    }
+                ],
+            }
+        ),
+        encoding="utf-8",
+    )
 
     predicted = _predict(model, inputs, root / "qa.jsonl", "--task", "qa")
     answers = bertkit.answer(QUESTIONS, [LONG_CONTEXT] * len(QUESTIONS), model)

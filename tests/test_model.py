@@ -36,7 +36,7 @@ def batch(seed: int = 0, lengths=(9, 6, 4)):
     types = torch.zeros_like(ids)
     for row, n in enumerate(lengths):
         mask[row, :n] = 1
-        types[row, n // 2:n] = 1
+        types[row, n // 2 : n] = 1
         ids[row, n:] = 0
     return ids, types, mask
 
@@ -74,8 +74,11 @@ def test_embeddings_sum_then_layernorm():
     ids, types, _ = batch()
     emb = model.embeddings
     positions = torch.arange(ids.shape[1])
-    raw = emb.word_embeddings.weight[ids] + emb.position_embeddings.weight[positions] + \
-        emb.token_type_embeddings.weight[types]
+    raw = (
+        emb.word_embeddings.weight[ids]
+        + emb.position_embeddings.weight[positions]
+        + emb.token_type_embeddings.weight[types]
+    )
     expected = F.layer_norm(raw, (raw.shape[-1],), emb.layer_norm.weight, emb.layer_norm.bias, 1e-12)
     torch.testing.assert_close(emb(ids, types), expected)
     # no token_type_ids means segment 0 everywhere
@@ -91,14 +94,20 @@ def test_encoder_layer_matches_textbook_formula():
     d = H // A
     q, k, v = F.linear(x, layer.attention.qkv.weight, layer.attention.qkv.bias).split(H, dim=-1)
     split = lambda t: t.view(2, 5, A, d).transpose(1, 2)  # noqa: E731
-    scores = split(q) @ split(k).transpose(-1, -2) / d ** 0.5
+    scores = split(q) @ split(k).transpose(-1, -2) / d**0.5
     context = (scores.softmax(-1) @ split(v)).transpose(1, 2).reshape(2, 5, H)
-    h = F.layer_norm(x + layer.attention.out(context), (H,), layer.attention_norm.weight,
-                     layer.attention_norm.bias, config.layer_norm_eps)
+    h = F.layer_norm(
+        x + layer.attention.out(context),
+        (H,),
+        layer.attention_norm.weight,
+        layer.attention_norm.bias,
+        config.layer_norm_eps,
+    )
     inner = layer.ffn_in(h)
-    gelu = 0.5 * inner * (1 + torch.erf(inner / 2 ** 0.5))
-    expected = F.layer_norm(h + layer.ffn_out(gelu), (H,), layer.ffn_norm.weight, layer.ffn_norm.bias,
-                            config.layer_norm_eps)
+    gelu = 0.5 * inner * (1 + torch.erf(inner / 2**0.5))
+    expected = F.layer_norm(
+        h + layer.ffn_out(gelu), (H,), layer.ffn_norm.weight, layer.ffn_norm.bias, config.layer_norm_eps
+    )
     out, _ = layer(x, None)
     torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
 
@@ -132,15 +141,17 @@ def test_padding_never_changes_real_tokens():
     together = model(ids, types, mask)
     for row in range(ids.shape[0]):
         n = int(mask[row].sum())
-        alone = model(ids[row:row + 1, :n], types[row:row + 1, :n])
-        torch.testing.assert_close(together.last_hidden_state[row, :n], alone.last_hidden_state[0],
-                                   atol=1e-5, rtol=1e-5)
+        alone = model(ids[row : row + 1, :n], types[row : row + 1, :n])
+        torch.testing.assert_close(
+            together.last_hidden_state[row, :n], alone.last_hidden_state[0], atol=1e-5, rtol=1e-5
+        )
         torch.testing.assert_close(together.pooler_output[row], alone.pooler_output[0], atol=1e-5, rtol=1e-5)
     # what sits in the padded slots does not matter either
     other = ids.clone()
     other[mask == 0] = 7
-    torch.testing.assert_close(model(other, types, mask).last_hidden_state[mask.bool()],
-                               together.last_hidden_state[mask.bool()])
+    torch.testing.assert_close(
+        model(other, types, mask).last_hidden_state[mask.bool()], together.last_hidden_state[mask.bool()]
+    )
 
 
 def test_too_long_sequence_is_refused():
@@ -165,8 +176,13 @@ def test_init_follows_bert():
     assert abs(layer.ffn_in.weight.std().item() - 0.02) < 1e-3
     assert abs(layer.ffn_in.weight.mean().item()) < 1e-3
     assert abs(model.bert.embeddings.position_embeddings.weight.std().item() - 0.02) < 1e-3
-    for bias in (layer.ffn_in.bias, layer.attention.qkv.bias, model.mlm.decoder.bias, model.nsp.bias,
-                 model.bert.pooler.dense.bias):
+    for bias in (
+        layer.ffn_in.bias,
+        layer.attention.qkv.bias,
+        model.mlm.decoder.bias,
+        model.nsp.bias,
+        model.bert.pooler.dense.bias,
+    ):
         assert torch.count_nonzero(bias) == 0
     assert torch.all(layer.ffn_norm.weight == 1) and torch.count_nonzero(layer.ffn_norm.bias) == 0
     assert torch.all(model.mlm.layer_norm.weight == 1)
@@ -244,8 +260,9 @@ def test_output_rows_equal_gathering_the_full_output(attn):
         torch.testing.assert_close(out.pooler_output, full.pooler_output, atol=1e-5, rtol=1e-5)
     no_pooler = BertModel(tiny(), add_pooling_layer=False, attn_implementation=attn).eval()
     no_pooler.load_state_dict(model.state_dict(), strict=False)
-    torch.testing.assert_close(no_pooler(ids, types, mask, output_rows=rows).last_hidden_state, expected,
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        no_pooler(ids, types, mask, output_rows=rows).last_hidden_state, expected, atol=1e-5, rtol=1e-5
+    )
 
 
 @pytest.mark.parametrize("checkpointing", [False, True])
@@ -298,8 +315,9 @@ def test_mlm_accuracy_counts_hits():
 def test_mlm_without_predictions_is_zero_not_nan():
     model = BertForPreTraining(tiny())
     ids, types, mask = batch()
-    out = model(ids, types, mask, masked_positions=torch.zeros(3, 2, dtype=torch.long),
-                masked_labels=torch.full((3, 2), -100))
+    out = model(
+        ids, types, mask, masked_positions=torch.zeros(3, 2, dtype=torch.long), masked_labels=torch.full((3, 2), -100)
+    )
     assert out.mlm_loss.item() == 0.0 and out.mlm_count.item() == 0
 
 
@@ -307,8 +325,14 @@ def test_pretraining_loss_is_mlm_plus_nsp_and_backprops():
     model = BertForPreTraining(tiny())
     ids, types, mask = batch()
     nsp = torch.tensor([0, 1, 0])
-    out = model(ids, types, mask, masked_positions=torch.tensor([[1], [2], [3]]),
-                masked_labels=torch.tensor([[5], [6], [7]]), next_sentence_label=nsp)
+    out = model(
+        ids,
+        types,
+        mask,
+        masked_positions=torch.tensor([[1], [2], [3]]),
+        masked_labels=torch.tensor([[5], [6], [7]]),
+        next_sentence_label=nsp,
+    )
     assert out.nsp_logits.shape == (3, 2)
     torch.testing.assert_close(out.nsp_loss, F.cross_entropy(out.nsp_logits, nsp))
     torch.testing.assert_close(out.loss, out.mlm_loss + out.nsp_loss)
@@ -325,8 +349,11 @@ def test_gradient_checkpointing_gives_same_gradients():
     b.load_state_dict(a.state_dict())
     b.bert.gradient_checkpointing_enable()
     ids, types, mask = batch()
-    kwargs = dict(masked_positions=torch.tensor([[1], [2], [3]]), masked_labels=torch.tensor([[5], [6], [7]]),
-                  next_sentence_label=torch.tensor([0, 1, 0]))
+    kwargs = dict(
+        masked_positions=torch.tensor([[1], [2], [3]]),
+        masked_labels=torch.tensor([[5], [6], [7]]),
+        next_sentence_label=torch.tensor([0, 1, 0]),
+    )
     a(ids, types, mask, **kwargs).loss.backward()
     b(ids, types, mask, **kwargs).loss.backward()
     for (name, pa), pb in zip(a.named_parameters(), b.parameters()):
@@ -365,8 +392,9 @@ def test_token_classification_ignores_minus_100():
     torch.testing.assert_close(out.loss, F.cross_entropy(out.logits[keep], labels[keep]))
     # A fixed normalizer: the summed token losses over it (equal to the mean when it is this batch's count).
     summed = F.cross_entropy(out.logits[keep], labels[keep], reduction="sum")
-    torch.testing.assert_close(model(ids, types, mask, labels=labels, label_normalizer=torch.tensor(40.0)).loss,
-                               summed / 40)
+    torch.testing.assert_close(
+        model(ids, types, mask, labels=labels, label_normalizer=torch.tensor(40.0)).loss, summed / 40
+    )
     torch.testing.assert_close(model(ids, types, mask, labels=labels, label_normalizer=keep.sum()).loss, out.loss)
 
 
@@ -403,14 +431,28 @@ def _train_step(model, head_kwargs, unpad: bool, checkpointing: bool = False):
     return real.detach(), {name: p.grad.clone() for name, p in model.named_parameters() if p.grad is not None}
 
 
-@pytest.mark.parametrize("head, head_kwargs", [
-    (BertForSequenceClassification, lambda ids, mask: {"labels": torch.tensor([0, 2, 1, 1])}),
-    (BertForTokenClassification, lambda ids, mask: {"labels": torch.randint(
-        0, 3, ids.shape, generator=torch.Generator().manual_seed(1)).masked_fill(mask == 0, -100)}),
-    (BertForPreTraining, lambda ids, mask: {"masked_positions": torch.tensor([[1, 5], [2, 0], [3, 4], [0, 0]]),
-                                      "masked_labels": torch.tensor([[7, 8], [9, -100], [10, 11], [-100, -100]]),
-                                      "next_sentence_label": torch.tensor([0, 1, 1, 0])}),
-])
+@pytest.mark.parametrize(
+    "head, head_kwargs",
+    [
+        (BertForSequenceClassification, lambda ids, mask: {"labels": torch.tensor([0, 2, 1, 1])}),
+        (
+            BertForTokenClassification,
+            lambda ids, mask: {
+                "labels": torch.randint(0, 3, ids.shape, generator=torch.Generator().manual_seed(1)).masked_fill(
+                    mask == 0, -100
+                )
+            },
+        ),
+        (
+            BertForPreTraining,
+            lambda ids, mask: {
+                "masked_positions": torch.tensor([[1, 5], [2, 0], [3, 4], [0, 0]]),
+                "masked_labels": torch.tensor([[7, 8], [9, -100], [10, 11], [-100, -100]]),
+                "next_sentence_label": torch.tensor([0, 1, 1, 0]),
+            },
+        ),
+    ],
+)
 @pytest.mark.parametrize("checkpointing", [False, True])
 def test_unpadded_training_equals_padded(head, head_kwargs, checkpointing):
     """Running the layers on the real tokens only changes nothing a head reads, nor any gradient."""

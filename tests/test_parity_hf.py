@@ -69,9 +69,12 @@ def _encode(tokenizer, texts, pairs=None):
 @pytest.mark.parametrize("our_attention", ["sdpa", "eager"])
 @torch.no_grad()
 def test_minilm_matches_transformers(case, our_attention, ours, theirs, hf_tokenizer):
-    texts = {"single": (SENTENCES[:1], None), "pair": ([PAIRS[0][0]], [PAIRS[0][1]]),
-             "padded_batch": (SENTENCES, None),
-             "padded_pairs": ([a for a, _ in PAIRS], [b for _, b in PAIRS])}[case]
+    texts = {
+        "single": (SENTENCES[:1], None),
+        "pair": ([PAIRS[0][0]], [PAIRS[0][1]]),
+        "padded_batch": (SENTENCES, None),
+        "padded_pairs": ([a for a, _ in PAIRS], [b for _, b in PAIRS]),
+    }[case]
     ids, types, mask = _encode(hf_tokenizer, *texts)
     if case.startswith("padded"):
         assert (mask == 0).any()
@@ -93,8 +96,7 @@ def test_minilm_attentions_and_hidden_states_match(ours, model_dir, hf_tokenizer
     hf = transformers.BertModel.from_pretrained(model_dir, attn_implementation="eager").eval()
     ids, types, mask = _encode(hf_tokenizer, SENTENCES[:2])
     a = ours(ids, types, mask, output_attentions=True, output_hidden_states=True)
-    b = hf(input_ids=ids, token_type_ids=types, attention_mask=mask, output_attentions=True,
-           output_hidden_states=True)
+    b = hf(input_ids=ids, token_type_ids=types, attention_mask=mask, output_attentions=True, output_hidden_states=True)
     real = mask.bool()
     assert len(a.hidden_states) == len(b.hidden_states) == 7
     for x, y in zip(a.hidden_states, b.hidden_states):

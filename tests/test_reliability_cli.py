@@ -38,12 +38,26 @@ def env(tmp_path_factory) -> dict[str, str]:
     (root / "empty_dir").mkdir()
     junk = root / "junk_dir"  # a directory whose expected files are all garbage
     junk.mkdir()
-    for name in ("config.json", "model.safetensors", "vocab.txt", "tokenizer.json", "dataset.json",
-                 "tokenizer_config.json", "block-000000.json"):
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "vocab.txt",
+        "tokenizer.json",
+        "dataset.json",
+        "tokenizer_config.json",
+        "block-000000.json",
+    ):
         (junk / name).write_bytes(GARBAGE)
-    return {"root": str(root), "model": str(model), "tok": str(root / "tok"), "lines": str(root / "lines.txt"),
-            "pairs": str(root / "pairs.txt"), "train": str(root / "train.tsv"), "qa": str(root / "qa.jsonl"),
-            "data": str(data)}
+    return {
+        "root": str(root),
+        "model": str(model),
+        "tok": str(root / "tok"),
+        "lines": str(root / "lines.txt"),
+        "pairs": str(root / "pairs.txt"),
+        "train": str(root / "train.tsv"),
+        "qa": str(root / "qa.jsonl"),
+        "data": str(data),
+    }
 
 
 FILE_KINDS = {"missing": "does/not/exist.txt", "directory": "a_dir", "empty": "empty.txt", "garbage": "garbage.bin"}
@@ -52,9 +66,14 @@ DIR_KINDS = {"missing": "does/not/exist", "file": "garbage.bin", "empty": "empty
 # (command, argument template); {BAD} is the broken path, {OUT} a fresh output path, {x} valid inputs.
 FILE_ARGS = [
     ("tokenizer-train-input", ["tokenizer", "train", "--input", "{BAD}", "--output", "{OUT}", "--vocab-size", "60"]),
-    ("tokenizer-extend-tokens", ["tokenizer", "extend", "--model", "{model}", "--tokens", "{BAD}", "--output", "{OUT}"]),
-    ("tokenizer-extend-corpus", ["tokenizer", "extend", "--model", "{model}", "--corpus", "{BAD}", "--output", "{OUT}",
-                                 "--min-frequency", "1"]),
+    (
+        "tokenizer-extend-tokens",
+        ["tokenizer", "extend", "--model", "{model}", "--tokens", "{BAD}", "--output", "{OUT}"],
+    ),
+    (
+        "tokenizer-extend-corpus",
+        ["tokenizer", "extend", "--model", "{model}", "--corpus", "{BAD}", "--output", "{OUT}", "--min-frequency", "1"],
+    ),
     ("embed-input", ["embed", "--model", "{model}", "--input", "{BAD}", "--output", "{OUT}.npy"]),
     ("fill-mask-input", ["fill-mask", "--model", "{model}", "--input", "{BAD}"]),
     ("next-sentence-input", ["next-sentence", "--model", "{model}", "--input", "{BAD}"]),
@@ -63,16 +82,48 @@ FILE_ARGS = [
     ("answer-context", ["answer", "--model", "{model}", "-q", "who?", "--context-file", "{BAD}"]),
     ("answer-input", ["answer", "--model", "{model}", "--input", "{BAD}"]),
     ("pretrain-config", ["pretrain", "--config", "{BAD}", "--data", "{data}", "--output", "{OUT}"]),
-    ("finetune-train", ["finetune", "--task", "classification", "--model", "{model}", "--train", "{BAD}",
-                        "--output", "{OUT}", "--no-progress"]),
-    ("finetune-dev", ["finetune", "--task", "classification", "--model", "{model}", "--train", "{train}",
-                      "--dev", "{BAD}", "--output", "{OUT}", "--no-progress"]),
+    (
+        "finetune-train",
+        [
+            "finetune",
+            "--task",
+            "classification",
+            "--model",
+            "{model}",
+            "--train",
+            "{BAD}",
+            "--output",
+            "{OUT}",
+            "--no-progress",
+        ],
+    ),
+    (
+        "finetune-dev",
+        [
+            "finetune",
+            "--task",
+            "classification",
+            "--model",
+            "{model}",
+            "--train",
+            "{train}",
+            "--dev",
+            "{BAD}",
+            "--output",
+            "{OUT}",
+            "--no-progress",
+        ],
+    ),
     ("finetune-config", ["finetune", "--config", "{BAD}", "--model", "{model}", "--output", "{OUT}"]),
     ("evaluate-data", ["evaluate", "--model", "{model}", "--data", "{BAD}", "--task", "classification"]),
-    ("predict-input", ["predict", "--model", "{model}", "--input", "{BAD}", "--output", "{OUT}.jsonl",
-                       "--task", "classification"]),
-    ("prepare-data-input", ["prepare-data", "--input", "{BAD}", "--tokenizer", "{tok}", "--output", "{OUT}",
-                            "--workers", "1", "--quiet"]),
+    (
+        "predict-input",
+        ["predict", "--model", "{model}", "--input", "{BAD}", "--output", "{OUT}.jsonl", "--task", "classification"],
+    ),
+    (
+        "prepare-data-input",
+        ["prepare-data", "--input", "{BAD}", "--tokenizer", "{tok}", "--output", "{OUT}", "--workers", "1", "--quiet"],
+    ),
 ]
 DIR_ARGS = [
     ("tokenize-model", ["tokenize", "--model", "{BAD}", "hello"]),
@@ -89,17 +140,49 @@ DIR_ARGS = [
     ("convert-model", ["convert", "--model", "{BAD}", "--output", "{OUT}"]),
     ("pretrain-data", ["pretrain", "--data", "{BAD}", "--output", "{OUT}", "--model-config", "tiny"]),
     ("pretrain-init", ["pretrain", "--data", "{data}", "--init-from", "{BAD}", "--output", "{OUT}"]),
-    ("finetune-model", ["finetune", "--task", "classification", "--model", "{BAD}", "--train", "{train}",
-                        "--output", "{OUT}", "--no-progress"]),
+    (
+        "finetune-model",
+        [
+            "finetune",
+            "--task",
+            "classification",
+            "--model",
+            "{BAD}",
+            "--train",
+            "{train}",
+            "--output",
+            "{OUT}",
+            "--no-progress",
+        ],
+    ),
     ("evaluate-model", ["evaluate", "--model", "{BAD}", "--data", "{train}"]),
     ("predict-model", ["predict", "--model", "{BAD}", "--input", "{train}", "--output", "{OUT}.jsonl"]),
-    ("prepare-data-tokenizer", ["prepare-data", "--input", "{lines}", "--tokenizer", "{BAD}", "--output", "{OUT}",
-                                "--workers", "1", "--quiet"]),
+    (
+        "prepare-data-tokenizer",
+        [
+            "prepare-data",
+            "--input",
+            "{lines}",
+            "--tokenizer",
+            "{BAD}",
+            "--output",
+            "{OUT}",
+            "--workers",
+            "1",
+            "--quiet",
+        ],
+    ),
 ]
 CONTRADICTIONS = [
-    ("embed-pooling", ["embed", "--model", "{model}", "--input", "{lines}", "--output", "{OUT}.npy", "--pooling", "max"]),
+    (
+        "embed-pooling",
+        ["embed", "--model", "{model}", "--input", "{lines}", "--output", "{OUT}.npy", "--pooling", "max"],
+    ),
     ("embed-output", ["embed", "--model", "{model}", "--input", "{lines}", "--output", "{OUT}.txt"]),
-    ("embed-long-text", ["embed", "--model", "{model}", "--input", "{lines}", "--output", "{OUT}.npy", "--long-text", "slide"]),
+    (
+        "embed-long-text",
+        ["embed", "--model", "{model}", "--input", "{lines}", "--output", "{OUT}.npy", "--long-text", "slide"],
+    ),
     ("embed-layers", ["embed", "--model", "{model}", "--input", "{lines}", "--output", "{OUT}.npy", "--layers", "7,x"]),
     ("fill-mask-both", ["fill-mask", "--model", "{model}", "--input", "{lines}", "hello [MASK]"]),
     ("fill-mask-top-k", ["fill-mask", "--model", "{model}", "--top-k", "0", "hello [MASK]"]),
@@ -110,37 +193,146 @@ CONTRADICTIONS = [
     ("convert-in-place", ["convert", "--model", "{model}", "--output", "{model}"]),
     ("convert-head", ["convert", "--model", "{model}", "--output", "{OUT}", "--head", "NoSuchHead"]),
     ("tokenizer-extend-nothing", ["tokenizer", "extend", "--model", "{model}", "--output", "{OUT}"]),
-    ("tokenizer-extend-in-place", ["tokenizer", "extend", "--model", "{model}", "--tokens", "{lines}", "--output", "{model}"]),
-    ("tokenizer-extend-max", ["tokenizer", "extend", "--model", "{model}", "--corpus", "{lines}", "--output", "{OUT}",
-                              "--max-new-tokens", "-1"]),
+    (
+        "tokenizer-extend-in-place",
+        ["tokenizer", "extend", "--model", "{model}", "--tokens", "{lines}", "--output", "{model}"],
+    ),
+    (
+        "tokenizer-extend-max",
+        [
+            "tokenizer",
+            "extend",
+            "--model",
+            "{model}",
+            "--corpus",
+            "{lines}",
+            "--output",
+            "{OUT}",
+            "--max-new-tokens",
+            "-1",
+        ],
+    ),
     ("tokenizer-train-vocab", ["tokenizer", "train", "--input", "{lines}", "--output", "{OUT}", "--vocab-size", "0"]),
-    ("pretrain-resume-both", ["pretrain", "--data", "{data}", "--output", "{OUT}", "--resume", "--resume-from", "{OUT}"]),
-    ("pretrain-batch", ["pretrain", "--data", "{data}", "--output", "{OUT}", "--micro-batch-size", "4",
-                        "--global-batch-size", "6"]),
+    (
+        "pretrain-resume-both",
+        ["pretrain", "--data", "{data}", "--output", "{OUT}", "--resume", "--resume-from", "{OUT}"],
+    ),
+    (
+        "pretrain-batch",
+        ["pretrain", "--data", "{data}", "--output", "{OUT}", "--micro-batch-size", "4", "--global-batch-size", "6"],
+    ),
     ("pretrain-precision", ["pretrain", "--data", "{data}", "--output", "{OUT}", "--precision", "fp7"]),
     ("pretrain-max-time", ["pretrain", "--data", "{data}", "--output", "{OUT}", "--max-time", "soon"]),
-    ("finetune-resume-overwrite", ["finetune", "--task", "classification", "--model", "{model}", "--train", "{train}",
-                                   "--output", "{OUT}", "--resume", "--overwrite"]),
-    ("finetune-task", ["finetune", "--task", "poetry", "--model", "{model}", "--train", "{train}", "--output", "{OUT}"]),
-    ("finetune-schedule", ["finetune", "--task", "classification", "--model", "{model}", "--train", "{train}",
-                           "--output", "{OUT}", "--schedule", "sideways"]),
-    ("finetune-epochs", ["finetune", "--task", "classification", "--model", "{model}", "--train", "{train}",
-                         "--output", "{OUT}", "--epochs", "-1"]),
+    (
+        "finetune-resume-overwrite",
+        [
+            "finetune",
+            "--task",
+            "classification",
+            "--model",
+            "{model}",
+            "--train",
+            "{train}",
+            "--output",
+            "{OUT}",
+            "--resume",
+            "--overwrite",
+        ],
+    ),
+    (
+        "finetune-task",
+        ["finetune", "--task", "poetry", "--model", "{model}", "--train", "{train}", "--output", "{OUT}"],
+    ),
+    (
+        "finetune-schedule",
+        [
+            "finetune",
+            "--task",
+            "classification",
+            "--model",
+            "{model}",
+            "--train",
+            "{train}",
+            "--output",
+            "{OUT}",
+            "--schedule",
+            "sideways",
+        ],
+    ),
+    (
+        "finetune-epochs",
+        [
+            "finetune",
+            "--task",
+            "classification",
+            "--model",
+            "{model}",
+            "--train",
+            "{train}",
+            "--output",
+            "{OUT}",
+            "--epochs",
+            "-1",
+        ],
+    ),
     ("evaluate-task", ["evaluate", "--model", "{model}", "--data", "{train}", "--task", "poetry"]),
-    ("prepare-data-shards", ["prepare-data", "--input", "{lines}", "--tokenizer", "{tok}", "--output", "{OUT}",
-                             "--shard-index", "3", "--num-shards", "2", "--quiet"]),
-    ("prepare-data-prob", ["prepare-data", "--input", "{lines}", "--tokenizer", "{tok}", "--output", "{OUT}",
-                           "--masked-lm-prob", "2", "--quiet"]),
-    ("prepare-data-masking", ["prepare-data", "--input", "{lines}", "--tokenizer", "{tok}", "--output", "{OUT}",
-                              "--masking", "sometimes", "--quiet"]),
+    (
+        "prepare-data-shards",
+        [
+            "prepare-data",
+            "--input",
+            "{lines}",
+            "--tokenizer",
+            "{tok}",
+            "--output",
+            "{OUT}",
+            "--shard-index",
+            "3",
+            "--num-shards",
+            "2",
+            "--quiet",
+        ],
+    ),
+    (
+        "prepare-data-prob",
+        [
+            "prepare-data",
+            "--input",
+            "{lines}",
+            "--tokenizer",
+            "{tok}",
+            "--output",
+            "{OUT}",
+            "--masked-lm-prob",
+            "2",
+            "--quiet",
+        ],
+    ),
+    (
+        "prepare-data-masking",
+        [
+            "prepare-data",
+            "--input",
+            "{lines}",
+            "--tokenizer",
+            "{tok}",
+            "--output",
+            "{OUT}",
+            "--masking",
+            "sometimes",
+            "--quiet",
+        ],
+    ),
     ("demo-missing-corpus", ["demo", "--output", "{OUT}", "--corpus", "{root}/does/not/exist"]),
     ("serve-limits", ["serve", "--model", "{model}", "--max-items", "0", "--port", "1"]),
     ("unknown-option", ["embed", "--model", "{model}", "--no-such-option"]),
 ]
 
-CASES = ([(f"{name}[{kind}]", args, where) for name, args in FILE_ARGS for kind, where in FILE_KINDS.items()]
-         + [(f"{name}[{kind}]", args, where) for name, args in DIR_ARGS for kind, where in DIR_KINDS.items()]
-         + [(name, args, None) for name, args in CONTRADICTIONS])
+CASES = (
+    [(f"{name}[{kind}]", args, where) for name, args in FILE_ARGS for kind, where in FILE_KINDS.items()]
+    + [(f"{name}[{kind}]", args, where) for name, args in DIR_ARGS for kind, where in DIR_KINDS.items()]
+    + [(name, args, None) for name, args in CONTRADICTIONS]
+)
 
 
 def test_every_subcommand_is_in_the_matrix():

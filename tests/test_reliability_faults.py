@@ -34,15 +34,15 @@ FT_ROWS = 4  # copies of the 12 labelled sentences
 
 # Phases of writing that a fault can hit (see _install_fault). Every one appears in each chain.
 CHECKPOINT_PHASES = [
-    "weights_torn",       # model.safetensors half written (its temporary file), then SIGKILL
-    "weights_done",       # weights of the checkpoint written, trainer state not yet
-    "state_torn",         # trainer_state.pt half written
-    "state_done",         # trainer state written, tokenizer copy / manifest not yet
-    "manifest_before",    # every file written, manifest.json not yet
-    "rename_before",      # checkpoint-N.tmp complete, not yet renamed
-    "rename_after",       # renamed, older checkpoints not yet rotated away
-    "rotate",             # an older checkpoint partly deleted by rotation
-    "metrics_torn",       # half a metrics.jsonl line written
+    "weights_torn",  # model.safetensors half written (its temporary file), then SIGKILL
+    "weights_done",  # weights of the checkpoint written, trainer state not yet
+    "state_torn",  # trainer_state.pt half written
+    "state_done",  # trainer state written, tokenizer copy / manifest not yet
+    "manifest_before",  # every file written, manifest.json not yet
+    "rename_before",  # checkpoint-N.tmp complete, not yet renamed
+    "rename_after",  # renamed, older checkpoints not yet rotated away
+    "rotate",  # an older checkpoint partly deleted by rotation
+    "metrics_torn",  # half a metrics.jsonl line written
 ]
 
 
@@ -93,8 +93,11 @@ def _install_fault(fault: str) -> None:
         def save_file(tensors, path, metadata=None):
             real_save_file(tensors, path, metadata=metadata)
             target = Path(path).parent
-            wanted = in_checkpoint(path) if kind == "weights_torn" else target.name in ("final", "best") \
-                or (target.name.endswith(".tmp") and not in_checkpoint(path))
+            wanted = (
+                in_checkpoint(path)
+                if kind == "weights_torn"
+                else target.name in ("final", "best") or (target.name.endswith(".tmp") and not in_checkpoint(path))
+            )
             if wanted and hit():
                 _truncate_and_die(path)
 
@@ -167,8 +170,7 @@ def _install_fault(fault: str) -> None:
         real_replace = os.replace
 
         def replace(src, dst):
-            if Path(src).name.endswith(".tmp") and Path(src).is_dir() and not in_checkpoint(Path(src) / "x") \
-                    and hit():
+            if Path(src).name.endswith(".tmp") and Path(src).is_dir() and not in_checkpoint(Path(src) / "x") and hit():
                 _die()
             real_replace(src, dst)
 
@@ -193,11 +195,30 @@ def _pretrain_child(data: str, output: str, keep_last: int | None, fault: str) -
     _install_fault(fault)
     from bertkit.training.pretrain import build_config, pretrain
 
-    pretrain(build_config(dict(
-        data=data, output=output, model_config="tiny", micro_batch_size=4, global_batch_size=8,
-        max_steps=PRE_STEPS, lr=1e-3, warmup_steps=4, log_every=1, save_every=2, keep_last=keep_last,
-        eval_every=6, eval_batches=1, progress=False, tensorboard=False, plot=False, peak_flops=1e12,
-        resume="auto")))
+    pretrain(
+        build_config(
+            dict(
+                data=data,
+                output=output,
+                model_config="tiny",
+                micro_batch_size=4,
+                global_batch_size=8,
+                max_steps=PRE_STEPS,
+                lr=1e-3,
+                warmup_steps=4,
+                log_every=1,
+                save_every=2,
+                keep_last=keep_last,
+                eval_every=6,
+                eval_batches=1,
+                progress=False,
+                tensorboard=False,
+                plot=False,
+                peak_flops=1e12,
+                resume="auto",
+            )
+        )
+    )
 
 
 def _finetune_child(model: str, train: str, output: str, resume: bool, keep_last: int | None, fault: str) -> None:
@@ -206,18 +227,32 @@ def _finetune_child(model: str, train: str, output: str, resume: bool, keep_last
     _install_fault(fault)
     from bertkit.training.finetune import FinetuneConfig, finetune
 
-    finetune(FinetuneConfig(
-        task="classification", model=model, train_file=train, dev_file=train, output=output, epochs=8, lr=3e-3,
-        micro_batch_size=8, global_batch_size=16, save_every=1, progress=False, resume=resume,
-        train_options={"tensorboard": False, "plot": False, "keep_last": keep_last}))
+    finetune(
+        FinetuneConfig(
+            task="classification",
+            model=model,
+            train_file=train,
+            dev_file=train,
+            output=output,
+            epochs=8,
+            lr=3e-3,
+            micro_batch_size=8,
+            global_batch_size=16,
+            save_every=1,
+            progress=False,
+            resume=resume,
+            train_options={"tensorboard": False, "plot": False, "keep_last": keep_last},
+        )
+    )
 
 
 # ------------------------------------------------------------------------------------------ in the test
 @pytest.fixture(scope="module")
 def ctx():
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["torch", "bertkit.training.pretrain", "bertkit.training.finetune",
-                                    "test_reliability_faults"])
+    context.set_forkserver_preload(
+        ["torch", "bertkit.training.pretrain", "bertkit.training.finetune", "test_reliability_faults"]
+    )
     return context
 
 
@@ -305,8 +340,9 @@ def test_pretraining_survives_sigkill_at_many_points(ctx, tmp_path):
         print("pre-training killed at", fault, "; checkpoints", [p.name for p in list_checkpoints(run)])
         invalid_seen += check_checkpoints(run, reference, fault)[1]
         if (run / "final" / "model.safetensors").is_file():  # an export is never half there
-            assert (run / "final" / "model.safetensors").read_bytes() == \
-                (reference / "final" / "model.safetensors").read_bytes(), f"after {fault}: final/"
+            assert (run / "final" / "model.safetensors").read_bytes() == (
+                reference / "final" / "model.safetensors"
+            ).read_bytes(), f"after {fault}: final/"
     assert len(kills) >= 10 and "export_torn:1" in kills, f"only {len(kills)} faults hit: {kills}"
     assert invalid_seen > 0  # some kills really left a broken checkpoint behind, and resume skipped it
     if not finished:
@@ -315,8 +351,9 @@ def test_pretraining_survives_sigkill_at_many_points(ctx, tmp_path):
     final = run / f"checkpoint-{PRE_STEPS}"
     assert validate_checkpoint(final) is None
     assert_same_weights(tensors(final), tensors(reference / f"checkpoint-{PRE_STEPS}"), "final checkpoint")
-    assert (run / "final" / "model.safetensors").read_bytes() == \
-        (reference / "final" / "model.safetensors").read_bytes()
+    assert (run / "final" / "model.safetensors").read_bytes() == (
+        reference / "final" / "model.safetensors"
+    ).read_bytes()
     assert trajectory(run) == trajectory(reference)
     assert len(list_checkpoints(run)) <= 2 and not list(run.glob("checkpoint-*.tmp"))
 

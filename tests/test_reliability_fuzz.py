@@ -26,18 +26,51 @@ from bertkit.tokenizer import Tokenizer
 from bertkit.weights import load_model, read_state_dict, save_pretrained
 
 EXAMPLES = 60
-FAST = settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,  # CI: the same inputs each run
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+FAST = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    derandomize=True,  # CI: the same inputs each run
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
 # Text with every kind of code point: lone surrogates, controls, combining marks, CJK, private use.
 any_text = st.text(st.characters(codec=None, categories=None), max_size=300)
 hostile_bytes = st.one_of(
     st.binary(max_size=600),
     any_text.map(lambda t: t.encode("utf-8", "surrogatepass")),
-    st.lists(st.sampled_from([b"\t", b",", b"\n", b"\r\n", b'"', b"{", b"}", b"[", b"]", b":", b"\xef\xbb\xbf",
-                              b"label", b"sentence", b"O", b"B-PER", b"-DOCSTART-", b" ", b"\x00", b"\xff",
-                              b"null", b"1", b"{\"text\": ", b"\"context\"", b"\"qas\"", b"\"data\""]),
-             max_size=80).map(b"".join),
+    st.lists(
+        st.sampled_from(
+            [
+                b"\t",
+                b",",
+                b"\n",
+                b"\r\n",
+                b'"',
+                b"{",
+                b"}",
+                b"[",
+                b"]",
+                b":",
+                b"\xef\xbb\xbf",
+                b"label",
+                b"sentence",
+                b"O",
+                b"B-PER",
+                b"-DOCSTART-",
+                b" ",
+                b"\x00",
+                b"\xff",
+                b"null",
+                b"1",
+                b'{"text": ',
+                b'"context"',
+                b'"qas"',
+                b'"data"',
+            ]
+        ),
+        max_size=80,
+    ).map(b"".join),
 )
 
 
@@ -115,9 +148,16 @@ def check_file(kind: str, path: Path, data: bytes) -> None:
         pass
 
 
-FILE_KINDS = {"corpus": "corpus.txt", "tsv": "train.tsv", "csv": "train.csv", "jsonl": "train.jsonl",
-              "conll": "train.conll", "squad": "train.json", "config": "config.json",
-              "weights": "model.safetensors"}
+FILE_KINDS = {
+    "corpus": "corpus.txt",
+    "tsv": "train.tsv",
+    "csv": "train.csv",
+    "jsonl": "train.jsonl",
+    "conll": "train.conll",
+    "squad": "train.json",
+    "config": "config.json",
+    "weights": "model.safetensors",
+}
 
 
 @FAST
@@ -128,26 +168,81 @@ def test_readers_take_any_bytes(tmp_path, kind, data):
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=True) | st.text(max_size=12),
+    st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=True) | st.text(max_size=12),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
     max_leaves=20,
 )
-squad_like = st.fixed_dictionaries({"version": json_values, "data": st.lists(st.fixed_dictionaries({
-    "title": json_values, "paragraphs": st.lists(st.fixed_dictionaries({
-        "context": st.text(max_size=40) | json_values,
-        "qas": st.lists(st.fixed_dictionaries({
-            "id": json_values, "question": st.text(max_size=20) | json_values,
-            "is_impossible": json_values,
-            "answers": st.lists(st.fixed_dictionaries({"text": st.text(max_size=10) | json_values,
-                                                       "answer_start": st.integers(-5, 60) | json_values}),
-                                max_size=2) | json_values}), max_size=3) | json_values}), max_size=3) | json_values}),
-    max_size=2) | json_values})
+squad_like = st.fixed_dictionaries(
+    {
+        "version": json_values,
+        "data": st.lists(
+            st.fixed_dictionaries(
+                {
+                    "title": json_values,
+                    "paragraphs": st.lists(
+                        st.fixed_dictionaries(
+                            {
+                                "context": st.text(max_size=40) | json_values,
+                                "qas": st.lists(
+                                    st.fixed_dictionaries(
+                                        {
+                                            "id": json_values,
+                                            "question": st.text(max_size=20) | json_values,
+                                            "is_impossible": json_values,
+                                            "answers": st.lists(
+                                                st.fixed_dictionaries(
+                                                    {
+                                                        "text": st.text(max_size=10) | json_values,
+                                                        "answer_start": st.integers(-5, 60) | json_values,
+                                                    }
+                                                ),
+                                                max_size=2,
+                                            )
+                                            | json_values,
+                                        }
+                                    ),
+                                    max_size=3,
+                                )
+                                | json_values,
+                            }
+                        ),
+                        max_size=3,
+                    )
+                    | json_values,
+                }
+            ),
+            max_size=2,
+        )
+        | json_values,
+    }
+)
 config_like = st.dictionaries(
-    st.sampled_from(["vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                     "hidden_act", "hidden_dropout_prob", "max_position_embeddings", "type_vocab_size",
-                     "layer_norm_eps", "pad_token_id", "num_labels", "id2label", "model_type", "architectures",
-                     "classifier_dropout", "attention_probs_dropout_prob", "initializer_range", "problem_type"]),
-    json_values | st.integers(-3, 5000), max_size=8)
+    st.sampled_from(
+        [
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "hidden_act",
+            "hidden_dropout_prob",
+            "max_position_embeddings",
+            "type_vocab_size",
+            "layer_norm_eps",
+            "pad_token_id",
+            "num_labels",
+            "id2label",
+            "model_type",
+            "architectures",
+            "classifier_dropout",
+            "attention_probs_dropout_prob",
+            "initializer_range",
+            "problem_type",
+        ]
+    ),
+    json_values | st.integers(-3, 5000),
+    max_size=8,
+)
 
 
 @FAST
@@ -165,8 +260,9 @@ def test_config_takes_any_json_object(tmp_path, values):
 # ------------------------------------------------------------------------------------------ checkpoints
 def tiny_model_dir(directory: Path) -> Path:
     torch.manual_seed(0)
-    save_pretrained(BertModel(BertConfig.preset("tiny", vocab_size=32, max_position_embeddings=16, intermediate_size=64)),
-                    directory)
+    save_pretrained(
+        BertModel(BertConfig.preset("tiny", vocab_size=32, max_position_embeddings=16, intermediate_size=64)), directory
+    )
     return directory
 
 
@@ -175,8 +271,9 @@ def model_dir(tmp_path_factory) -> Path:
     return tiny_model_dir(tmp_path_factory.mktemp("model"))
 
 
-def check_weights_mutation(model_dir: Path, work: Path, cut: int | None, flips: list[tuple[int, int]],
-                           config_edit: dict) -> None:
+def check_weights_mutation(
+    model_dir: Path, work: Path, cut: int | None, flips: list[tuple[int, int]], config_edit: dict
+) -> None:
     """A model directory whose safetensors file is truncated/bit-flipped and whose config may lie: it loads
     (and then matches the config) or raises CheckpointError/ConfigError."""
     work.mkdir(parents=True, exist_ok=True)
@@ -198,12 +295,24 @@ def check_weights_mutation(model_dir: Path, work: Path, cut: int | None, flips: 
 
 
 @FAST
-@given(cut=st.none() | st.integers(0, 10**6),
-       flips=st.lists(st.tuples(st.integers(0, 200), st.integers(0, 255)), max_size=4),
-       config_edit=st.dictionaries(st.sampled_from(["vocab_size", "hidden_size", "num_hidden_layers",
-                                                    "intermediate_size", "max_position_embeddings",
-                                                    "num_attention_heads"]),
-                                   st.sampled_from([1, 2, 4, 31, 33, 64, 10**6, 10**9, 10**12]), max_size=2))
+@given(
+    cut=st.none() | st.integers(0, 10**6),
+    flips=st.lists(st.tuples(st.integers(0, 200), st.integers(0, 255)), max_size=4),
+    config_edit=st.dictionaries(
+        st.sampled_from(
+            [
+                "vocab_size",
+                "hidden_size",
+                "num_hidden_layers",
+                "intermediate_size",
+                "max_position_embeddings",
+                "num_attention_heads",
+            ]
+        ),
+        st.sampled_from([1, 2, 4, 31, 33, 64, 10**6, 10**9, 10**12]),
+        max_size=2,
+    ),
+)
 def test_damaged_weights_and_lying_configs(model_dir, tmp_path, cut, flips, config_edit):
     check_weights_mutation(model_dir, tmp_path / "m", cut, flips, config_edit)
 

@@ -44,8 +44,12 @@ def test_failed_save_is_a_clear_error_and_keeps_the_previous_checkpoint(tmp_path
     model = ToyModel()
     previous = save_checkpoint(tmp_path, 1, model, {"step": 1})
     before = (previous / "model.safetensors").read_bytes()
-    target = {"weights": (ck, "save_model"), "trainer_state": (ck.torch, "save"),
-              "manifest": (ck, "atomic_write_text"), "mkdir": (Path, "mkdir")}[where]
+    target = {
+        "weights": (ck, "save_model"),
+        "trainer_state": (ck.torch, "save"),
+        "manifest": (ck, "atomic_write_text"),
+        "mkdir": (Path, "mkdir"),
+    }[where]
     monkeypatch.setattr(*target, fault)
     with pytest.raises(CheckpointError) as caught:
         save_checkpoint(tmp_path, 2, model, {"step": 2})
@@ -65,9 +69,26 @@ def quiet_config(tmp_path: Path) -> Path:
 
 def test_disk_full_during_training_stops_with_one_line_and_resume_works(tmp_path, monkeypatch, capsys):
     data = make_pretraining_dataset(tmp_path / "data", n_train=32, n_eval=0, seq=16, vocab=40)
-    args = ["pretrain", "--config", str(quiet_config(tmp_path)), "--data", str(data), "--output",
-            str(tmp_path / "run"), "--model-config", "tiny", "--micro-batch-size", "4", "--max-steps", "4",
-            "--save-every", "2", "--eval-batches", "0", "--no-progress"]
+    args = [
+        "pretrain",
+        "--config",
+        str(quiet_config(tmp_path)),
+        "--data",
+        str(data),
+        "--output",
+        str(tmp_path / "run"),
+        "--model-config",
+        "tiny",
+        "--micro-batch-size",
+        "4",
+        "--max-steps",
+        "4",
+        "--save-every",
+        "2",
+        "--eval-batches",
+        "0",
+        "--no-progress",
+    ]
     real_save = torch.save
     calls = {"n": 0}
 
@@ -122,8 +143,17 @@ def test_damaged_shard_is_refused_before_training_starts(tmp_path, how):
     data = make_pretraining_dataset(tmp_path / "data", n_train=32, n_eval=4, seq=16, vocab=40)
     shard = damage(data, how)
     run = tmp_path / "run"
-    config = build_config(dict(data=str(data), output=str(run), model_config="tiny", micro_batch_size=4,
-                               max_steps=2, eval_batches=0, **QUIET))
+    config = build_config(
+        dict(
+            data=str(data),
+            output=str(run),
+            model_config="tiny",
+            micro_batch_size=4,
+            max_steps=2,
+            eval_batches=0,
+            **QUIET,
+        )
+    )
     with pytest.raises(DataError) as caught:
         pretrain(config)
     assert shard.name in str(caught.value) and "\n" not in str(caught.value)
@@ -133,9 +163,24 @@ def test_damaged_shard_is_refused_before_training_starts(tmp_path, how):
 def test_damaged_shard_is_one_line_exit_2_from_the_cli(tmp_path, capsys):
     data = make_pretraining_dataset(tmp_path / "data", n_train=32, n_eval=4, seq=16, vocab=40)
     damage(data, "modified")
-    code = main(["pretrain", "--config", str(quiet_config(tmp_path)), "--data", str(data), "--output",
-                 str(tmp_path / "run"), "--model-config", "tiny", "--micro-batch-size", "4", "--max-steps", "2",
-                 "--no-progress"])
+    code = main(
+        [
+            "pretrain",
+            "--config",
+            str(quiet_config(tmp_path)),
+            "--data",
+            str(data),
+            "--output",
+            str(tmp_path / "run"),
+            "--model-config",
+            "tiny",
+            "--micro-batch-size",
+            "4",
+            "--max-steps",
+            "2",
+            "--no-progress",
+        ]
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and err[-1].startswith("bertkit: error:") and "checksum" in err[-1]
 
@@ -150,8 +195,20 @@ def test_a_resumed_run_hashes_the_shards_again_only_when_one_changed(tmp_path, m
     run = tmp_path / "run"
 
     def start(steps: int) -> None:
-        pretrain(build_config(dict(data=str(data), output=str(run), model_config="tiny", micro_batch_size=4,
-                                   max_steps=steps, eval_batches=0, resume="auto", **QUIET)))
+        pretrain(
+            build_config(
+                dict(
+                    data=str(data),
+                    output=str(run),
+                    model_config="tiny",
+                    micro_batch_size=4,
+                    max_steps=steps,
+                    eval_batches=0,
+                    resume="auto",
+                    **QUIET,
+                )
+            )
+        )
 
     start(2)
     assert len(calls) == 1 and (run / "data-verified.json").is_file()

@@ -43,13 +43,27 @@ def test_the_package_has_no_unpickling_path():
         where = path.relative_to(PACKAGE)
         for node, name in calls(tree):
             line = f"{where}:{node.lineno}: {ast.unparse(node)[:80]}"
-            if name in ("pickle.load", "pickle.loads", "pickle.Unpickler", "cPickle.load", "dill.load",
-                        "joblib.load", "marshal.loads", "shelve.open", "eval", "exec"):
+            if name in (
+                "pickle.load",
+                "pickle.loads",
+                "pickle.Unpickler",
+                "cPickle.load",
+                "dill.load",
+                "joblib.load",
+                "marshal.loads",
+                "shelve.open",
+                "eval",
+                "exec",
+            ):
                 offences.append(line)
             elif name.endswith("torch.load"):
                 if keyword(node, "weights_only") != "True":
                     offences.append(line)
-            elif (name in ("np.load", "numpy.load") and keyword(node, "allow_pickle") not in (None, "False")) or name == "yaml.load" or name == "yaml.unsafe_load":
+            elif (
+                (name in ("np.load", "numpy.load") and keyword(node, "allow_pickle") not in (None, "False"))
+                or name == "yaml.load"
+                or name == "yaml.unsafe_load"
+            ):
                 offences.append(line)
         for node in ast.walk(tree):  # `from torch import load` and friends would hide a call from the grep
             if isinstance(node, ast.ImportFrom) and node.module in ("pickle", "torch", "dill", "joblib"):
@@ -61,7 +75,9 @@ def test_the_package_has_no_unpickling_path():
 
 def test_the_grep_would_catch_an_offence():
     tree = ast.parse("import torch\nx = torch.load(p)\ny = torch.load(p, weights_only=False)\nz = pickle.loads(b)")
-    found = [name for node, name in calls(tree) if name.endswith("torch.load") and keyword(node, "weights_only") != "True"]
+    found = [
+        name for node, name in calls(tree) if name.endswith("torch.load") and keyword(node, "weights_only") != "True"
+    ]
     assert found == ["torch.load", "torch.load"]
 
 
@@ -122,8 +138,10 @@ def test_malicious_trainer_state_is_refused_on_resume(tmp_path):
     path = save_checkpoint(tmp_path / "run", 1, ToyModel(), {"step": 1})
     torch.save({"step": Payload(canary)}, path / TRAINER_STATE)
     manifest = json.loads((path / MANIFEST).read_text())  # an attacker rewrites the manifest too
-    manifest["files"][TRAINER_STATE] = {"size": (path / TRAINER_STATE).stat().st_size,
-                                        "sha256": _sha256(path / TRAINER_STATE)}
+    manifest["files"][TRAINER_STATE] = {
+        "size": (path / TRAINER_STATE).stat().st_size,
+        "sha256": _sha256(path / TRAINER_STATE),
+    }
     (path / MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(CheckpointError):
         load_checkpoint(path, ToyModel())
@@ -136,7 +154,15 @@ def test_cli_refuses_a_malicious_model_with_exit_2(tmp_path, capsys, command):
     model_dir = str(malicious_model_dir(tmp_path / "evil", canary))
     (tmp_path / "in.txt").write_text("hello [MASK]\n")
     args = {
-        "embed": ["embed", "--model", model_dir, "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "o.npy")],
+        "embed": [
+            "embed",
+            "--model",
+            model_dir,
+            "--input",
+            str(tmp_path / "in.txt"),
+            "--output",
+            str(tmp_path / "o.npy"),
+        ],
         "fill-mask": ["fill-mask", "--model", model_dir, "hello [MASK]"],
         "classify": ["classify", "--model", model_dir, "hello"],
         "export": ["export", "onnx", "--model", model_dir, "--output", str(tmp_path / "m.onnx")],

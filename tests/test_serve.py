@@ -35,10 +35,12 @@ def dirs(tmp_path_factory, tokenizer):
     root = tmp_path_factory.mktemp("models")
     return {
         "pretraining": save_model(root / "pt", BertForPreTraining, tokenizer),
-        "classifier": save_model(root / "cls", BertForSequenceClassification, tokenizer,
-                                 id2label={0: "negative", 1: "positive"}),
-        "tagger": save_model(root / "ner", BertForTokenClassification, tokenizer,
-                             id2label={0: "O", 1: "B-PER", 2: "I-PER"}),
+        "classifier": save_model(
+            root / "cls", BertForSequenceClassification, tokenizer, id2label={0: "negative", 1: "positive"}
+        ),
+        "tagger": save_model(
+            root / "ner", BertForTokenClassification, tokenizer, id2label={0: "O", 1: "B-PER", 2: "I-PER"}
+        ),
         "qa": save_model(root / "qa", BertForQuestionAnswering, tokenizer),
     }
 
@@ -50,6 +52,7 @@ def pretraining(dirs):
 
 def call(app, method: str, path: str, **kwargs) -> httpx.Response:
     """One request through the ASGI app, in-process."""
+
     async def go():
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
             return await client.request(method, path, **kwargs)
@@ -66,6 +69,7 @@ def app(pretraining):
 
 
 # ---------------------------------------------------------------------------------------------- endpoints
+
 
 def test_health_info_and_only_supported_endpoints(app):
     assert call(app, "GET", "/health").json() == {"status": "ok"}
@@ -89,7 +93,8 @@ def test_pipeline_endpoints_return_the_library_results(app, pretraining):
 
     body = call(app, "POST", "/next-sentence", json={"pairs": [["I went home.", "Then I slept."]]}).json()
     assert body["results"][0]["probability"] == pytest.approx(
-        inference.next_sentence("I went home.", "Then I slept.", pretraining), abs=1e-6)
+        inference.next_sentence("I went home.", "Then I slept.", pretraining), abs=1e-6
+    )
 
     body = call(app, "POST", "/embed", json={"texts": ["hello world", "the cat"], "pooling": "mean"}).json()
     expected = inference.embed(["hello world", "the cat"], pretraining, pooling="mean")
@@ -114,7 +119,7 @@ def test_task_endpoints(dirs):
     context = "Paris is the capital of France."
     body = call(qa, "POST", "/answer", json={"inputs": [{"question": "What?", "context": context}], "top_k": 2}).json()
     (answers,) = body["results"]
-    assert len(answers) == 2 and all(context[a["start"]:a["end"]] == a["text"] for a in answers)
+    assert len(answers) == 2 and all(context[a["start"] : a["end"]] == a["text"] for a in answers)
 
 
 # ---------------------------------------------------------------------------------------------- bad input
@@ -173,6 +178,7 @@ def test_wrong_method_and_unknown_path_are_4xx(app):
 
 # ---------------------------------------------------------------------------------------------- batching, timeouts
 
+
 def test_concurrent_requests_are_batched_and_each_gets_its_own_answer(pretraining):
     app = create_app(pretraining, ServeLimits(batch_window_ms=50))
     texts = [f"{word} is the [MASK] ." for word in ["paris", "france", "john", "the cat", "a dog", "the king"] * 4]
@@ -199,8 +205,10 @@ def test_a_bad_request_in_a_batch_does_not_fail_the_others(pretraining):
         # Straight to the batcher: a job that fails inside the pipeline (no mask slips past validation)
         def run(texts):
             return [[m[0].token for m in r] for r in inference.fill_mask(texts, pretraining, top_k=1)]
-        return await asyncio.gather(*(service.batcher.submit("fill", run, [t]) for t in [good[0], "no mask", good[1]]),
-                                    return_exceptions=True)
+
+        return await asyncio.gather(
+            *(service.batcher.submit("fill", run, [t]) for t in [good[0], "no mask", good[1]]), return_exceptions=True
+        )
 
     first, bad, last = asyncio.run(go())
     assert isinstance(bad, Exception) and "no [MASK]" in str(bad)
@@ -237,6 +245,7 @@ def test_slow_requests_time_out_without_blocking_the_server(pretraining, monkeyp
 
 
 # ---------------------------------------------------------------------------------------------- real server
+
 
 def test_uvicorn_on_loopback(pretraining):
     uvicorn = pytest.importorskip("uvicorn")

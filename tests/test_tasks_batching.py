@@ -29,7 +29,7 @@ def test_batches_are_length_sorted_within_chunks_and_reduce_padding():
     grouped = padding_fraction(sizes, list(sampler))
     rng = np.random.default_rng(0)
     order = rng.permutation(len(sizes)).tolist()
-    random_batches = [order[i:i + 32] for i in range(0, len(order), 32)]
+    random_batches = [order[i : i + 32] for i in range(0, len(order), 32)]
     plain = padding_fraction(sizes, random_batches)
     assert plain > 0.4 and grouped < 0.05, (plain, grouped)
     for b in sampler:
@@ -41,7 +41,10 @@ def test_drop_last_and_no_shuffle():
     assert list(LengthGroupedBatchSampler(sizes, 2, shuffle=False)) == [[0, 1], [2, 3], [4]]
     assert list(LengthGroupedBatchSampler(sizes, 2, shuffle=False, drop_last=True)) == [[0, 1], [2, 3]]
     assert list(LengthGroupedBatchSampler(sizes, 2, shuffle=False, sort_when_not_shuffled=True)) == [
-        [3, 4], [0, 2], [1]]
+        [3, 4],
+        [0, 2],
+        [1],
+    ]
     sampler = LengthGroupedBatchSampler(lengths(100), 8, drop_last=True, chunk_batches=3)
     assert all(len(b) == 8 for b in sampler) and len(list(sampler)) == len(sampler)
     with pytest.raises(ValueError):
@@ -50,7 +53,10 @@ def test_drop_last_and_no_shuffle():
 
 def test_works_as_a_dataloader_batch_sampler():
     data = [torch.full((n,), i) for i, n in enumerate([4, 1, 3, 2])]
-    loader = torch.utils.data.DataLoader(data, batch_sampler=LengthGroupedBatchSampler([4, 1, 3, 2], 2, seed=1),
-                                         collate_fn=lambda items: torch.nn.utils.rnn.pad_sequence(items, True))
+    loader = torch.utils.data.DataLoader(
+        data,
+        batch_sampler=LengthGroupedBatchSampler([4, 1, 3, 2], 2, seed=1),
+        collate_fn=lambda items: torch.nn.utils.rnn.pad_sequence(items, True),
+    )
     shapes = sorted(tuple(b.shape) for b in loader)
     assert shapes == [(2, 2), (2, 4)]

@@ -32,11 +32,19 @@ def write(tmp_path, name, text):
 # ---------------------------------------------------------------------------------------------- real GLUE files
 
 GLUE_COUNTS = [
-    ("sst2/train.tsv", True, 67349), ("sst2/dev.tsv", True, 872), ("sst2/test.tsv", False, 1821),
-    ("glue/MRPC/train.tsv", True, 3668), ("glue/MRPC/dev.tsv", True, 408), ("glue/MRPC/test.tsv", False, 1725),
+    ("sst2/train.tsv", True, 67349),
+    ("sst2/dev.tsv", True, 872),
+    ("sst2/test.tsv", False, 1821),
+    ("glue/MRPC/train.tsv", True, 3668),
+    ("glue/MRPC/dev.tsv", True, 408),
+    ("glue/MRPC/test.tsv", False, 1725),
     ("glue/MRPC/msr_paraphrase_test.txt", True, 1725),
-    ("glue/STS-B/train.tsv", True, 5749), ("glue/STS-B/dev.tsv", True, 1500), ("glue/STS-B/test.tsv", False, 1379),
-    ("glue/RTE/train.tsv", True, 2490), ("glue/RTE/dev.tsv", True, 277), ("glue/RTE/test.tsv", False, 3000),
+    ("glue/STS-B/train.tsv", True, 5749),
+    ("glue/STS-B/dev.tsv", True, 1500),
+    ("glue/STS-B/test.tsv", False, 1379),
+    ("glue/RTE/train.tsv", True, 2490),
+    ("glue/RTE/dev.tsv", True, 277),
+    ("glue/RTE/test.tsv", False, 3000),
 ]
 
 
@@ -77,6 +85,7 @@ def test_glue_label_kinds():
 
 # ---------------------------------------------------------------------------------------------- formats and errors
 
+
 def test_csv_jsonl_and_column_options(tmp_path):
     csv_path = write(tmp_path, "d.csv", 'review,stars\n"Good, really good",pos\n"Said ""meh""",neg\n')
     examples = get_task("classification", text_column="review", label_column="stars").read(csv_path)
@@ -89,23 +98,30 @@ def test_csv_jsonl_and_column_options(tmp_path):
     task.fit_labels(examples)
     assert task.label_map.labels == ["2", "10"]  # numbers sort numerically
     headerless_index = get_task("classification", text_column=0, label_column=1).read(
-        write(tmp_path, "x.tsv", "t\tl\nhello\tA\n"))
+        write(tmp_path, "x.tsv", "t\tl\nhello\tA\n")
+    )
     assert headerless_index[0].text == "hello" and headerless_index[0].label == "A"
-    single = get_task("classification", text_pair_column="").read(DATA / "glue/RTE/dev.tsv") \
-        if (DATA / "glue/RTE/dev.tsv").is_file() else None
+    single = (
+        get_task("classification", text_pair_column="").read(DATA / "glue/RTE/dev.tsv")
+        if (DATA / "glue/RTE/dev.tsv").is_file()
+        else None
+    )
     assert single is None or single[0].text_pair is None
 
 
-@pytest.mark.parametrize("name, text, pattern", [
-    ("empty.tsv", "", r"empty\.tsv: the file is empty"),
-    ("header.tsv", "sentence\tlabel\n", "no data rows"),
-    ("short.tsv", "sentence\tlabel\nfine\t1\nbroken\n", r"short\.tsv:3: expected 2 TSV fields"),
-    ("cols.tsv", "words\ttag\nhi\t1\n", r"cols\.tsv: no text column found .*'words', 'tag'"),
-    ("bad.jsonl", '{"sentence": "a", "label": 1}\n{"sentence": \n', r"bad\.jsonl:2: not valid JSON"),
-    ("nokey.jsonl", '{"sentence": "a", "label": 1}\n{"sentence": "b"}\n', r"nokey\.jsonl:2: missing field 'label'"),
-    ("bin.tsv", b"sentence\tlabel\n\xff\xfe\t1\n", "not UTF-8"),
-    ("data.xlsx", "x", "cannot tell the format"),
-])
+@pytest.mark.parametrize(
+    "name, text, pattern",
+    [
+        ("empty.tsv", "", r"empty\.tsv: the file is empty"),
+        ("header.tsv", "sentence\tlabel\n", "no data rows"),
+        ("short.tsv", "sentence\tlabel\nfine\t1\nbroken\n", r"short\.tsv:3: expected 2 TSV fields"),
+        ("cols.tsv", "words\ttag\nhi\t1\n", r"cols\.tsv: no text column found .*'words', 'tag'"),
+        ("bad.jsonl", '{"sentence": "a", "label": 1}\n{"sentence": \n', r"bad\.jsonl:2: not valid JSON"),
+        ("nokey.jsonl", '{"sentence": "a", "label": 1}\n{"sentence": "b"}\n', r"nokey\.jsonl:2: missing field 'label'"),
+        ("bin.tsv", b"sentence\tlabel\n\xff\xfe\t1\n", "not UTF-8"),
+        ("data.xlsx", "x", "cannot tell the format"),
+    ],
+)
 def test_bad_tables(tmp_path, name, text, pattern):
     path = tmp_path / name
     path.write_bytes(text if isinstance(text, bytes) else text.encode())
@@ -152,17 +168,20 @@ def test_bad_options():
 
 # ---------------------------------------------------------------------------------------------- features
 
+
 def test_truncate_pair_pops_the_longer_side_b_on_ties():
     assert truncate_pair([1] * 6, [2] * 2, 5) == ([1] * 3, [2] * 2)
-    assert truncate_pair([1] * 3, [2] * 3, 4) == ([1] * 2, [2] * 2)   # tie pops B first, then A
+    assert truncate_pair([1] * 3, [2] * 3, 4) == ([1] * 2, [2] * 2)  # tie pops B first, then A
     assert truncate_pair([1] * 3, [2] * 3, 5) == ([1] * 3, [2] * 2)
     assert truncate_pair([1] * 9, None, 4) == ([1] * 4, None)
 
 
 def test_featurize_pairs_truncate(tokenizer):
     task = ClassificationTask()
-    examples = [ClassificationExample("a long first sentence with many many words in it", "short one", "x", "f:2"),
-                ClassificationExample("hi", "there", "y", "f:3")]
+    examples = [
+        ClassificationExample("a long first sentence with many many words in it", "short one", "x", "f:2"),
+        ClassificationExample("hi", "there", "y", "f:3"),
+    ]
     task.fit_labels(examples)
     features = task.featurize(examples, tokenizer, max_seq_length=10)
     f = features[0]
@@ -171,7 +190,7 @@ def test_featurize_pairs_truncate(tokenizer):
     sep = f["input_ids"].index(tokenizer.sep_id)
     assert f["token_type_ids"] == [0] * (sep + 1) + [1] * (9 - sep)
     short_ids = tokenizer.ids_batch(["short one"])[0]
-    assert f["input_ids"][sep + 1:-1] == short_ids  # the shorter text is kept whole
+    assert f["input_ids"][sep + 1 : -1] == short_ids  # the shorter text is kept whole
     assert [f["labels"] for f in features] == [0, 1]
     assert len(features[1]["input_ids"]) == len(tokenizer.ids_batch(["hi"])[0]) + 4
 
@@ -187,7 +206,7 @@ def test_windows_cover_long_text_and_pool(tokenizer):
     assert len(windows) > 2 and [f["example_index"] for f in features][-1] == 1
     for number, f in enumerate(windows):
         assert len(f["input_ids"]) <= 16 and f["labels"] == task.label_map.index["pos"]
-        assert f["input_ids"][1:-1] == ids[number * 7:number * 7 + 14]
+        assert f["input_ids"][1:-1] == ids[number * 7 : number * 7 + 14]
     assert windows[-1]["input_ids"][-2] == ids[-1]  # the last window reaches the end
     # pooling: the example's prediction comes from its windows' mean logits
     rows = [np.array([0.0, 1.0])] * (len(windows) - 1) + [np.array([10.0, 0.0])] + [np.array([3.0, 0.0])]
@@ -195,8 +214,7 @@ def test_windows_cover_long_text_and_pool(tokenizer):
     mean = np.mean(rows[: len(windows)], axis=0)
     expected = task.label_map.labels[int(np.argmax(mean))]
     assert predictions[0].label == expected
-    assert predictions[0].probabilities[expected] == pytest.approx(
-        np.exp(mean.max()) / np.exp(mean).sum())
+    assert predictions[0].probabilities[expected] == pytest.approx(np.exp(mean.max()) / np.exp(mean).sum())
     assert predictions[1].label == task.label_map.labels[0]
 
 
@@ -214,6 +232,7 @@ def test_collate_pads_to_longest_with_exact_head_keys(tokenizer):
 
 
 # ---------------------------------------------------------------------------------------------- predictions and metrics
+
 
 def test_evaluate_classification_and_regression_by_hand():
     task = ClassificationTask()
@@ -237,8 +256,9 @@ def test_write_predictions_jsonl(tmp_path):
     task = ClassificationTask()
     examples = [ClassificationExample("good", None, "pos", "f"), ClassificationExample("bad", None, "neg", "f")]
     task.fit_labels(examples)
-    predictions = task.postprocess(examples, [{"example_index": 0}, {"example_index": 1}],
-                                   [np.array([0.0, 3.0]), np.array([3.0, 0.0])])
+    predictions = task.postprocess(
+        examples, [{"example_index": 0}, {"example_index": 1}], [np.array([0.0, 3.0]), np.array([3.0, 0.0])]
+    )
     [path] = task.write_predictions(predictions, tmp_path, examples)
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     assert [(r["text"], r["label"]) for r in rows] == [("good", "pos"), ("bad", "neg")]
@@ -250,12 +270,15 @@ def test_end_to_end_with_tiny_model(tokenizer):
 
     torch.manual_seed(0)
     task = ClassificationTask()
-    examples = [ClassificationExample("a fine film", "yes", "1", "f:1"),
-                ClassificationExample("dull , tedious and far too long", "no", "0", "f:2")]
+    examples = [
+        ClassificationExample("a fine film", "yes", "1", "f:1"),
+        ClassificationExample("dull , tedious and far too long", "no", "0", "f:2"),
+    ]
     task.fit_labels(examples)
     features = task.featurize(examples, tokenizer, 32)
-    model = BertForSequenceClassification(BertConfig.preset("tiny", vocab_size=tokenizer.vocab_size,
-                                                            **task.config_updates())).eval()
+    model = BertForSequenceClassification(
+        BertConfig.preset("tiny", vocab_size=tokenizer.vocab_size, **task.config_updates())
+    ).eval()
     batch = task.collate(features, pad_id=tokenizer.pad_id)
     with torch.no_grad():
         out = model(**batch)
@@ -266,8 +289,10 @@ def test_end_to_end_with_tiny_model(tokenizer):
 
 
 def test_mixed_singles_and_pairs_in_one_call(tokenizer):
-    examples = [ClassificationExample("one two three four five six", None, None, "i:0"),
-                ClassificationExample("one two three four five six", "seven", None, "i:1")]
+    examples = [
+        ClassificationExample("one two three four five six", None, None, "i:0"),
+        ClassificationExample("one two three four five six", "seven", None, "i:1"),
+    ]
     features = ClassificationTask().featurize(examples, tokenizer, 8)
     assert [len(f["input_ids"]) for f in features] == [8, 8]
     assert features[0]["token_type_ids"] == [0] * 8

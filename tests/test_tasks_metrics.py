@@ -9,6 +9,7 @@ from bertkit.tasks import metrics
 
 # ------------------------------------------------------------------------------------------------ GLUE
 
+
 def test_accuracy_and_binary_f1_by_hand():
     assert metrics.accuracy([1, 0, 1, 1], [1, 1, 1, 0]) == 0.5
     # tp=1 fp=1 fn=1 -> 2/(2+1+1)
@@ -51,19 +52,25 @@ def test_against_scipy_and_sklearn():
 
 # ------------------------------------------------------------------------------------------ conlleval
 
-@pytest.mark.parametrize("tags, chunks", [
-    # IOB2
-    (["B-PER", "I-PER", "O", "B-LOC"], [("PER", 0, 2), ("LOC", 3, 4)]),
-    (["B-PER", "B-PER", "I-PER"], [("PER", 0, 1), ("PER", 1, 3)]),
-    # IOB1: I- starts a chunk after O or another type; B- only separates adjacent same-type chunks
-    (["I-PER", "I-PER", "B-PER", "O", "I-LOC"], [("PER", 0, 2), ("PER", 2, 3), ("LOC", 4, 5)]),
-    # BIOES
-    (["S-PER", "S-PER", "B-ORG", "I-ORG", "E-ORG", "O", "S-LOC"],
-     [("PER", 0, 1), ("PER", 1, 2), ("ORG", 2, 5), ("LOC", 6, 7)]),
-    # a type change ends a chunk even inside I- tags; a chunk runs to the sentence end
-    (["B-PER", "I-LOC", "I-LOC"], [("PER", 0, 1), ("LOC", 1, 3)]),
-    (["O", "O"], []),
-])
+
+@pytest.mark.parametrize(
+    "tags, chunks",
+    [
+        # IOB2
+        (["B-PER", "I-PER", "O", "B-LOC"], [("PER", 0, 2), ("LOC", 3, 4)]),
+        (["B-PER", "B-PER", "I-PER"], [("PER", 0, 1), ("PER", 1, 3)]),
+        # IOB1: I- starts a chunk after O or another type; B- only separates adjacent same-type chunks
+        (["I-PER", "I-PER", "B-PER", "O", "I-LOC"], [("PER", 0, 2), ("PER", 2, 3), ("LOC", 4, 5)]),
+        # BIOES
+        (
+            ["S-PER", "S-PER", "B-ORG", "I-ORG", "E-ORG", "O", "S-LOC"],
+            [("PER", 0, 1), ("PER", 1, 2), ("ORG", 2, 5), ("LOC", 6, 7)],
+        ),
+        # a type change ends a chunk even inside I- tags; a chunk runs to the sentence end
+        (["B-PER", "I-LOC", "I-LOC"], [("PER", 0, 1), ("LOC", 1, 3)]),
+        (["O", "O"], []),
+    ],
+)
 def test_conlleval_chunks(tags, chunks):
     assert metrics.get_entities(tags) == chunks
 
@@ -92,6 +99,7 @@ def test_entity_scores_schemes_agree():
 
 
 # ---------------------------------------------------------------------------------------------- SQuAD
+
 
 def test_squad_normalization_and_scores_by_hand():
     assert metrics.normalize_answer("The  Quick, brown fox!") == "quick brown fox"
@@ -123,8 +131,13 @@ def test_squad_v2_scores_and_threshold_search_by_hand():
     assert s["HasAns_f1"] == pytest.approx(200 / 3) and s["NoAns_exact"] == 100.0 and s["total"] == 2
     # threshold search on the best non-null answers: q2 predicts a span, so only a threshold that nulls q2
     # (between 0.5 and 0.9) keeps q1's 2/3 and gains q2's 1.
-    s = metrics.squad_evaluate({"q1": "Broncos", "q2": "Denver"}, answers, version="2.0",
-                               na_probs={"q1": 0.5, "q2": 0.9}, na_prob_threshold=0.7)
+    s = metrics.squad_evaluate(
+        {"q1": "Broncos", "q2": "Denver"},
+        answers,
+        version="2.0",
+        na_probs={"q1": 0.5, "q2": 0.9},
+        na_prob_threshold=0.7,
+    )
     assert s["f1"] == pytest.approx(100 * (2 / 3 + 1) / 2)  # q2's odds 0.9 > 0.7: counted as no answer
     assert s["best_f1"] == pytest.approx(100 * (2 / 3 + 1) / 2) and s["best_f1_thresh"] == 0.5
     assert s["best_exact"] == 50.0 and s["best_exact_thresh"] == 0.0

@@ -43,6 +43,7 @@ def write(tmp_path, text, name="data.txt"):
 
 # ---------------------------------------------------------------------------------------------- reading
 
+
 def test_read_conll_sample(tmp_path):
     examples = read_conll(write(tmp_path, SAMPLE))
     assert [e.words for e in examples] == [["EU", "rejects", "German", "call"], ["Peter", "Blackburn"]]
@@ -60,16 +61,20 @@ def test_read_real_conll2003_counts():
     assert (len(train), len(valid)) == (14041, 3250)
     task = NerTask()
     task.fit_labels(train)
-    assert task.label_map.labels == sorted(["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG",
-                                            "B-MISC", "I-MISC"])
+    assert task.label_map.labels == sorted(
+        ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-MISC", "I-MISC"]
+    )
 
 
-@pytest.mark.parametrize("text, pattern", [
-    ("EU NNP B-NP B-ORG\nrejects VBZ O\n", r"data\.txt:2: 3 columns, but line 1 has 4"),
-    ("", r"no sentences found"),
-    ("-DOCSTART- -X- -X- O\n\n", r"no sentences found"),
-    ("EU\nrejects\n", r"data\.txt:1: one column only"),
-])
+@pytest.mark.parametrize(
+    "text, pattern",
+    [
+        ("EU NNP B-NP B-ORG\nrejects VBZ O\n", r"data\.txt:2: 3 columns, but line 1 has 4"),
+        ("", r"no sentences found"),
+        ("-DOCSTART- -X- -X- O\n\n", r"no sentences found"),
+        ("EU\nrejects\n", r"data\.txt:1: one column only"),
+    ],
+)
 def test_bad_conll(tmp_path, text, pattern):
     with pytest.raises(DataError, match=pattern):
         read_conll(write(tmp_path, text))
@@ -84,6 +89,7 @@ def test_unknown_dev_tag_names_file_and_line(tmp_path, tokenizer):
 
 
 # ---------------------------------------------------------------------------------------------- features
+
 
 def test_first_subtoken_labels(tokenizer):
     words = ["Blackburn", "rejects", "U.S.", "beef"]
@@ -154,7 +160,7 @@ def test_collate_and_end_to_end_with_tiny_model(tokenizer, tmp_path):
     batch = task.collate(features, pad_id=tokenizer.pad_id)
     assert set(batch) == {"input_ids", "token_type_ids", "attention_mask", "labels"}
     short = min(range(2), key=lambda i: len(features[i]["input_ids"]))
-    assert batch["labels"][short, len(features[short]["input_ids"]):].eq(IGNORE_INDEX).all()
+    assert batch["labels"][short, len(features[short]["input_ids"]) :].eq(IGNORE_INDEX).all()
     config = BertConfig.preset("tiny", vocab_size=tokenizer.vocab_size, **task.config_updates())
     model = BertForTokenClassification(config).eval()
     with torch.no_grad():

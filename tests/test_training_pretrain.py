@@ -23,8 +23,20 @@ def data(tmp_path_factory):
 @pytest.fixture(scope="module")
 def phase1(data, tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "phase1"
-    cfg = build_config(dict(data=str(data), output=str(out), model_config="tiny", micro_batch_size=8, max_steps=4,
-                            lr=1e-3, log_every=2, eval_every=2, eval_batches=1, **QUIET))
+    cfg = build_config(
+        dict(
+            data=str(data),
+            output=str(out),
+            model_config="tiny",
+            micro_batch_size=8,
+            max_steps=4,
+            lr=1e-3,
+            log_every=2,
+            eval_every=2,
+            eval_batches=1,
+            **QUIET,
+        )
+    )
     return out, pretrain(cfg)
 
 
@@ -59,8 +71,16 @@ def test_final_export_loads_in_bertkit_and_transformers_with_the_same_outputs(ph
 
 def test_phase_two_starts_from_the_phase_one_weights(phase1, tmp_path):
     long_data = make_pretraining_dataset(tmp_path / "long", n_train=16, n_eval=0, seq=48, vocab=60)
-    cfg = build_config(dict(data=str(long_data), output=str(tmp_path / "p2"), init_from=str(phase1[0] / "final"),
-                            micro_batch_size=8, max_steps=1, **QUIET))
+    cfg = build_config(
+        dict(
+            data=str(long_data),
+            output=str(tmp_path / "p2"),
+            init_from=str(phase1[0] / "final"),
+            micro_batch_size=8,
+            max_steps=1,
+            **QUIET,
+        )
+    )
     from bertkit.data import open_dataset
     from bertkit.weights import load_model
 
@@ -80,27 +100,42 @@ def test_init_from_weights_with_another_vocabulary_is_refused(phase1, data, tmp_
     # Same size, one word replaced (as an extension into [unused] slots does): no shape check can tell.
     words = (other / "vocab.txt").read_text().splitlines()
     (other / "vocab.txt").write_text("\n".join(words[:10] + ["zebra"] + words[11:]) + "\n")
-    cfg = build_config(dict(data=str(data), output=str(tmp_path / "p2"), init_from=str(other),
-                            micro_batch_size=8, max_steps=1, **QUIET))
+    cfg = build_config(
+        dict(
+            data=str(data), output=str(tmp_path / "p2"), init_from=str(other), micro_batch_size=8, max_steps=1, **QUIET
+        )
+    )
     with pytest.raises(ConfigError, match="another tokenizer .* prepare the data with bertkit prepare-data"):
         pretrain(cfg)
     assert not (tmp_path / "p2" / "final").exists()
 
 
 def test_a_dataset_smaller_than_one_micro_batch_is_a_data_error(data, tmp_path):
-    cfg = build_config(dict(data=str(data), output=str(tmp_path / "o"), model_config="tiny", micro_batch_size=64,
-                            max_steps=1, **QUIET))
+    cfg = build_config(
+        dict(data=str(data), output=str(tmp_path / "o"), model_config="tiny", micro_batch_size=64, max_steps=1, **QUIET)
+    )
     with pytest.raises(DataError, match="micro-batch"):
         pretrain(cfg)
 
 
 def test_sequences_longer_than_the_position_table_are_rejected(tmp_path):
     data = make_pretraining_dataset(tmp_path / "d", n_train=8, n_eval=0, seq=40, vocab=60)
-    (tmp_path / "small.json").write_text(json.dumps({"hidden_size": 32, "num_hidden_layers": 1,
-                                                     "num_attention_heads": 2, "intermediate_size": 64,
-                                                     "max_position_embeddings": 32}))
-    cfg = build_config(dict(data=str(data), output=str(tmp_path / "o"), model_config=str(tmp_path / "small.json"),
-                            max_steps=1, **QUIET))
+    (tmp_path / "small.json").write_text(
+        json.dumps(
+            {
+                "hidden_size": 32,
+                "num_hidden_layers": 1,
+                "num_attention_heads": 2,
+                "intermediate_size": 64,
+                "max_position_embeddings": 32,
+            }
+        )
+    )
+    cfg = build_config(
+        dict(
+            data=str(data), output=str(tmp_path / "o"), model_config=str(tmp_path / "small.json"), max_steps=1, **QUIET
+        )
+    )
     from bertkit.data import open_dataset
 
     with pytest.raises(ConfigError, match="positions"):
@@ -122,8 +157,10 @@ def test_config_files_flat_nested_and_yaml(tmp_path):
 
 def test_cli_flags_override_the_config_file(data, tmp_path, capsys):
     config = tmp_path / "run.toml"
-    config.write_text(f'data = "{data}"\nmodel-config = "tiny"\nmax_steps = 50\nmicro_batch_size = 8\n'
-                      'peak_flops = 1e12\ntensorboard = false\nplot = false\neval_batches = 0\n')
+    config.write_text(
+        f'data = "{data}"\nmodel-config = "tiny"\nmax_steps = 50\nmicro_batch_size = 8\n'
+        "peak_flops = 1e12\ntensorboard = false\nplot = false\neval_batches = 0\n"
+    )
     out = tmp_path / "out"
     assert main(["pretrain", "--config", str(config), "--output", str(out), "--max-steps", "2", "--no-progress"]) == 0
     assert json.loads((out / "pretrain_config.json").read_text())["train"]["max_steps"] == 2
@@ -131,8 +168,12 @@ def test_cli_flags_override_the_config_file(data, tmp_path, capsys):
     # A second run into the same directory needs --resume; with it, it continues (here: nothing left to do).
     assert main(["pretrain", "--config", str(config), "--output", str(out), "--max-steps", "2"]) == 2
     assert "--resume" in capsys.readouterr().err
-    assert main(["pretrain", "--config", str(config), "--output", str(out), "--max-steps", "3", "--resume",
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            ["pretrain", "--config", str(config), "--output", str(out), "--max-steps", "3", "--resume", "--no-progress"]
+        )
+        == 0
+    )
     assert (out / "checkpoint-3").is_dir()
 
 
@@ -171,7 +212,11 @@ def test_flop_count_matches_what_the_model_executes(predictions):
     ids = torch.randint(5, 500, (batch, seq))
     positions = torch.stack([torch.randperm(seq)[:predictions] for _ in range(batch)])
     with FlopCounterMode(display=False) as counter:
-        model(ids, masked_positions=positions, masked_labels=torch.gather(ids, 1, positions),
-              next_sentence_label=torch.zeros(batch, dtype=torch.long)).loss.backward()
+        model(
+            ids,
+            masked_positions=positions,
+            masked_labels=torch.gather(ids, 1, positions),
+            next_sentence_label=torch.zeros(batch, dtype=torch.long),
+        ).loss.backward()
     expected = pretraining_flops_per_token(config, seq, predictions) * batch * seq
     assert counter.get_total_flops() == pytest.approx(expected, rel=0.02)

@@ -19,22 +19,27 @@ from training_helpers import make_pretraining_dataset
 HERE = Path(__file__).resolve().parent
 STEPS = 24
 
-SCRIPT = """
+SCRIPT = f"""
 import sys, torch
 torch.set_num_threads(1)  # reproducible CPU reductions
 from bertkit.training.pretrain import build_config, pretrain
 cfg = build_config(dict(data=sys.argv[1], output=sys.argv[2], model_config="tiny", micro_batch_size=4,
-                        global_batch_size=8, max_steps={steps}, lr=1e-3, warmup_steps=4, log_every=1,
+                        global_batch_size=8, max_steps={STEPS}, lr=1e-3, warmup_steps=4, log_every=1,
                         save_every=3, keep_last=2, eval_every=6, eval_batches=1, progress=False,
                         tensorboard=False, plot=False, peak_flops=1e12, resume=sys.argv[3] or None))
 pretrain(cfg)
-""".format(steps=STEPS)
+"""
 
 
 def launch(data: Path, output: Path, resume: str = "") -> subprocess.Popen:
     env = {**os.environ, "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, "-c", SCRIPT, str(data), str(output), resume], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, str(data), str(output), resume],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def trajectory(run: Path) -> list[tuple[int, str, float]]:

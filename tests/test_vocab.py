@@ -17,9 +17,51 @@ from bertkit.vocab import REPORT_NAME, extend_vocabulary, frequent_split_words, 
 from bertkit.weights import load_model, save_pretrained
 
 SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-WORDS = ["the", "a", "heart", "is", "big", "card", "cat", "dog", "run", "##s", "##io", "##my", "##o", "##path",
-         "##y", "##ing", "##er", "m", "##e", "##d", "##i", "##c", "##a", "##l", "c", "a", "r", "d", "i", "o", "p",
-         "t", "h", "y", "s", "e", "l", "g", "n", "u", "b", "f", "."]
+WORDS = [
+    "the",
+    "a",
+    "heart",
+    "is",
+    "big",
+    "card",
+    "cat",
+    "dog",
+    "run",
+    "##s",
+    "##io",
+    "##my",
+    "##o",
+    "##path",
+    "##y",
+    "##ing",
+    "##er",
+    "m",
+    "##e",
+    "##d",
+    "##i",
+    "##c",
+    "##a",
+    "##l",
+    "c",
+    "a",
+    "r",
+    "d",
+    "i",
+    "o",
+    "p",
+    "t",
+    "h",
+    "y",
+    "s",
+    "e",
+    "l",
+    "g",
+    "n",
+    "u",
+    "b",
+    "f",
+    ".",
+]
 
 
 def make_model(directory, cls=BertForPreTraining, unused: int = 3, padded_rows: int = 0):
@@ -44,7 +86,11 @@ def test_tokens_fill_unused_slots_then_new_rows_with_the_mean_of_their_pieces(tm
     report = extend_vocabulary(tmp_path / "m", tmp_path / "out", tokens=words)
 
     assert [(a.token, a.id) for a in report.added] == [
-        ("cardiomyopathy", 5), ("medical", 6), ("dogs", tok.vocab_size), ("cats", tok.vocab_size + 1)]
+        ("cardiomyopathy", 5),
+        ("medical", 6),
+        ("dogs", tok.vocab_size),
+        ("cats", tok.vocab_size + 1),
+    ]
     assert report.already_known == ["heart"] and report.unused_slots_used == 2
     assert report.vocab_size_after == tok.vocab_size + 2
     new_tok = Tokenizer.from_pretrained(tmp_path / "out")
@@ -98,8 +144,20 @@ def test_corpus_words_ranked_by_the_tokens_they_save():
 def test_corpus_extension_through_the_cli(tmp_path, capsys):
     make_model(tmp_path / "m")
     (tmp_path / "corpus.txt").write_text("The cats run. The cats run. The dogs run.\n" * 30, encoding="utf-8")
-    code = main(["tokenizer", "extend", "--model", str(tmp_path / "m"), "--corpus", str(tmp_path / "corpus.txt"),
-                 "--max-new-tokens", "1", "--output", str(tmp_path / "out")])
+    code = main(
+        [
+            "tokenizer",
+            "extend",
+            "--model",
+            str(tmp_path / "m"),
+            "--corpus",
+            str(tmp_path / "corpus.txt"),
+            "--max-new-tokens",
+            "1",
+            "--output",
+            str(tmp_path / "out"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 0, err
     assert "cats (id 5) was cat ##s, seen 60 times" in err and "added 1 token(s)" in err
@@ -122,12 +180,32 @@ def test_bad_requests_fail_cleanly_and_write_nothing(tmp_path, capsys):
     with pytest.raises(ConfigError, match="is the model directory itself"):
         extend_vocabulary(tmp_path / "m", tmp_path / "m", tokens=["dogs"])
     (tmp_path / "words.txt").write_text("dogs\nhot dog\n", encoding="utf-8")
-    code = main(["tokenizer", "extend", "-m", str(tmp_path / "m"), "--tokens", str(tmp_path / "words.txt"),
-                 "-o", str(tmp_path / "out")])
+    code = main(
+        [
+            "tokenizer",
+            "extend",
+            "-m",
+            str(tmp_path / "m"),
+            "--tokens",
+            str(tmp_path / "words.txt"),
+            "-o",
+            str(tmp_path / "out"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 2 and "'hot dog' cannot be one vocabulary entry" in err and len(err.strip().splitlines()) == 1
-    code = main(["tokenizer", "extend", "-m", str(tmp_path / "nowhere"), "--tokens", str(tmp_path / "words.txt"),
-                 "-o", str(tmp_path / "out")])
+    code = main(
+        [
+            "tokenizer",
+            "extend",
+            "-m",
+            str(tmp_path / "nowhere"),
+            "--tokens",
+            str(tmp_path / "words.txt"),
+            "-o",
+            str(tmp_path / "out"),
+        ]
+    )
     assert code == 2 and "does not exist" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m", "words.txt"]
 
@@ -152,22 +230,99 @@ def test_extended_model_loads_in_transformers_with_the_same_ids_and_outputs(tmp_
 
 def test_domain_adaptation_flow_extend_prepare_pretrain(tmp_path, capsys):
     make_model(tmp_path / "m", unused=3)
-    lines = ["the cats run to the dogs.", "a big cat is a cat.", "the dogs run.", "", "the heart is big.",
-             "the cats and the dogs run.", "a dog is a dog.", ""]
+    lines = [
+        "the cats run to the dogs.",
+        "a big cat is a cat.",
+        "the dogs run.",
+        "",
+        "the heart is big.",
+        "the cats and the dogs run.",
+        "a dog is a dog.",
+        "",
+    ]
     (tmp_path / "corpus.txt").write_text("\n".join(lines * 20) + "\n", encoding="utf-8")
-    assert main(["tokenizer", "extend", "-m", str(tmp_path / "m"), "--corpus", str(tmp_path / "corpus.txt"),
-                 "--max-new-tokens", "2", "-o", str(tmp_path / "ext")]) == 0
-    assert main(["prepare-data", "--input", str(tmp_path / "corpus.txt"), "--tokenizer", str(tmp_path / "ext"),
-                 "--output", str(tmp_path / "data"), "--max-seq-length", "24", "--dupe-factor", "1",
-                 "--eval-fraction", "0", "--workers", "1", "--quiet"]) == 0
-    assert main(["pretrain", "--data", str(tmp_path / "data"), "--init-from", str(tmp_path / "ext"), "--output",
-                 str(tmp_path / "run"), "--max-steps", "2", "--micro-batch-size", "4", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "tokenizer",
+                "extend",
+                "-m",
+                str(tmp_path / "m"),
+                "--corpus",
+                str(tmp_path / "corpus.txt"),
+                "--max-new-tokens",
+                "2",
+                "-o",
+                str(tmp_path / "ext"),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "prepare-data",
+                "--input",
+                str(tmp_path / "corpus.txt"),
+                "--tokenizer",
+                str(tmp_path / "ext"),
+                "--output",
+                str(tmp_path / "data"),
+                "--max-seq-length",
+                "24",
+                "--dupe-factor",
+                "1",
+                "--eval-fraction",
+                "0",
+                "--workers",
+                "1",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "pretrain",
+                "--data",
+                str(tmp_path / "data"),
+                "--init-from",
+                str(tmp_path / "ext"),
+                "--output",
+                str(tmp_path / "run"),
+                "--max-steps",
+                "2",
+                "--micro-batch-size",
+                "4",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     added = json.loads((tmp_path / "ext" / REPORT_NAME).read_text())["added"]
     final = Tokenizer.from_pretrained(tmp_path / "run" / "final")
     assert [a["token"] for a in added] == ["dogs", "cats"]  # 60 and 40 occurrences
     assert final.tokenize("the cats") == ["the", "cats"] and final.vocab["cats"] == added[1]["id"]
     # The data must be prepared with the extended tokenizer: the original one is refused.
-    assert main(["pretrain", "--data", str(tmp_path / "data"), "--init-from", str(tmp_path / "m"), "--output",
-                 str(tmp_path / "run2"), "--max-steps", "1", "--micro-batch-size", "4", "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "pretrain",
+                "--data",
+                str(tmp_path / "data"),
+                "--init-from",
+                str(tmp_path / "m"),
+                "--output",
+                str(tmp_path / "run2"),
+                "--max-steps",
+                "1",
+                "--micro-batch-size",
+                "4",
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     assert "another tokenizer" in capsys.readouterr().err

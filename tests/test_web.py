@@ -60,8 +60,9 @@ def tokenizer(tmp_path_factory):
 @pytest.fixture(scope="module")
 def browser():
     with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                             args=["--headless", "--no-sandbox"])
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--headless", "--no-sandbox"]
+        )
         yield browser
         browser.close()
 
@@ -87,10 +88,13 @@ def test_fill_mask_predictions_and_attention_heatmap(tmp_path, tokenizer, browse
         size = page.eval_on_selector("#heatmap", "c => [c.width, c.height]")
         assert size[0] > 100 and size[1] > 100
         # The heatmap really has colour in it (not a blank canvas).
-        coloured = page.eval_on_selector("#heatmap", """c => {
+        coloured = page.eval_on_selector(
+            "#heatmap",
+            """c => {
             const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
             let n = 0; for (let i = 0; i < d.length; i += 4) if (d[i] < 200 && d[i + 2] > 150) n++;
-            return n; }""")
+            return n; }""",
+        )
         assert coloured > 100
         assert page.locator("#layer option").count() == 2 and page.locator("#head option").count() == 3
         # Another layer and head, then the line view.

@@ -24,8 +24,14 @@ from bertkit.model import (
 )
 from bertkit.weights import load_model, read_state_dict, save_pretrained, to_hf_state_dict
 
-HEADS = [BertModel, BertForPreTraining, BertForMaskedLM, BertForSequenceClassification,
-         BertForTokenClassification, BertForQuestionAnswering]
+HEADS = [
+    BertModel,
+    BertForPreTraining,
+    BertForMaskedLM,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    BertForQuestionAnswering,
+]
 
 
 def tiny(**overrides) -> BertConfig:
@@ -75,16 +81,20 @@ def test_saved_names_are_hugging_face_names(tmp_path):
     H = 128
     assert "bert.encoder.layer.1.attention.self.query.weight" in keys
     assert "bert.embeddings.LayerNorm.gamma" not in keys and "bert.embeddings.LayerNorm.weight" in keys
-    assert {"cls.predictions.bias", "cls.predictions.transform.LayerNorm.weight", "cls.seq_relationship.weight",
-            "bert.pooler.dense.weight"} <= keys
+    assert {
+        "cls.predictions.bias",
+        "cls.predictions.transform.LayerNorm.weight",
+        "cls.seq_relationship.weight",
+        "bert.pooler.dense.weight",
+    } <= keys
     # the tied decoder is not stored twice (Hugging Face ties it on load)
     assert "cls.predictions.decoder.weight" not in keys
     assert not any(".layers." in k or "qkv" in k for k in keys)
     tensors = load_file(tmp_path / "model.safetensors")
     qkv = model.bert.encoder.layers[1].attention.qkv
     assert torch.equal(tensors["bert.encoder.layer.1.attention.self.query.weight"], qkv.weight[:H])
-    assert torch.equal(tensors["bert.encoder.layer.1.attention.self.key.weight"], qkv.weight[H:2 * H])
-    assert torch.equal(tensors["bert.encoder.layer.1.attention.self.value.bias"], qkv.bias[2 * H:])
+    assert torch.equal(tensors["bert.encoder.layer.1.attention.self.key.weight"], qkv.weight[H : 2 * H])
+    assert torch.equal(tensors["bert.encoder.layer.1.attention.self.value.bias"], qkv.bias[2 * H :])
     # a bare BertModel is saved without the bert. prefix, as transformers.BertModel does
     assert all(not k.startswith("bert.") for k in to_hf_state_dict(BertModel(tiny())))
 
@@ -97,8 +107,9 @@ def test_encoder_checkpoint_into_head_initialises_head_with_notice(tmp_path, cap
     notices = [r.getMessage() for r in caplog.records]
     assert len(notices) == 1 and "classifier.weight" in notices[0] and "\n" not in notices[0]
     ids, types, mask = inputs()
-    torch.testing.assert_close(model.bert(ids, types, mask).last_hidden_state,
-                               encoder(ids, types, mask).last_hidden_state, atol=0, rtol=0)
+    torch.testing.assert_close(
+        model.bert(ids, types, mask).last_hidden_state, encoder(ids, types, mask).last_hidden_state, atol=0, rtol=0
+    )
 
 
 def test_head_checkpoint_into_encoder_ignores_head_with_notice(tmp_path, caplog):
@@ -221,8 +232,9 @@ def test_label_count_change(tmp_path):
 
 def test_overrides_and_explicit_head(tmp_path):
     save_pretrained(BertForPreTraining(tiny()), tmp_path)
-    model = load_model(tmp_path, head="BertForTokenClassification", attn_implementation="eager",
-                       hidden_dropout_prob=0.0)
+    model = load_model(
+        tmp_path, head="BertForTokenClassification", attn_implementation="eager", hidden_dropout_prob=0.0
+    )
     assert isinstance(model, BertForTokenClassification)
     assert model.bert.attn_implementation == "eager" and model.config.hidden_dropout_prob == 0.0
     with pytest.raises(ConfigError, match="unknown model class"):

@@ -29,8 +29,11 @@ _spec = importlib.util.spec_from_file_location("make_tf_fixture", FIXTURE / "mak
 fixture = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fixture)  # numpy only at import; TensorFlow is imported inside its main()
 
-INPUTS = dict(input_ids=torch.tensor(fixture.INPUT_IDS), token_type_ids=torch.tensor(fixture.TOKEN_TYPE_IDS),
-              attention_mask=torch.tensor(fixture.ATTENTION_MASK))
+INPUTS = dict(
+    input_ids=torch.tensor(fixture.INPUT_IDS),
+    token_type_ids=torch.tensor(fixture.TOKEN_TYPE_IDS),
+    attention_mask=torch.tensor(fixture.ATTENTION_MASK),
+)
 REAL = np.array(fixture.ATTENTION_MASK, dtype=bool)  # compare outputs at real tokens; padding rows are noise
 
 
@@ -74,11 +77,14 @@ def test_optimizer_slots_and_step_are_not_weights():
 
 def test_fine_tuned_heads_of_googles_scripts_are_recognised():
     base = {name: value for name, value in fixture.variables().items() if not name.startswith("cls/")}
-    classifier = tf_to_hf_state_dict(base | {"output_weights": np.zeros((3, 16), np.float32),
-                                             "output_bias": np.zeros(3, np.float32)})
+    classifier = tf_to_hf_state_dict(
+        base | {"output_weights": np.zeros((3, 16), np.float32), "output_bias": np.zeros(3, np.float32)}
+    )
     assert infer_architecture(classifier) == ("BertForSequenceClassification", 3)
-    squad = tf_to_hf_state_dict(base | {"cls/squad/output_weights": np.zeros((2, 16), np.float32),
-                                        "cls/squad/output_bias": np.zeros(2, np.float32)})
+    squad = tf_to_hf_state_dict(
+        base
+        | {"cls/squad/output_weights": np.zeros((2, 16), np.float32), "cls/squad/output_bias": np.zeros(2, np.float32)}
+    )
     assert infer_architecture(squad) == ("BertForQuestionAnswering", None)
     assert infer_architecture(tf_to_hf_state_dict(base)) == ("BertModel", None)
     with pytest.raises(CheckpointError, match="TF2 object-based"):

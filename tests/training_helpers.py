@@ -49,8 +49,16 @@ def collate(items):
     return {"x": torch.stack([i[0] for i in items]), "y": torch.stack([i[1] for i in items])}
 
 
-def make_pretraining_dataset(directory, *, n_train: int = 96, n_eval: int = 16, seq: int = 32, vocab: int = 100,
-                             max_predictions: int = 5, seed: int = 0):
+def make_pretraining_dataset(
+    directory,
+    *,
+    n_train: int = 96,
+    n_eval: int = 16,
+    seq: int = 32,
+    vocab: int = 100,
+    max_predictions: int = 5,
+    seed: int = 0,
+):
     """A small prepared dataset in bertkit.data's shard format, built without a tokenizer.
 
     Ids 0-4 are [PAD] [UNK] [CLS] [SEP] [MASK]; B follows A (label 0) when it continues A's arithmetic
@@ -84,15 +92,30 @@ def make_pretraining_dataset(directory, *, n_train: int = 96, n_eval: int = 16, 
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(5, vocab)]
     tokenizer = Tokenizer(words)
     splits = {
-        "train": pack_instances([instance() for _ in range(n_train)], vocab_size=vocab, max_predictions=max_predictions),
+        "train": pack_instances(
+            [instance() for _ in range(n_train)], vocab_size=vocab, max_predictions=max_predictions
+        ),
         "eval": pack_instances([instance() for _ in range(n_eval)], vocab_size=vocab, max_predictions=max_predictions),
     }
     header = {
-        "settings": {"max_seq_length": seq, "max_predictions_per_seq": max_predictions, "masking": "static",
-                     "whole_word_mask": False, "masked_lm_prob": 0.15, "seed": seed},
+        "settings": {
+            "max_seq_length": seq,
+            "max_predictions_per_seq": max_predictions,
+            "masking": "static",
+            "whole_word_mask": False,
+            "masked_lm_prob": 0.15,
+            "seed": seed,
+        },
         "settings_hash": "synthetic",
-        "tokenizer": {"fingerprint": tokenizer.fingerprint, "vocab_size": vocab, "pad_id": pad, "cls_id": cls, "sep_id": sep,
-                      "mask_id": mask, "directory": "tokenizer"},
+        "tokenizer": {
+            "fingerprint": tokenizer.fingerprint,
+            "vocab_size": vocab,
+            "pad_id": pad,
+            "cls_id": cls,
+            "sep_id": sep,
+            "mask_id": mask,
+            "directory": "tokenizer",
+        },
     }
     write_block(directory, 0, splits, settings_hash="synthetic", stats={})
     tokenizer.save_pretrained(directory / "tokenizer")

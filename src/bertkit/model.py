@@ -166,8 +166,14 @@ class SelfAttention(nn.Module):
         self.dropout_p = config.attention_probs_dropout_prob
         self.attn_implementation = attn_implementation
 
-    def forward(self, x: Tensor, mask: Tensor | None, output_attentions: bool = False,
-                rows: Tensor | None = None, unpadded: Unpadded | None = None) -> tuple[Tensor, Tensor | None]:
+    def forward(
+        self,
+        x: Tensor,
+        mask: Tensor | None,
+        output_attentions: bool = False,
+        rows: Tensor | None = None,
+        unpadded: Unpadded | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
         """``rows [B, K]``: attend from those positions only (every position is still a key); the output is
         then ``[B, K, H]``. ``unpadded``: ``x`` is the ``[T, H]`` real tokens of a padded batch; the
         projections run on those alone and only the attention itself sees the padded ``[B, L]`` layout."""
@@ -247,8 +253,14 @@ class EncoderLayer(nn.Module):
         self.act = activation(config.hidden_act)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, x: Tensor, mask: Tensor | None, output_attentions: bool = False,
-                rows: Tensor | None = None, unpadded: Unpadded | None = None) -> tuple[Tensor, Tensor | None]:
+    def forward(
+        self,
+        x: Tensor,
+        mask: Tensor | None,
+        output_attentions: bool = False,
+        rows: Tensor | None = None,
+        unpadded: Unpadded | None = None,
+    ) -> tuple[Tensor, Tensor | None]:
         """``rows [B, K]``: compute the block's output at those positions only (``[B, K, H]``).
         ``unpadded``: ``x`` is ``[T, H]``, the real tokens only (see ``Unpadded``), and so is the output."""
         attended, probs = self.attention(x, mask, output_attentions, rows, unpadded)
@@ -264,13 +276,18 @@ class Encoder(nn.Module):
 
     def __init__(self, config: BertConfig, attn_implementation: str = "sdpa"):
         super().__init__()
-        self.layers = nn.ModuleList(EncoderLayer(config, attn_implementation)
-                                    for _ in range(config.num_hidden_layers))
+        self.layers = nn.ModuleList(EncoderLayer(config, attn_implementation) for _ in range(config.num_hidden_layers))
         self.gradient_checkpointing = False
 
-    def forward(self, x: Tensor, mask: Tensor | None, output_hidden_states: bool = False,
-                output_attentions: bool = False, last_layer_rows: Tensor | None = None,
-                unpadded: Unpadded | None = None) -> tuple[Tensor, tuple[Tensor, ...] | None, tuple[Tensor, ...] | None]:
+    def forward(
+        self,
+        x: Tensor,
+        mask: Tensor | None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+        last_layer_rows: Tensor | None = None,
+        unpadded: Unpadded | None = None,
+    ) -> tuple[Tensor, tuple[Tensor, ...] | None, tuple[Tensor, ...] | None]:
         """``last_layer_rows [B, K]``: the last layer computes only those positions (see ``BertModel``).
         ``unpadded``: run the layers on the real tokens only (not with per-layer outputs); the output is
         padded again, with zeros at the padded positions."""
@@ -295,8 +312,11 @@ class Encoder(nn.Module):
                 attentions.append(probs)
         if unpadded is not None:
             x = unpadded.pad(x)
-        return (x, tuple(hidden_states) if hidden_states is not None else None,
-                tuple(attentions) if attentions is not None else None)
+        return (
+            x,
+            tuple(hidden_states) if hidden_states is not None else None,
+            tuple(attentions) if attentions is not None else None,
+        )
 
 
 class Pooler(nn.Module):
@@ -366,9 +386,16 @@ class BertModel(PreTrainedMixin):
         """Recompute each layer's activations in the backward pass: less memory, about 30% more compute."""
         self.encoder.gradient_checkpointing = enabled
 
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
-                attention_mask: Tensor | None = None, *, output_hidden_states: bool = False,
-                output_attentions: bool = False, output_rows: Tensor | None = None) -> BertOutput:
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        *,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+        output_rows: Tensor | None = None,
+    ) -> BertOutput:
         """``input_ids [B, L]``; ``token_type_ids`` 0/1 segments (default all 0); ``attention_mask`` 1 for real
         tokens and 0 for padding (default all 1).
 
@@ -386,8 +413,9 @@ class BertModel(PreTrainedMixin):
         if output_hidden_states or output_attentions:  # every layer's full output is asked for
             x, hidden_states, attentions = self.encoder(x, mask, output_hidden_states, output_attentions)
             pooled = self.pooler(x) if self.pooler is not None else None
-            return BertOutput(x if output_rows is None else gather_rows(x, output_rows), pooled, hidden_states,
-                              attentions)
+            return BertOutput(
+                x if output_rows is None else gather_rows(x, output_rows), pooled, hidden_states, attentions
+            )
         unpadded = self._unpadded(mask)
         if output_rows is None:
             x, _, _ = self.encoder(x, mask, unpadded=unpadded)
@@ -434,9 +462,13 @@ class MaskedLMHead(nn.Module):
         return self.decoder(self.layer_norm(self.act(self.dense(hidden))))
 
 
-def _masked_lm(head: MaskedLMHead, sequence_output: Tensor, masked_positions: Tensor | None,
-               masked_labels: Tensor | None, labels: Tensor | None
-               ) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor | None]:
+def _masked_lm(
+    head: MaskedLMHead,
+    sequence_output: Tensor,
+    masked_positions: Tensor | None,
+    masked_labels: Tensor | None,
+    labels: Tensor | None,
+) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor | None]:
     """Logits, loss, correct and count of the MLM task. With positions or labels, only the hidden states of the
     masked tokens go through the transform and the vocabulary projection (sparse MLM). With positions,
     ``sequence_output`` holds just those rows already (``BertModel(output_rows=masked_positions)``)."""
@@ -454,8 +486,9 @@ def _masked_lm(head: MaskedLMHead, sequence_output: Tensor, masked_positions: Te
     real = targets != -100
     count = real.sum()
     # Sum / count (not mean) so that a batch without any prediction gives 0, not NaN.
-    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1),
-                           ignore_index=-100, reduction="sum") / count.clamp(min=1)
+    loss = F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=-100, reduction="sum"
+    ) / count.clamp(min=1)
     correct = ((logits.argmax(-1) == targets) & real).sum()
     return logits, loss, correct, count
 
@@ -478,17 +511,32 @@ class BertForPreTraining(PreTrainedMixin):
         self.nsp.apply(lambda m: init_weights(m, config.initializer_range))
         _tie(self.mlm, self.bert)
 
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
-                attention_mask: Tensor | None = None, *, masked_positions: Tensor | None = None,
-                masked_labels: Tensor | None = None, labels: Tensor | None = None,
-                next_sentence_label: Tensor | None = None, output_hidden_states: bool = False,
-                output_attentions: bool = False) -> PreTrainingOutput:
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        *,
+        masked_positions: Tensor | None = None,
+        masked_labels: Tensor | None = None,
+        labels: Tensor | None = None,
+        next_sentence_label: Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> PreTrainingOutput:
         """``masked_positions``/``masked_labels [B, P]`` (label -100 in padding slots) or dense ``labels [B, L]``
         (-100 = not predicted); ``next_sentence_label [B]`` 0 = B follows A, 1 = random."""
-        out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states=output_hidden_states,
-                        output_attentions=output_attentions, output_rows=masked_positions)
+        out = self.bert(
+            input_ids,
+            token_type_ids,
+            attention_mask,
+            output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions,
+            output_rows=masked_positions,
+        )
         mlm_logits, mlm_loss, correct, count = _masked_lm(
-            self.mlm, out.last_hidden_state, masked_positions, masked_labels, labels)
+            self.mlm, out.last_hidden_state, masked_positions, masked_labels, labels
+        )
         nsp_logits = self.nsp(out.pooler_output)
         nsp_loss = None
         if next_sentence_label is not None:
@@ -498,8 +546,9 @@ class BertForPreTraining(PreTrainedMixin):
             loss = mlm_loss + nsp_loss
         else:
             loss = mlm_loss if mlm_loss is not None else nsp_loss
-        return PreTrainingOutput(loss, mlm_loss, nsp_loss, mlm_logits, nsp_logits, correct, count,
-                                 out.hidden_states, out.attentions)
+        return PreTrainingOutput(
+            loss, mlm_loss, nsp_loss, mlm_logits, nsp_logits, correct, count, out.hidden_states, out.attentions
+        )
 
 
 class BertForMaskedLM(PreTrainedMixin):
@@ -513,14 +562,29 @@ class BertForMaskedLM(PreTrainedMixin):
         self.mlm.apply(lambda m: init_weights(m, config.initializer_range))
         _tie(self.mlm, self.bert)
 
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
-                attention_mask: Tensor | None = None, *, masked_positions: Tensor | None = None,
-                masked_labels: Tensor | None = None, labels: Tensor | None = None,
-                output_hidden_states: bool = False, output_attentions: bool = False) -> MaskedLMOutput:
-        out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states=output_hidden_states,
-                        output_attentions=output_attentions, output_rows=masked_positions)
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        *,
+        masked_positions: Tensor | None = None,
+        masked_labels: Tensor | None = None,
+        labels: Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> MaskedLMOutput:
+        out = self.bert(
+            input_ids,
+            token_type_ids,
+            attention_mask,
+            output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions,
+            output_rows=masked_positions,
+        )
         logits, loss, correct, count = _masked_lm(
-            self.mlm, out.last_hidden_state, masked_positions, masked_labels, labels)
+            self.mlm, out.last_hidden_state, masked_positions, masked_labels, labels
+        )
         return MaskedLMOutput(loss, logits, correct, count, out.hidden_states, out.attentions)
 
 
@@ -550,19 +614,35 @@ class BertForSequenceClassification(PreTrainedMixin):
             return "single_label_classification"
         return "multi_label_classification"
 
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
-                attention_mask: Tensor | None = None, *, labels: Tensor | None = None,
-                output_hidden_states: bool = False, output_attentions: bool = False) -> SequenceClassifierOutput:
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> SequenceClassifierOutput:
         # Only [CLS] is read, so the last layer computes that row alone (no other output rows).
-        out = self.bert(input_ids, token_type_ids, attention_mask, output_hidden_states=output_hidden_states,
-                        output_attentions=output_attentions, output_rows=input_ids.new_zeros(input_ids.shape[0], 0))
+        out = self.bert(
+            input_ids,
+            token_type_ids,
+            attention_mask,
+            output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions,
+            output_rows=input_ids.new_zeros(input_ids.shape[0], 0),
+        )
         logits = self.classifier(self.dropout(out.pooler_output))
         loss = None
         if labels is not None:
             kind = self.problem_type(labels)
             if kind == "regression":
-                loss = F.mse_loss(logits.float().squeeze(-1), labels.float().reshape(-1)) if self.num_labels == 1 \
+                loss = (
+                    F.mse_loss(logits.float().squeeze(-1), labels.float().reshape(-1))
+                    if self.num_labels == 1
                     else F.mse_loss(logits.float(), labels.float())
+                )
             elif kind == "single_label_classification":
                 loss = F.cross_entropy(logits.float().view(-1, self.num_labels), labels.view(-1))
             else:
@@ -582,16 +662,28 @@ class BertForTokenClassification(PreTrainedMixin):
         self.classifier = nn.Linear(config.hidden_size, config.num_labels)
         init_weights(self.classifier, config.initializer_range)
 
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
-                attention_mask: Tensor | None = None, *, labels: Tensor | None = None,
-                label_normalizer: Tensor | float | None = None,
-                output_hidden_states: bool = False, output_attentions: bool = False) -> TokenClassifierOutput:
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        label_normalizer: Tensor | float | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> TokenClassifierOutput:
         """``label_normalizer``: divide the summed token losses by this (the mean count of labeled tokens per
         batch) instead of by this batch's own count, so that every token weighs the same in batches of
         similar lengths (length grouping puts short sentences together; a per-batch mean would weigh
         their tokens several times more than those of long ones)."""
-        out = self.bert(input_ids, token_type_ids, attention_mask,
-                        output_hidden_states=output_hidden_states, output_attentions=output_attentions)
+        out = self.bert(
+            input_ids,
+            token_type_ids,
+            attention_mask,
+            output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions,
+        )
         logits = self.classifier(self.dropout(out.last_hidden_state))
         loss = None
         if labels is not None:
@@ -619,12 +711,24 @@ class BertForQuestionAnswering(PreTrainedMixin):
         self.qa_outputs = nn.Linear(config.hidden_size, 2)
         init_weights(self.qa_outputs, config.initializer_range)
 
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None,
-                attention_mask: Tensor | None = None, *, start_positions: Tensor | None = None,
-                end_positions: Tensor | None = None, output_hidden_states: bool = False,
-                output_attentions: bool = False) -> QuestionAnsweringOutput:
-        out = self.bert(input_ids, token_type_ids, attention_mask,
-                        output_hidden_states=output_hidden_states, output_attentions=output_attentions)
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        *,
+        start_positions: Tensor | None = None,
+        end_positions: Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> QuestionAnsweringOutput:
+        out = self.bert(
+            input_ids,
+            token_type_ids,
+            attention_mask,
+            output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions,
+        )
         start_logits, end_logits = self.qa_outputs(out.last_hidden_state).unbind(-1)
         start_logits, end_logits = start_logits.contiguous(), end_logits.contiguous()
         loss = None
@@ -632,13 +736,22 @@ class BertForQuestionAnswering(PreTrainedMixin):
             seq_len = start_logits.shape[1]
             start = start_positions.reshape(-1).clamp(0, seq_len)
             end = end_positions.reshape(-1).clamp(0, seq_len)
-            loss = (F.cross_entropy(start_logits.float(), start, ignore_index=seq_len)
-                    + F.cross_entropy(end_logits.float(), end, ignore_index=seq_len)) / 2
+            loss = (
+                F.cross_entropy(start_logits.float(), start, ignore_index=seq_len)
+                + F.cross_entropy(end_logits.float(), end, ignore_index=seq_len)
+            ) / 2
         return QuestionAnsweringOutput(loss, start_logits, end_logits, out.hidden_states, out.attentions)
 
 
 HEAD_CLASSES: dict[str, type[nn.Module]] = {
-    cls.__name__: cls for cls in (BertModel, BertForPreTraining, BertForMaskedLM, BertForSequenceClassification,
-                                  BertForTokenClassification, BertForQuestionAnswering)
+    cls.__name__: cls
+    for cls in (
+        BertModel,
+        BertForPreTraining,
+        BertForMaskedLM,
+        BertForSequenceClassification,
+        BertForTokenClassification,
+        BertForQuestionAnswering,
+    )
 }
 """Model classes by name; the names are Hugging Face's, as written in ``config.json``'s ``architectures``."""

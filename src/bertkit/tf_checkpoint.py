@@ -24,8 +24,20 @@ _FOOTER_SIZE = 48  # two BlockHandles padded to 40 bytes, then the 8-byte magic 
 _BLOCK_TRAILER = 5  # compression type (1 byte) + masked crc32c (4 bytes)
 
 # tensorflow/core/framework/types.proto DataType -> numpy dtype (little-endian), for the numeric types.
-_DTYPES = {1: "<f4", 2: "<f8", 3: "<i4", 4: "u1", 5: "<i2", 6: "i1", 9: "<i8", 10: "?", 17: "<u2", 19: "<f2",
-           22: "<u4", 23: "<u8"}
+_DTYPES = {
+    1: "<f4",
+    2: "<f8",
+    3: "<i4",
+    4: "u1",
+    5: "<i2",
+    6: "i1",
+    9: "<i8",
+    10: "?",
+    17: "<u2",
+    19: "<f2",
+    22: "<u4",
+    23: "<u8",
+}
 _DT_BFLOAT16 = 14
 
 
@@ -65,12 +77,12 @@ def _fields(message: int | bytes) -> Iterator[tuple[int, int | bytes]]:
         if wire == 0:
             value, pos = _varint(message, pos)
         elif wire == 1:
-            value, pos = int.from_bytes(message[pos:pos + 8], "little"), pos + 8
+            value, pos = int.from_bytes(message[pos : pos + 8], "little"), pos + 8
         elif wire == 2:
             length, pos = _varint(message, pos)
-            value, pos = message[pos:pos + length], pos + length
+            value, pos = message[pos : pos + length], pos + length
         elif wire == 5:
-            value, pos = int.from_bytes(message[pos:pos + 4], "little"), pos + 4
+            value, pos = int.from_bytes(message[pos : pos + 4], "little"), pos + 4
         else:
             raise ValueError(f"unsupported protobuf wire type {wire}")
         if pos > len(message):
@@ -105,7 +117,7 @@ def _block(data: bytes, handle: bytes) -> bytes:
         raise ValueError("a block points past the end of the file")
     if data[offset + size] != 0:
         raise ValueError("compressed table blocks are not supported (TensorFlow writes checkpoints uncompressed)")
-    return data[offset:offset + size]
+    return data[offset : offset + size]
 
 
 def _block_entries(block: bytes) -> Iterator[tuple[bytes, bytes]]:
@@ -121,9 +133,9 @@ def _block_entries(block: bytes) -> Iterator[tuple[bytes, bytes]]:
         shared, pos = _varint(block, pos)
         unshared, pos = _varint(block, pos)
         length, pos = _varint(block, pos)
-        key = key[:shared] + block[pos:pos + unshared]
+        key = key[:shared] + block[pos : pos + unshared]
         pos += unshared
-        yield key, block[pos:pos + length]
+        yield key, block[pos : pos + length]
         pos += length
 
 
@@ -177,7 +189,9 @@ def read_tf_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:
         header = dict(_fields(records[0][1])) if records and records[0][0] == b"" else {}
         entries = {key.decode("utf-8"): _entry(value) for key, value in records if key}
     except (ValueError, UnicodeDecodeError, struct.error) as exc:
-        raise CheckpointError(f"{index} is not a readable TensorFlow checkpoint index ({exc}); is it truncated?") from None
+        raise CheckpointError(
+            f"{index} is not a readable TensorFlow checkpoint index ({exc}); is it truncated?"
+        ) from None
     if header.get(2, 0) != 0:
         raise CheckpointError(f"{index} is a big-endian checkpoint; convert it on a little-endian machine")
     shards = header.get(1, 1)
@@ -190,19 +204,28 @@ def read_tf_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:
     missing = [f.name for f in data_files if not f.is_file()]
     if missing:
         raise CheckpointError(f"{index} needs {', '.join(missing)}, which is missing next to it")
-    buffers = [np.memmap(f, dtype=np.uint8, mode="r") if f.stat().st_size else np.zeros(0, np.uint8) for f in data_files]
+    buffers = [
+        np.memmap(f, dtype=np.uint8, mode="r") if f.stat().st_size else np.zeros(0, np.uint8) for f in data_files
+    ]
     tensors: dict[str, np.ndarray] = {}
     for name, entry in entries.items():
         if entry.dtype == _DT_BFLOAT16:
-            raise CheckpointError(f"{index}: {name} is bfloat16, which numpy cannot hold; save the checkpoint in float32")
+            raise CheckpointError(
+                f"{index}: {name} is bfloat16, which numpy cannot hold; save the checkpoint in float32"
+            )
         if entry.dtype not in _DTYPES:
             continue  # strings and other non-numeric bookkeeping
         dtype = np.dtype(_DTYPES[entry.dtype])
         count = math.prod(entry.shape)  # exact: a damaged shape must fail the size check below, not overflow
-        if entry.shard >= shards or entry.size != count * dtype.itemsize \
-                or entry.offset + entry.size > len(buffers[entry.shard]):
-            raise CheckpointError(f"{data_files[min(entry.shard, shards - 1)]}: the bytes of {name} are not where the "
-                                  f"index says; the checkpoint is truncated or its files are mixed up")
-        raw = buffers[entry.shard][entry.offset:entry.offset + entry.size]
+        if (
+            entry.shard >= shards
+            or entry.size != count * dtype.itemsize
+            or entry.offset + entry.size > len(buffers[entry.shard])
+        ):
+            raise CheckpointError(
+                f"{data_files[min(entry.shard, shards - 1)]}: the bytes of {name} are not where the "
+                f"index says; the checkpoint is truncated or its files are mixed up"
+            )
+        raw = buffers[entry.shard][entry.offset : entry.offset + entry.size]
         tensors[name] = np.frombuffer(raw.tobytes(), dtype=dtype).reshape(entry.shape)
     return tensors

@@ -121,7 +121,9 @@ def _char_classes() -> _CharClasses:
     marks = where(lambda cat: cat == "Mn")
     # Characters whose canonical decomposition the Rust NFD (an older Unicode table) does not know. One C-level
     # normalisation of all candidates per side; usually they agree and nothing needs fixing.
-    candidates = (chr(c) for a, b in where(lambda cat: cat[0] not in "CZ") for c in range(a, b + 1) if not 0x4E00 <= c <= 0x9FFF)
+    candidates = (
+        chr(c) for a, b in where(lambda cat: cat[0] not in "CZ") for c in range(a, b + 1) if not 0x4E00 <= c <= 0x9FFF
+    )
     # Canonical decompositions (Hangul syllables decompose algorithmically, identically on both sides).
     assigned = [ch for ch in candidates if (d := unicodedata.decomposition(ch)) and d[0] != "<"]
     joined = "\n".join(assigned)
@@ -300,7 +302,9 @@ class Tokenizer:
             vocab = _vocab_from_list(list(vocab), "the vocabulary")
         _check_vocab(vocab, "the vocabulary")
         if model_max_length < 2:
-            raise TokenizerError(f"model_max_length must be at least 2 (room for [CLS] and [SEP]), got {model_max_length}")
+            raise TokenizerError(
+                f"model_max_length must be at least 2 (room for [CLS] and [SEP]), got {model_max_length}"
+            )
         self._vocab = dict(vocab)
         self._lowercase = bool(lowercase)
         self._strip_accents_option = strip_accents
@@ -374,12 +378,16 @@ class Tokenizer:
         """
         path = Path(path)
         if not path.exists():
-            raise TokenizerError(f"tokenizer path {path} does not exist; pass a model directory, vocab.txt or tokenizer.json")
+            raise TokenizerError(
+                f"tokenizer path {path} does not exist; pass a model directory, vocab.txt or tokenizer.json"
+            )
         options: dict[str, Any] = {}
         if path.is_dir():
             vocab_path, json_path, config_path = path / VOCAB_NAME, path / TOKENIZER_NAME, path / TOKENIZER_CONFIG_NAME
             if not vocab_path.is_file() and not json_path.is_file():
-                raise TokenizerError(f"{path} is not a model directory: it has neither {VOCAB_NAME} nor {TOKENIZER_NAME}")
+                raise TokenizerError(
+                    f"{path} is not a model directory: it has neither {VOCAB_NAME} nor {TOKENIZER_NAME}"
+                )
             if vocab_path.is_file():  # vocab.txt is what BertTokenizer reads, so it defines the ids
                 vocab = _read_vocab_txt(vocab_path)
                 if not config_path.is_file() and json_path.is_file():
@@ -720,7 +728,9 @@ def _truncation_strategy(truncation: Truncation) -> str | None:
         return "longest_first"
     if truncation in ("longest_first", "only_first", "only_second"):
         return truncation
-    raise TokenizerError(f"truncation must be False, True, 'longest_first', 'only_first' or 'only_second', got {truncation!r}")
+    raise TokenizerError(
+        f"truncation must be False, True, 'longest_first', 'only_first' or 'only_second', got {truncation!r}"
+    )
 
 
 def _padding_mode(padding: Padding) -> str | None:
@@ -746,8 +756,10 @@ def _why_unencodable(texts: Sequence[str | None]) -> str | None:
     for text in texts:
         found = _LONE_SURROGATE.search(text) if isinstance(text, str) else None
         if found:
-            return (f"the text has a lone surrogate U+{ord(found.group()):04X} at character {found.start()}, which is "
-                    "not Unicode text; read the input with errors='replace' or fix the bytes it came from")
+            return (
+                f"the text has a lone surrogate U+{ord(found.group()):04X} at character {found.start()}, which is "
+                "not Unicode text; read the input with errors='replace' or fix the bytes it came from"
+            )
     return None
 
 
@@ -763,7 +775,9 @@ def _vocab_from_list(tokens: list[str], source: str) -> dict[str, int]:
     vocab: dict[str, int] = {}
     for i, tok in enumerate(tokens):
         if tok in vocab:
-            raise TokenizerError(f"{source}: token {tok!r} appears twice (ids {vocab[tok]} and {i}); remove the duplicate")
+            raise TokenizerError(
+                f"{source}: token {tok!r} appears twice (ids {vocab[tok]} and {i}); remove the duplicate"
+            )
         vocab[tok] = i
     return vocab
 
@@ -771,7 +785,9 @@ def _vocab_from_list(tokens: list[str], source: str) -> dict[str, int]:
 def _check_vocab(vocab: dict[str, int], source: str) -> None:
     missing = [t for t in SPECIAL_TOKENS if t not in vocab]
     if missing:
-        raise TokenizerError(f"{source} lacks the special token(s) {' '.join(missing)}; a BERT vocabulary needs all of {' '.join(SPECIAL_TOKENS)}")
+        raise TokenizerError(
+            f"{source} lacks the special token(s) {' '.join(missing)}; a BERT vocabulary needs all of {' '.join(SPECIAL_TOKENS)}"
+        )
     if sorted(vocab.values()) != list(range(len(vocab))):
         raise TokenizerError(f"{source}: token ids must be exactly 0..{len(vocab) - 1} without gaps or repeats")
 
@@ -782,7 +798,9 @@ def _read_vocab_txt(path: Path) -> dict[str, int]:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise TokenizerError(f"{path} is not UTF-8 text (byte {exc.start}); a vocab.txt has one token per line") from None
+        raise TokenizerError(
+            f"{path} is not UTF-8 text (byte {exc.start}); a vocab.txt has one token per line"
+        ) from None
     # HF strips only the newline; a stray '\r' from a Windows editor is dropped too.
     lines = text.split("\n")
     if lines and lines[-1] == "":
@@ -798,8 +816,12 @@ def _casing_from_vocab(vocab: dict[str, int], path: Path) -> dict[str, Any]:
     Google's uncased vocabulary has 2 such pieces in 30,522; its cased one has thousands."""
     upper = sum(1 for token in vocab if not token.startswith("[") and any(ch.isupper() for ch in token))
     if upper > 0.01 * len(vocab):
-        logger.info("%s: %d pieces have upper-case letters, so the tokenizer keeps case (no tokenizer_config.json "
-                    "says otherwise)", path, upper)
+        logger.info(
+            "%s: %d pieces have upper-case letters, so the tokenizer keeps case (no tokenizer_config.json "
+            "says otherwise)",
+            path,
+            upper,
+        )
         return {"lowercase": False}
     return {}
 
@@ -828,12 +850,20 @@ def _read_tokenizer_config(path: Path) -> dict[str, Any]:
     # HF writes a huge sentinel (1e30) when the length is unknown; keep BERT's 512 then.
     if isinstance(data.get("model_max_length"), int) and 2 <= data["model_max_length"] <= 1_000_000:
         options["model_max_length"] = data["model_max_length"]
-    for key, expected in (("unk_token", UNK), ("sep_token", SEP), ("pad_token", PAD), ("cls_token", CLS), ("mask_token", MASK)):
+    for key, expected in (
+        ("unk_token", UNK),
+        ("sep_token", SEP),
+        ("pad_token", PAD),
+        ("cls_token", CLS),
+        ("mask_token", MASK),
+    ):
         value = data.get(key)
         if isinstance(value, dict):
             value = value.get("content")
         if value is not None and value != expected:
-            raise TokenizerError(f"{path}: {key} is {value!r}; bertkit supports BERT's standard special tokens only ({expected})")
+            raise TokenizerError(
+                f"{path}: {key} is {value!r}; bertkit supports BERT's standard special tokens only ({expected})"
+            )
     return options
 
 
@@ -842,14 +872,20 @@ def _read_tokenizer_json(path: Path) -> tuple[dict[str, int], dict[str, Any]]:
     data = _read_json(path)
     model = data.get("model") or {}
     if model.get("type") != "WordPiece" or not isinstance(model.get("vocab"), dict):
-        raise TokenizerError(f"{path} is not a WordPiece tokenizer (model type {model.get('type')!r}); BERT needs WordPiece")
+        raise TokenizerError(
+            f"{path} is not a WordPiece tokenizer (model type {model.get('type')!r}); BERT needs WordPiece"
+        )
     if model.get("continuing_subword_prefix", "##") != "##":
-        raise TokenizerError(f"{path}: continuing_subword_prefix is {model['continuing_subword_prefix']!r}, BERT uses '##'")
+        raise TokenizerError(
+            f"{path}: continuing_subword_prefix is {model['continuing_subword_prefix']!r}, BERT uses '##'"
+        )
     vocab = {str(k): int(v) for k, v in model["vocab"].items()}
     _check_vocab(vocab, str(path))
     outside = [t["content"] for t in data.get("added_tokens") or [] if vocab.get(t.get("content")) != t.get("id")]
     if outside:
-        raise TokenizerError(f"{path} has added tokens outside the WordPiece vocabulary ({outside[:3]}); add them to the vocab instead")
+        raise TokenizerError(
+            f"{path} has added tokens outside the WordPiece vocabulary ({outside[:3]}); add them to the vocab instead"
+        )
     options: dict[str, Any] = {}
     if isinstance(model.get("max_input_chars_per_word"), int):
         options["max_input_chars_per_word"] = model["max_input_chars_per_word"]
@@ -875,7 +911,9 @@ def _options_from_pipeline(normalizer: dict | None, pre_tokenizer: dict | None) 
             "strip_accents": None if strip == lowercase else strip,
             "tokenize_chinese_chars": "x{4E00}" in isolate,
         }
-    raise TokenizerError(f"unsupported normalizer {normalizer.get('type')!r} in tokenizer.json; expected a BERT tokenizer")
+    raise TokenizerError(
+        f"unsupported normalizer {normalizer.get('type')!r} in tokenizer.json; expected a BERT tokenizer"
+    )
 
 
 def _training_inputs(source: Any) -> tuple[list[str] | None, Iterable[str] | None]:

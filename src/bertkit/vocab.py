@@ -74,16 +74,19 @@ def normalise_token(tokenizer: Tokenizer, token: str) -> str:
     """``token`` as the tokenizer would see it (case, accents), or ``TokenizerError`` if it would be split."""
     text = token.strip()
     prefix = "##" if text.startswith("##") else ""
-    words = tokenizer.split_words(text[len(prefix):])
+    words = tokenizer.split_words(text[len(prefix) :])
     if len(words) != 1:
         shown = " ".join(words) if words else "nothing"
-        raise TokenizerError(f"{token!r} cannot be one vocabulary entry: the tokenizer splits it into {shown}; "
-                             f"give single words (or ##pieces) without spaces or punctuation")
+        raise TokenizerError(
+            f"{token!r} cannot be one vocabulary entry: the tokenizer splits it into {shown}; "
+            f"give single words (or ##pieces) without spaces or punctuation"
+        )
     return prefix + words[0]
 
 
-def frequent_split_words(tokenizer: Tokenizer, texts: Iterable[str], max_words: int,
-                         min_frequency: int = 20) -> list[AddedToken]:
+def frequent_split_words(
+    tokenizer: Tokenizer, texts: Iterable[str], max_words: int, min_frequency: int = 20
+) -> list[AddedToken]:
     """The ``max_words`` words of ``texts`` whose splitting costs most tokens (frequency x extra pieces).
 
     Words without a letter (numbers, symbols) are left out: they are open classes that would fill the slots.
@@ -115,17 +118,27 @@ def _piece_mean(rows: Tensor, piece_ids: list[int]) -> Tensor:
 
 def _grow(tensor: Tensor, new: list[AddedToken], piece_ids: list[list[int]], rows: int) -> Tensor:
     """``tensor`` (indexed by token id on dim 0) with ``rows`` rows and the new tokens' rows set."""
-    out = torch.cat([tensor, tensor.new_zeros((rows - tensor.shape[0], *tensor.shape[1:]))]) \
-        if rows > tensor.shape[0] else tensor.clone()
+    out = (
+        torch.cat([tensor, tensor.new_zeros((rows - tensor.shape[0], *tensor.shape[1:]))])
+        if rows > tensor.shape[0]
+        else tensor.clone()
+    )
     source = tensor.float()
     for entry, ids in zip(new, piece_ids):
         out[entry.id] = _piece_mean(source, ids).to(tensor.dtype)
     return out.contiguous()
 
 
-def extend_vocabulary(model: str | Path, output: str | Path, *, tokens: Sequence[str] = (),
-                      corpus: Sequence[str] = (), max_new_tokens: int = 1000, min_frequency: int = 20,
-                      use_unused: bool = True) -> VocabularyExtension:
+def extend_vocabulary(
+    model: str | Path,
+    output: str | Path,
+    *,
+    tokens: Sequence[str] = (),
+    corpus: Sequence[str] = (),
+    max_new_tokens: int = 1000,
+    min_frequency: int = 20,
+    use_unused: bool = True,
+) -> VocabularyExtension:
     """Add ``tokens`` (and up to ``max_new_tokens`` frequent split words of ``corpus`` files) to the model
     directory ``model``, writing the extended model to ``output`` (see the module doc for slots and init)."""
     source, output = Path(model), Path(output)
@@ -155,12 +168,18 @@ def extend_vocabulary(model: str | Path, output: str | Path, *, tokens: Sequence
 
     if not new:
         why = [f"the {len(known)} requested token(s) are already in the vocabulary"] if known else []
-        why += [f"no word of the corpus seen at least {min_frequency} times is split by the vocabulary "
-                f"(a lower --min-frequency may find some)"] if corpus else []
+        why += (
+            [
+                f"no word of the corpus seen at least {min_frequency} times is split by the vocabulary "
+                f"(a lower --min-frequency may find some)"
+            ]
+            if corpus
+            else []
+        )
         raise ConfigError(f"nothing to add: {'; '.join(why)}")
     old_tokens = tokenizer.convert_ids_to_tokens(list(range(tokenizer.vocab_size)))
     unused = [i for i, t in enumerate(old_tokens) if _UNUSED.fullmatch(t)] if use_unused else []
-    slots = unused[:len(new)] + list(range(len(old_tokens), len(old_tokens) + max(0, len(new) - len(unused))))
+    slots = unused[: len(new)] + list(range(len(old_tokens), len(old_tokens) + max(0, len(new) - len(unused))))
     tokens_by_id = list(old_tokens)
     for entry, slot in zip(new, slots):
         entry.id = slot
@@ -175,20 +194,24 @@ def extend_vocabulary(model: str | Path, output: str | Path, *, tokens: Sequence
     for name, tensor in list(state.items()):
         if name.endswith(_ROW_TENSORS + _BIAS_TENSORS):
             if tensor.shape[0] != config.vocab_size:
-                raise CheckpointError(f"{source}: {name} has {tensor.shape[0]} rows but config.json says vocab_size "
-                                      f"{config.vocab_size}; the config does not match the weights")
+                raise CheckpointError(
+                    f"{source}: {name} has {tensor.shape[0]} rows but config.json says vocab_size "
+                    f"{config.vocab_size}; the config does not match the weights"
+                )
             state[name] = _grow(tensor, new, piece_ids, rows)
             grown += name.endswith(_ROW_TENSORS[0])
     if not grown:
         raise CheckpointError(f"{source} has no embeddings.word_embeddings.weight; is it a BERT checkpoint?")
 
     config = dataclasses.replace(config, vocab_size=rows)
-    report = VocabularyExtension(str(output), tokenizer.vocab_size, len(tokens_by_id), min(len(new), len(unused)),
-                                 new, known)
+    report = VocabularyExtension(
+        str(output), tokenizer.vocab_size, len(tokens_by_id), min(len(new), len(unused)), new, known
+    )
     with atomic_directory(output) as staging:
         save_file(state, str(staging / SAFETENSORS_NAME), metadata={"format": "pt"})
         config.save(staging)
         tokenizer.with_vocab(tokens_by_id).save_pretrained(staging)
-        (staging / REPORT_NAME).write_text(json.dumps(asdict(report), indent=1, ensure_ascii=False) + "\n",
-                                           encoding="utf-8")
+        (staging / REPORT_NAME).write_text(
+            json.dumps(asdict(report), indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
     return report

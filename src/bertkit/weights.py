@@ -64,8 +64,10 @@ LAYER_NAMES: list[tuple[str, str]] = [
 ]
 # The one transform: bertkit's fused projection is Hugging Face's query, key and value stacked on dim 0.
 FUSED_QKV_NAMES: list[tuple[str, tuple[str, ...]]] = [
-    ("encoder.layers.{i}.attention.qkv." + p,
-     tuple(f"encoder.layer.{{i}}.attention.self.{part}.{p}" for part in ("query", "key", "value")))
+    (
+        "encoder.layers.{i}.attention.qkv." + p,
+        tuple(f"encoder.layer.{{i}}.attention.self.{part}.{p}" for part in ("query", "key", "value")),
+    )
     for p in ("weight", "bias")
 ]
 POOLER_NAMES: list[tuple[str, str]] = [
@@ -87,7 +89,11 @@ _CLASSIFIER_NAMES: list[tuple[str, str]] = [
 # Head parameters (names at the top of the head class; identical in both naming schemes' prefixes).
 HEAD_NAMES: dict[str, list[tuple[str, str]]] = {
     "BertModel": [],
-    "BertForPreTraining": [*_MLM_NAMES, ("nsp.weight", "cls.seq_relationship.weight"), ("nsp.bias", "cls.seq_relationship.bias")],
+    "BertForPreTraining": [
+        *_MLM_NAMES,
+        ("nsp.weight", "cls.seq_relationship.weight"),
+        ("nsp.bias", "cls.seq_relationship.bias"),
+    ],
     "BertForMaskedLM": _MLM_NAMES,
     "BertForSequenceClassification": _CLASSIFIER_NAMES,
     "BertForTokenClassification": _CLASSIFIER_NAMES,
@@ -115,8 +121,10 @@ TF_NAMES: dict[str, str] = {
 # "kernel" is also transposed: TensorFlow stores a dense layer as [in, out], PyTorch as [out, in].
 _TF_LEAVES = {"kernel": "weight", "gamma": "weight", "beta": "bias"}
 # Optimizer slots and trainer bookkeeping (Google's AdamWeightDecayOptimizer, LAMB, loss scaling): not weights.
-_TF_NOT_WEIGHTS = re.compile(r"(^|/)(adam_[mv]|lamb_[mv]|global_step|loss_scale|good_steps|bad_steps)$"
-                             r"|AdamWeightDecayOptimizer|(^|/)LAMB")
+_TF_NOT_WEIGHTS = re.compile(
+    r"(^|/)(adam_[mv]|lamb_[mv]|global_step|loss_scale|good_steps|bad_steps)$"
+    r"|AdamWeightDecayOptimizer|(^|/)LAMB"
+)
 
 
 def encoder_names(config: BertConfig) -> list[tuple[str, str | tuple[str, ...]]]:
@@ -198,8 +206,9 @@ def _summary(names: list[str], limit: int = 4) -> str:
 
 
 @torch.no_grad()
-def load_hf_state_dict(model: nn.Module, state: dict[str, Tensor], *, ignore_mismatched_sizes: bool = False,
-                       source: str = "checkpoint") -> LoadReport:
+def load_hf_state_dict(
+    model: nn.Module, state: dict[str, Tensor], *, ignore_mismatched_sizes: bool = False, source: str = "checkpoint"
+) -> LoadReport:
     """Copy Hugging Face-named tensors into ``model`` (any bertkit class), with or without the ``bert.`` prefix.
 
     Missing or misshapen encoder tensors raise ``CheckpointError``; a missing task head or pooler is left
@@ -253,8 +262,11 @@ def load_hf_state_dict(model: nn.Module, state: dict[str, Tensor], *, ignore_mis
         if mismatched and is_head and ignore_mismatched_sizes:
             report.initialised.extend(theirs for _, theirs in group)
             used.update(theirs for _, theirs in group)
-            logger.warning("%s: head weights %s have another size than the model's; they were re-initialised",
-                           type(model).__name__, _summary([t for _, t in mismatched]))
+            logger.warning(
+                "%s: head weights %s have another size than the model's; they were re-initialised",
+                type(model).__name__,
+                _summary([t for _, t in mismatched]),
+            )
             continue
         if mismatched and is_head:
             ours, theirs = mismatched[0]
@@ -278,11 +290,19 @@ def load_hf_state_dict(model: nn.Module, state: dict[str, Tensor], *, ignore_mis
         )
     report.ignored = leftovers
     if report.initialised:
-        logger.warning("%s: %s not in %s; newly initialised, train before use",
-                       type(model).__name__, _summary(report.initialised), source)
+        logger.warning(
+            "%s: %s not in %s; newly initialised, train before use",
+            type(model).__name__,
+            _summary(report.initialised),
+            source,
+        )
     if report.ignored:
-        logger.warning("%s: ignored %d weights the model does not use (%s)",
-                       type(model).__name__, len(report.ignored), _summary(report.ignored))
+        logger.warning(
+            "%s: ignored %d weights the model does not use (%s)",
+            type(model).__name__,
+            len(report.ignored),
+            _summary(report.ignored),
+        )
     return report
 
 
@@ -291,9 +311,11 @@ def tf_to_hf_state_dict(variables: dict[str, np.ndarray]) -> dict[str, Tensor]:
     """Google TensorFlow BERT variables (``read_tf_checkpoint``) as Hugging Face-named tensors, optimizer
     state dropped, which ``load_hf_state_dict`` then loads like any other checkpoint."""
     if any(name.endswith("/.ATTRIBUTES/VARIABLE_VALUE") for name in variables):
-        raise CheckpointError("this is a TF2 object-based checkpoint (TF Model Garden, Keras), whose names follow the "
-                              "Python objects, not BERT's scopes; bertkit reads Google's original name-based BERT "
-                              "checkpoints; export it to Hugging Face layout with transformers first")
+        raise CheckpointError(
+            "this is a TF2 object-based checkpoint (TF Model Garden, Keras), whose names follow the "
+            "Python objects, not BERT's scopes; bertkit reads Google's original name-based BERT "
+            "checkpoints; export it to Hugging Face layout with transformers first"
+        )
     out: dict[str, Tensor] = {}
     for name, value in variables.items():
         if _TF_NOT_WEIGHTS.search(name):
@@ -339,8 +361,11 @@ def _torch_reason(exc: Exception) -> str:
     text = str(exc)
     if "WeightsUnpickler error:" in text:
         text = text.split("WeightsUnpickler error:", 1)[1]
-    lines = [line.strip() for line in text.splitlines()
-             if line.strip() and not line.startswith(("Weights only load failed", "Check the documentation"))]
+    lines = [
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and not line.startswith(("Weights only load failed", "Check the documentation"))
+    ]
     return (lines[0].split(". ")[0] if lines else type(exc).__name__)[:160]
 
 
@@ -459,14 +484,23 @@ def _apply_overrides(config: BertConfig, overrides: dict[str, Any]) -> BertConfi
         raise ConfigError(f"unknown config field(s) {', '.join(unknown)}; see bertkit.BertConfig")
     overrides = dict(overrides)
     # id2label fixes num_labels in BertConfig; a new label count drops the old names.
-    if "num_labels" in overrides and "id2label" not in overrides and config.id2label is not None \
-            and len(config.id2label) != overrides["num_labels"]:
+    if (
+        "num_labels" in overrides
+        and "id2label" not in overrides
+        and config.id2label is not None
+        and len(config.id2label) != overrides["num_labels"]
+    ):
         overrides["id2label"] = None
     return dataclasses.replace(config, **overrides)
 
 
-def load_model(path: str | os.PathLike, head: str | type | None = None, *, ignore_mismatched_sizes: bool = False,
-               **config_overrides: Any) -> nn.Module:
+def load_model(
+    path: str | os.PathLike,
+    head: str | type | None = None,
+    *,
+    ignore_mismatched_sizes: bool = False,
+    **config_overrides: Any,
+) -> nn.Module:
     """Build and load a model from a Hugging Face-layout directory (or a weights file next to its config.json).
 
     ``head`` is a bertkit class or its name (``"BertForSequenceClassification"``...); None picks the first of
@@ -484,8 +518,10 @@ def load_model(path: str | os.PathLike, head: str | type | None = None, *, ignor
         raise CheckpointError(f"{directory} is not a model directory: it has no {CONFIG_NAME}")
     if weights is None:
         if (directory / "tf_model.h5").is_file():
-            raise CheckpointError(f"{directory} holds Keras weights (tf_model.h5), which bertkit does not read; "
-                                  f"convert them with transformers (BertForPreTraining.from_pretrained(..., from_tf=True))")
+            raise CheckpointError(
+                f"{directory} holds Keras weights (tf_model.h5), which bertkit does not read; "
+                f"convert them with transformers (BertForPreTraining.from_pretrained(..., from_tf=True))"
+            )
         raise CheckpointError(f"{directory} has a config but no weights ({SAFETENSORS_NAME} or {PYTORCH_NAME})")
     config = BertConfig.load(directory)
     state = read_state_dict(weights)
@@ -500,14 +536,18 @@ def load_model(path: str | os.PathLike, head: str | type | None = None, *, ignor
     # mismatches are left to load_hf_state_dict, which names the missing or misshapen tensors.
     needed, held = config.num_parameters(with_pooler=False), sum(t.numel() for t in state.values())
     if needed > 2 * held + 1_000_000:
-        raise CheckpointError(f"{directory / CONFIG_NAME} describes {needed:,} encoder parameters but {weights} holds "
-                              f"only {held:,}; the config does not match the weights")
+        raise CheckpointError(
+            f"{directory / CONFIG_NAME} describes {needed:,} encoder parameters but {weights} holds "
+            f"only {held:,}; the config does not match the weights"
+        )
     model = cls(config)
     load_hf_state_dict(model, state, ignore_mismatched_sizes=ignore_mismatched_sizes, source=str(weights))
     return model.eval()
 
 
-def convert_checkpoint(source: str | os.PathLike, output: str | os.PathLike, head: str | type | None = None) -> nn.Module:
+def convert_checkpoint(
+    source: str | os.PathLike, output: str | os.PathLike, head: str | type | None = None
+) -> nn.Module:
     """Rewrite a checkpoint bertkit reads (Google's TensorFlow release, ``pytorch_model.bin``, shards) as a
     Hugging Face-layout directory: ``config.json``, ``model.safetensors`` and the tokenizer files. Returns the model."""
     source, output = Path(source), Path(output)

@@ -22,9 +22,24 @@ def __getattr__(name: str) -> Any:
         return getattr(loader, name)
     raise AttributeError(f"module 'bertkit.data' has no attribute {name!r}")
 
+
 __all__ = [
-    "CorpusOptions", "CorpusStats", "Instance", "MaskingSpec", "PrepareConfig", "PretrainingCollator",
-    "PretrainingDataset", "PretrainingLoader", "create_instances",
-    "create_instances_from_document", "expand_inputs", "mask_tokens", "open_dataset", "prepare_dataset",
-    "read_documents", "split_sentences", "truncate_seq_pair", "verify",
+    "CorpusOptions",
+    "CorpusStats",
+    "Instance",
+    "MaskingSpec",
+    "PrepareConfig",
+    "PretrainingCollator",
+    "PretrainingDataset",
+    "PretrainingLoader",
+    "create_instances",
+    "create_instances_from_document",
+    "expand_inputs",
+    "mask_tokens",
+    "open_dataset",
+    "prepare_dataset",
+    "read_documents",
+    "split_sentences",
+    "truncate_seq_pair",
+    "verify",
 ]

@@ -68,7 +68,7 @@ class RandomOrder:
 
     def batches(self, num_items: int, batch_size: int, rng: np.random.Generator) -> list[list[int]]:
         order = rng.permutation(num_items) if self.shuffle else np.arange(num_items)
-        return [order[i:i + batch_size].tolist() for i in range(0, num_items, batch_size)]
+        return [order[i : i + batch_size].tolist() for i in range(0, num_items, batch_size)]
 
 
 class ResumableBatches:
@@ -82,9 +82,19 @@ class ResumableBatches:
     error: type[BertkitError] = ConfigError
     """The error raised for a bad layout or a checkpoint that does not fit this source."""
 
-    def __init__(self, dataset: Dataset, batch_size: int, collate: Callable[[list[Any]], Any], *,
-                 order: Ordering = RandomOrder(), seed: int = 0, drop_last: bool = False, repeat: bool = False,
-                 rank: int = 0, world_size: int = 1) -> None:
+    def __init__(
+        self,
+        dataset: Dataset,
+        batch_size: int,
+        collate: Callable[[list[Any]], Any],
+        *,
+        order: Ordering = RandomOrder(),
+        seed: int = 0,
+        drop_last: bool = False,
+        repeat: bool = False,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
         if batch_size < 1:
             raise self.error(f"batch_size must be positive, got {batch_size}")
         if not 0 <= rank < world_size:
@@ -99,8 +109,10 @@ class ResumableBatches:
             raise self.error(self._too_small())
 
     def _too_small(self) -> str:
-        return (f"{len(self.dataset)} examples are too few for {self.world_size} process(es) x micro-batch "
-                f"{self.batch_size}; use more data or a smaller --micro-batch-size")
+        return (
+            f"{len(self.dataset)} examples are too few for {self.world_size} process(es) x micro-batch "
+            f"{self.batch_size}; use more data or a smaller --micro-batch-size"
+        )
 
     def global_batches_per_epoch(self) -> int:
         n = len(self.dataset)
@@ -129,7 +141,7 @@ class ResumableBatches:
 
     def __iter__(self) -> Iterator[Any]:
         while True:
-            mine = self.epoch_batches(self.epoch)[self.position + self.rank::self.world_size]
+            mine = self.epoch_batches(self.epoch)[self.position + self.rank :: self.world_size]
             total = self.global_batches_per_epoch()
             for batch in self._load(self.epoch, mine):
                 self.position += self.world_size
@@ -141,23 +153,34 @@ class ResumableBatches:
                 return
 
     def state_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "position": self.position, "seed": self.seed, "batch_size": self.batch_size,
-                "num_items": len(self.dataset)}
+        return {
+            "epoch": self.epoch,
+            "position": self.position,
+            "seed": self.seed,
+            "batch_size": self.batch_size,
+            "num_items": len(self.dataset),
+        }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from ``state``; the micro-batch size and the data must be those it was saved with."""
         if state.get("batch_size", self.batch_size) != self.batch_size:
-            raise self.error(f"cannot resume the data stream: batch_size (micro-batch size) was {state['batch_size']}, "
-                             f"now {self.batch_size}; resume with the same --micro-batch-size")
+            raise self.error(
+                f"cannot resume the data stream: batch_size (micro-batch size) was {state['batch_size']}, "
+                f"now {self.batch_size}; resume with the same --micro-batch-size"
+            )
         saved_items = state.get("num_items", state.get("num_features", state.get("num_instances", len(self.dataset))))
         if saved_items != len(self.dataset):
-            raise self.error(f"cannot resume the data stream: it was saved over {saved_items} examples, now "
-                             f"{len(self.dataset)}; resume with the same data and --max-seq-length")
+            raise self.error(
+                f"cannot resume the data stream: it was saved over {saved_items} examples, now "
+                f"{len(self.dataset)}; resume with the same data and --max-seq-length"
+            )
         position = int(state["position"])
         if position % self.world_size:
-            raise self.error(f"cannot split the saved data position ({position} micro-batches) over "
-                             f"{self.world_size} processes; keep the global batch a multiple of micro-batch x "
-                             "processes")
+            raise self.error(
+                f"cannot split the saved data position ({position} micro-batches) over "
+                f"{self.world_size} processes; keep the global batch a multiple of micro-batch x "
+                "processes"
+            )
         self.epoch, self.position, self.seed = int(state["epoch"]), position, int(state.get("seed", self.seed))
         if self.position >= self.global_batches_per_epoch():
             self.epoch, self.position = self.epoch + 1, 0

@@ -44,7 +44,7 @@ FORMATS = ("auto", "lines", "prose", "jsonl")
 _JSONL_SUFFIXES = {".jsonl", ".ndjson"}
 _SNIFF_LINES = 1000
 _BINARY_SNIFF = 8192
-_SENTENCE_END = tuple('.!?"\')]:;…”’»')  # noqa: RUF001 (typographic closing quotes end sentences too)
+_SENTENCE_END = tuple(".!?\"')]:;…”’»")  # noqa: RUF001 (typographic closing quotes end sentences too)
 
 _GUTENBERG_START = re.compile(rb"^\W{0,3}\*{3}\s*START OF (THE|THIS) PROJECT GUTENBERG", re.IGNORECASE)
 _GUTENBERG_END = re.compile(
@@ -325,7 +325,7 @@ def _read_file(path: Path, options: CorpusOptions, stats: CorpusStats) -> Iterat
 def _after_start(probe: list[bytes]) -> list[bytes]:
     for i, line in enumerate(probe):
         if _GUTENBERG_START.match(line):
-            return probe[i + 1:]
+            return probe[i + 1 :]
     return probe
 
 

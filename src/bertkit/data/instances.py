@@ -61,8 +61,8 @@ def truncate_seq_pair(tokens_a: list[int], tokens_b: list[int], max_num_tokens: 
             side[0] += 1
         else:
             side[1] -= 1
-    tokens_a[:] = tokens_a[bounds[0][0]:bounds[0][1]]
-    tokens_b[:] = tokens_b[bounds[1][0]:bounds[1][1]]
+    tokens_a[:] = tokens_a[bounds[0][0] : bounds[0][1]]
+    tokens_b[:] = tokens_b[bounds[1][0] : bounds[1][1]]
 
 
 def create_instances_from_document(
@@ -155,8 +155,14 @@ def create_instances(
         for index in range(len(documents)):
             instances.extend(
                 create_instances_from_document(
-                    documents, index, max_seq_length=max_seq_length, short_seq_prob=short_seq_prob,
-                    cls_id=cls_id, sep_id=sep_id, rng=rng, masker=masker,
+                    documents,
+                    index,
+                    max_seq_length=max_seq_length,
+                    short_seq_prob=short_seq_prob,
+                    cls_id=cls_id,
+                    sep_id=sep_id,
+                    rng=rng,
+                    masker=masker,
                 )
             )
     rng.shuffle(instances)

@@ -32,13 +32,16 @@ Key = tuple[int, int]
 class PretrainingDataset(Dataset):
     """Instances of one split of a prepared dataset, memory-mapped; item keys are ``(epoch, index)``."""
 
-    def __init__(self, directory: str | Path, split: str = "train", *, seed: int | None = None,
-                 allow_incomplete: bool = False):
+    def __init__(
+        self, directory: str | Path, split: str = "train", *, seed: int | None = None, allow_incomplete: bool = False
+    ):
         self.directory = Path(directory)
         self.meta = open_dataset(self.directory)
         if not self.meta.get("complete") and not allow_incomplete:
-            raise DataError(f"{self.directory} holds {len(self.meta['blocks'])} of {self.meta.get('expected_blocks')} "
-                            "blocks; finish the preparing jobs, or pass allow_incomplete")
+            raise DataError(
+                f"{self.directory} holds {len(self.meta['blocks'])} of {self.meta.get('expected_blocks')} "
+                "blocks; finish the preparing jobs, or pass allow_incomplete"
+            )
         settings = self.meta["settings"]
         self.split = split
         self.max_seq_length: int = settings["max_seq_length"]
@@ -57,10 +60,13 @@ class PretrainingDataset(Dataset):
         if settings["whole_word_mask"]:
             table = np.load(self.directory / self.meta["continuation_file"], allow_pickle=False)
         return MaskingSpec(
-            mask_id=tok["mask_id"], vocab_size=tok["vocab_size"],
+            mask_id=tok["mask_id"],
+            vocab_size=tok["vocab_size"],
             special_ids=frozenset({tok["cls_id"], tok["sep_id"], tok["pad_id"]}),
-            masked_lm_prob=settings["masked_lm_prob"], max_predictions_per_seq=self.max_predictions,
-            whole_word_mask=settings["whole_word_mask"], is_continuation=table,
+            masked_lm_prob=settings["masked_lm_prob"],
+            max_predictions_per_seq=self.max_predictions,
+            whole_word_mask=settings["whole_word_mask"],
+            is_continuation=table,
         )
 
     def __len__(self) -> int:
@@ -116,15 +122,19 @@ class PretrainingCollator:
         for row, item in enumerate(items):
             n = len(item["input_ids"])
             input_ids[row, :n] = torch.from_numpy(item["input_ids"])
-            token_type_ids[row, item["a_length"] + 2:n] = 1
+            token_type_ids[row, item["a_length"] + 2 : n] = 1
             attention_mask[row, :n] = 1
             k = len(item["masked_positions"])
             positions[row, :k] = torch.from_numpy(item["masked_positions"])
             labels[row, :k] = torch.from_numpy(item["masked_labels"])
             nsp[row] = item["next_sentence_label"]
         return {
-            "input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": attention_mask,
-            "masked_positions": positions, "masked_labels": labels, "next_sentence_label": nsp,
+            "input_ids": input_ids,
+            "token_type_ids": token_type_ids,
+            "attention_mask": attention_mask,
+            "masked_positions": positions,
+            "masked_labels": labels,
+            "next_sentence_label": nsp,
         }
 
 
@@ -139,32 +149,62 @@ class PretrainingLoader(ResumableBatches):
     error = DataError
     dataset: PretrainingDataset
 
-    def __init__(self, directory: str | Path, batch_size: int, *, split: str = "train", seed: int = 0,
-                 shuffle: bool = True, rank: int = 0, world_size: int = 1, num_workers: int = 0,
-                 pad_to_max_length: bool = False, drop_last: bool = True, pin_memory: bool = False,
-                 dataset: PretrainingDataset | None = None):
+    def __init__(
+        self,
+        directory: str | Path,
+        batch_size: int,
+        *,
+        split: str = "train",
+        seed: int = 0,
+        shuffle: bool = True,
+        rank: int = 0,
+        world_size: int = 1,
+        num_workers: int = 0,
+        pad_to_max_length: bool = False,
+        drop_last: bool = True,
+        pin_memory: bool = False,
+        dataset: PretrainingDataset | None = None,
+    ):
         dataset = dataset or PretrainingDataset(directory, split)
-        collate = PretrainingCollator(pad_id=dataset.pad_id, max_predictions=dataset.max_predictions,
-                                      pad_to=dataset.max_seq_length if pad_to_max_length else None)
+        collate = PretrainingCollator(
+            pad_id=dataset.pad_id,
+            max_predictions=dataset.max_predictions,
+            pad_to=dataset.max_seq_length if pad_to_max_length else None,
+        )
         self.num_workers, self.pin_memory = num_workers, pin_memory
-        super().__init__(dataset, batch_size, collate, order=RandomOrder(shuffle), seed=seed, drop_last=drop_last,
-                         rank=rank, world_size=world_size)
+        super().__init__(
+            dataset,
+            batch_size,
+            collate,
+            order=RandomOrder(shuffle),
+            seed=seed,
+            drop_last=drop_last,
+            rank=rank,
+            world_size=world_size,
+        )
 
     def _too_small(self) -> str:
-        return (f"the {self.dataset.split} split has {len(self.dataset)} instances, fewer than one micro-batch of "
-                f"{self.batch_size} per process x {self.world_size} process(es); prepare more data or lower "
-                "--micro-batch-size")
+        return (
+            f"the {self.dataset.split} split has {len(self.dataset)} instances, fewer than one micro-batch of "
+            f"{self.batch_size} per process x {self.world_size} process(es); prepare more data or lower "
+            "--micro-batch-size"
+        )
 
     def _sampler(self) -> list[list[Key]]:
         """The ``(epoch, index)`` keys of this process's remaining micro-batches of the current epoch."""
-        mine = self.epoch_batches(self.epoch)[self.position + self.rank::self.world_size]
+        mine = self.epoch_batches(self.epoch)[self.position + self.rank :: self.world_size]
         return [[(self.epoch, i) for i in indexes] for indexes in mine]
 
     def _load(self, epoch: int, batches: list[list[int]]) -> Iterable[dict[str, torch.Tensor]]:
         keys = [[(epoch, i) for i in indexes] for indexes in batches]
         if self.num_workers > 0:
-            return DataLoader(self.dataset, batch_sampler=keys, collate_fn=self.collate,
-                              num_workers=self.num_workers, pin_memory=self.pin_memory)
+            return DataLoader(
+                self.dataset,
+                batch_sampler=keys,
+                collate_fn=self.collate,
+                num_workers=self.num_workers,
+                pin_memory=self.pin_memory,
+            )
         return (self.collate([self.dataset[k] for k in chunk]) for chunk in keys)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:

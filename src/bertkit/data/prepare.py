@@ -129,8 +129,19 @@ class PrepareConfig:
 
     def output_settings(self) -> dict[str, Any]:
         """The settings that define the dataset's content (not how many processes made it)."""
-        keys = ("max_seq_length", "short_seq_prob", "dupe_factor", "masked_lm_prob", "max_predictions_per_seq",
-                "masking", "whole_word_mask", "seed", "eval_fraction", "eval_unit_sentences", "block_bytes")
+        keys = (
+            "max_seq_length",
+            "short_seq_prob",
+            "dupe_factor",
+            "masked_lm_prob",
+            "max_predictions_per_seq",
+            "masking",
+            "whole_word_mask",
+            "seed",
+            "eval_fraction",
+            "eval_unit_sentences",
+            "block_bytes",
+        )
         settings = {k: getattr(self, k) for k in keys}
         settings["corpus"] = asdict(self.corpus)
         return settings
@@ -138,8 +149,11 @@ class PrepareConfig:
 
 def _settings_hash(settings: dict[str, Any], tokenizer_fingerprint: str, files: list[Path]) -> str:
     # File names and sizes (not absolute paths) so that jobs on machines with other mount points agree.
-    payload = {"settings": settings, "tokenizer": tokenizer_fingerprint,
-               "files": [(p.name, p.stat().st_size) for p in files]}
+    payload = {
+        "settings": settings,
+        "tokenizer": tokenizer_fingerprint,
+        "files": [(p.name, p.stat().st_size) for p in files],
+    }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -157,7 +171,9 @@ def _init_worker(tokenizer_dir: str, header: dict[str, Any], output: str) -> Non
         masked_lm_prob=settings["masked_lm_prob"],
         max_predictions_per_seq=settings["max_predictions_per_seq"],
         whole_word_mask=settings["whole_word_mask"],
-        is_continuation=continuation_table(tokenizer.vocab, tokenizer.vocab_size) if settings["whole_word_mask"] else None,
+        is_continuation=continuation_table(tokenizer.vocab, tokenizer.vocab_size)
+        if settings["whole_word_mask"]
+        else None,
     )
     _WORKER.update(tokenizer=tokenizer, header=header, spec=spec, output=Path(output))
 
@@ -166,7 +182,7 @@ def _tokenize(sentences: list[str]) -> list[list[int]]:
     tokenizer = _WORKER["tokenizer"]
     out: list[list[int]] = []
     for start in range(0, len(sentences), _TOKENIZE_BATCH):
-        out.extend(tokenizer.ids_batch(sentences[start:start + _TOKENIZE_BATCH]))
+        out.extend(tokenizer.ids_batch(sentences[start : start + _TOKENIZE_BATCH]))
     return out
 
 
@@ -182,7 +198,7 @@ def split_documents(documents: list[list], fraction: float, unit: int, rng: rand
         run: list = []
         held_out = False
         for start in range(0, max(len(doc), 1), unit):
-            piece = doc[start:start + unit]
+            piece = doc[start : start + unit]
             if rng.random() < fraction:
                 held_out = True
                 parts["eval"].append(piece)
@@ -222,15 +238,21 @@ def process_block(block: Block) -> dict[str, Any]:
     arrays = {}
     for split, stream in (("train", _STREAM_TRAIN), ("eval", _STREAM_EVAL)):
         instances = create_instances(
-            parts[split], max_seq_length=settings["max_seq_length"], short_seq_prob=settings["short_seq_prob"],
-            dupe_factor=settings["dupe_factor"], cls_id=tokenizer.cls_id, sep_id=tokenizer.sep_id,
-            rng=random.Random(derive_seed(seed, block.index, stream)), masker=masker,
+            parts[split],
+            max_seq_length=settings["max_seq_length"],
+            short_seq_prob=settings["short_seq_prob"],
+            dupe_factor=settings["dupe_factor"],
+            cls_id=tokenizer.cls_id,
+            sep_id=tokenizer.sep_id,
+            rng=random.Random(derive_seed(seed, block.index, stream)),
+            masker=masker,
         )
         stats[f"{split}_random_next"] += sum(x.is_random_next for x in instances)
         stats[f"{split}_short_targets"] += sum(x.short_target for x in instances)
         stats[f"{split}_masked"] += sum(len(x.masked_positions) for x in instances)
         arrays[split] = pack_instances(
-            instances, vocab_size=tokenizer.vocab_size,
+            instances,
+            vocab_size=tokenizer.vocab_size,
             max_predictions=settings["max_predictions_per_seq"] if masker is not None else None,
         )
         del instances
@@ -254,8 +276,12 @@ def prepare_dataset(config: PrepareConfig, *, progress: bool = True) -> dict[str
         "settings": settings,
         "settings_hash": _settings_hash(settings, tokenizer.fingerprint, files),
         "tokenizer": {
-            "fingerprint": tokenizer.fingerprint, "vocab_size": tokenizer.vocab_size, "pad_id": tokenizer.pad_id,
-            "cls_id": tokenizer.cls_id, "sep_id": tokenizer.sep_id, "mask_id": tokenizer.mask_id,
+            "fingerprint": tokenizer.fingerprint,
+            "vocab_size": tokenizer.vocab_size,
+            "pad_id": tokenizer.pad_id,
+            "cls_id": tokenizer.cls_id,
+            "sep_id": tokenizer.sep_id,
+            "mask_id": tokenizer.mask_id,
             "directory": TOKENIZER_DIR,
         },
     }
@@ -281,7 +307,9 @@ def prepare_dataset(config: PrepareConfig, *, progress: bool = True) -> dict[str
                 bar.update(block.nbytes)
         else:
             ctx = multiprocessing.get_context("spawn")
-            with ctx.Pool(workers, initializer=_init_worker, initargs=(str(tokenizer_dir), header, str(output))) as pool:
+            with ctx.Pool(
+                workers, initializer=_init_worker, initargs=(str(tokenizer_dir), header, str(output))
+            ) as pool:
                 pending: collections.deque[tuple[AsyncResult[Any], int]] = collections.deque()
                 for block in blocks:
                     num_blocks += 1
@@ -299,8 +327,9 @@ def prepare_dataset(config: PrepareConfig, *, progress: bool = True) -> dict[str
     if num_blocks == 0:
         if created:
             shutil.rmtree(output, ignore_errors=True)
-        raise DataError("the inputs contain no usable text (see the skipped files: "
-                        f"{'; '.join(stats.skipped[:3]) or 'none'})")
+        raise DataError(
+            f"the inputs contain no usable text (see the skipped files: {'; '.join(stats.skipped[:3]) or 'none'})"
+        )
     header["corpus_stats"] = stats.to_dict()
     meta = index_dataset(output, header, expected_blocks=num_blocks)
     for line in stats.warnings():
@@ -323,8 +352,10 @@ def _existing_blocks(output: Path, settings_hash: str) -> set[int]:
     for path in output.glob("block-*.json"):
         meta = read_json(path)
         if meta.get("settings_hash") != settings_hash:
-            raise DataError(f"{output} already holds data prepared with other settings ({path.name}); "
-                            "choose a new --output directory or delete it")
+            raise DataError(
+                f"{output} already holds data prepared with other settings ({path.name}); "
+                "choose a new --output directory or delete it"
+            )
         if path.name == f"{block_name(meta['block'])}.json":
             done.add(meta["block"])
     return done

@@ -63,7 +63,7 @@ def pack_instances(instances: list[Instance], *, vocab_size: int, max_prediction
     dtype = id_dtype(vocab_size)
     ids = np.empty(int(offsets[-1]), dtype=dtype)
     for i, inst in enumerate(instances):
-        ids[offsets[i]:offsets[i + 1]] = inst.tokens
+        ids[offsets[i] : offsets[i + 1]] = inst.tokens
     arrays = {
         "input_ids": ids,
         "offsets": offsets,
@@ -83,8 +83,9 @@ def pack_instances(instances: list[Instance], *, vocab_size: int, max_prediction
     return arrays
 
 
-def write_block(directory: Path, index: int, splits: dict[str, dict[str, np.ndarray]], *,
-                settings_hash: str, stats: dict[str, Any]) -> dict[str, Any]:
+def write_block(
+    directory: Path, index: int, splits: dict[str, dict[str, np.ndarray]], *, settings_hash: str, stats: dict[str, Any]
+) -> dict[str, Any]:
     """Write one block's arrays (atomically, file by file) and then its JSON; returns the JSON content."""
     directory.mkdir(parents=True, exist_ok=True)
     name = block_name(index)
@@ -115,7 +116,9 @@ def read_json(path: Path) -> dict[str, Any]:
         raise DataError(f"{path} is unreadable or not JSON ({exc}); prepare the data again") from exc
 
 
-def index_dataset(directory: str | Path, header: dict[str, Any], *, expected_blocks: int | None = None) -> dict[str, Any]:
+def index_dataset(
+    directory: str | Path, header: dict[str, Any], *, expected_blocks: int | None = None
+) -> dict[str, Any]:
     """(Re)write ``dataset.json`` from the block files present: ``header`` (settings, tokenizer) plus
     the block list, totals and merged statistics. Blocks of other settings are an error."""
     directory = Path(directory)
@@ -125,8 +128,9 @@ def index_dataset(directory: str | Path, header: dict[str, Any], *, expected_blo
     for path in sorted(directory.glob("block-*.json")):
         meta = read_json(path)
         if meta.get("settings_hash") != header["settings_hash"]:
-            raise DataError(f"{path.name} was prepared with other settings than this dataset; "
-                            "use one output directory per setting")
+            raise DataError(
+                f"{path.name} was prepared with other settings than this dataset; use one output directory per setting"
+            )
         blocks.append(meta["block"])
         for split, info in meta["splits"].items():
             totals[split]["num_instances"] += info["num_instances"]
@@ -171,8 +175,10 @@ class ShardSplit:
                 except FileNotFoundError as exc:
                     raise DataError(f"shard file {path} is missing; prepare the data again") from exc
                 if size != entry["bytes"]:
-                    raise DataError(f"shard file {path} has {size} bytes, expected {entry['bytes']}: "
-                                    "it is truncated or modified; prepare that block again")
+                    raise DataError(
+                        f"shard file {path} has {size} bytes, expected {entry['bytes']}: "
+                        "it is truncated or modified; prepare that block again"
+                    )
                 arrays[key] = np.load(path, mmap_mode="r", allow_pickle=False)
             self._arrays = arrays
         return self._arrays
@@ -187,8 +193,10 @@ def open_dataset(directory: str | Path) -> dict[str, Any]:
     directory = Path(directory)
     meta = read_json(directory / DATASET_FILE)
     if meta.get("format_version") != FORMAT_VERSION:
-        raise DataError(f"{directory} has data format {meta.get('format_version')}, this bertkit reads "
-                        f"{FORMAT_VERSION}; prepare the data again")
+        raise DataError(
+            f"{directory} has data format {meta.get('format_version')}, this bertkit reads "
+            f"{FORMAT_VERSION}; prepare the data again"
+        )
     return meta
 
 

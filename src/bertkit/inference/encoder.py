@@ -28,12 +28,17 @@ class _TextWindow:
 
 def _feature(ids: Sequence[int], type_ids: Sequence[int] | None = None, window: _TextWindow | None = None) -> Feature:
     """A runner feature; ``window`` marks an input that is one window of a longer text."""
-    return {"input_ids": list(ids), "token_type_ids": list(type_ids or [0] * len(ids)),
-            "attention_mask": [1] * len(ids), "window": window}
+    return {
+        "input_ids": list(ids),
+        "token_type_ids": list(type_ids or [0] * len(ids)),
+        "attention_mask": [1] * len(ids),
+        "window": window,
+    }
 
 
-def _cut_windows(encodings: Sequence[Encoding], max_length: int, stride: int, cls_id: int,
-                 sep_id: int) -> list[tuple[int, Feature]]:
+def _cut_windows(
+    encodings: Sequence[Encoding], max_length: int, stride: int, cls_id: int, sep_id: int
+) -> list[tuple[int, Feature]]:
     """``(text index, feature)`` for ``encodings``, each one longer than ``max_length`` replaced by its
     overlapping ``_TextWindow`` s."""
     out: list[tuple[int, Feature]] = []
@@ -44,7 +49,7 @@ def _cut_windows(encodings: Sequence[Encoding], max_length: int, stride: int, cl
             continue
         content = encoding.ids[1:-1]
         for start in window_starts(len(content), width, stride):
-            window = _TextWindow(start, [cls_id, *content[start:start + width], sep_id])
+            window = _TextWindow(start, [cls_id, *content[start : start + width], sep_id])
             out.append((index, _feature(window.ids, window=window)))
     return out
 
@@ -111,7 +116,9 @@ def embed(
     num_states = loaded.config.num_hidden_layers + 1
     for layer in layer_ids:
         if not -num_states <= layer < num_states:
-            raise BertkitError(f"layer {layer} does not exist: the model has {num_states - 1} layers (use -1 for the last)")
+            raise BertkitError(
+                f"layer {layer} does not exist: the model has {num_states - 1} layers (use -1 for the last)"
+            )
     encoder = loaded.encoder
     encodings = encode(loaded, list(texts), max_length, truncation=long_text == "truncate")
     pieces = [(i, _feature(e.ids, e.type_ids)) for i, e in enumerate(encodings)]  # (text index, model input)
@@ -129,11 +136,20 @@ def embed(
         mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
         lengths = inputs["attention_mask"].sum(1).tolist()
         pooled = hidden[:, 0] if pooling == "cls" else (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-        return [hidden[row, :lengths[row]].cpu() if pooling == "none" or feature["window"] else pooled[row].cpu()
-                for row, feature in enumerate(chunk)]
+        return [
+            hidden[row, : lengths[row]].cpu() if pooling == "none" or feature["window"] else pooled[row].cpu()
+            for row, feature in enumerate(chunk)
+        ]
 
-    outputs = run_batches(loaded.encoder, [f for _, f in pieces], lambda rows, inputs: rows, batch_size=batch_size,
-                          pad_id=loaded.tokenizer.pad_id, forward=forward, progress="embed" if progress else None)
+    outputs = run_batches(
+        loaded.encoder,
+        [f for _, f in pieces],
+        lambda rows, inputs: rows,
+        batch_size=batch_size,
+        pad_id=loaded.tokenizer.pad_id,
+        forward=forward,
+        progress="embed" if progress else None,
+    )
     rows: list[Any] = [None] * len(encodings)
     windows: dict[int, list[tuple[_TextWindow, torch.Tensor]]] = {}  # long text -> its windows' token vectors
     for (text, feature), output in zip(pieces, outputs):
@@ -181,6 +197,12 @@ def attentions(text: TextInput, model: str | os.PathLike | Loaded, *, max_length
     def unbatch(out: Any, inputs: Any) -> list[np.ndarray]:
         return [torch.stack([a[0] for a in out.attentions]).float().cpu().numpy()]
 
-    (maps,) = run_batches(encoder, [_feature(encoding.ids, encoding.type_ids)], unbatch, batch_size=1,
-                          pad_id=loaded.tokenizer.pad_id, forward=forward)
+    (maps,) = run_batches(
+        encoder,
+        [_feature(encoding.ids, encoding.type_ids)],
+        unbatch,
+        batch_size=1,
+        pad_id=loaded.tokenizer.pad_id,
+        forward=forward,
+    )
     return AttentionMaps(list(encoding.tokens), [(int(s), int(e)) for s, e in encoding.offsets], maps)

@@ -23,9 +23,14 @@ from bertkit.tasks.runner import predict_features
 from bertkit.training.finetune import read_examples
 
 
-def load_finetuned(path: str | os.PathLike, *, task: str | None = None,
-                   task_options: Mapping[str, Any] | None = None, max_seq_length: int | None = None,
-                   device: str | torch.device = "cpu") -> Loaded:
+def load_finetuned(
+    path: str | os.PathLike,
+    *,
+    task: str | None = None,
+    task_options: Mapping[str, Any] | None = None,
+    max_seq_length: int | None = None,
+    device: str | torch.device = "cpu",
+) -> Loaded:
     """Load a fine-tuned model directory; the task, its options and ``max_seq_length`` default to those it was
     trained with (``config.json``'s ``bertkit_finetune``), else to the task of its head.
 
@@ -37,38 +42,59 @@ def load_finetuned(path: str | os.PathLike, *, task: str | None = None,
     config = BertConfig.load(path)
     head = next((a for a in (config.architectures or []) if a in HEAD_TO_TASK), None)
     if head is None:
-        raise CheckpointError(f"{path} is not a fine-tuned model (architectures {config.architectures}); "
-                              f"fine-tune it first with `bertkit finetune`")
-    loaded = load(path, head=head, device=device, task=task, task_options=task_options,
-                  max_seq_length=max_seq_length)
+        raise CheckpointError(
+            f"{path} is not a fine-tuned model (architectures {config.architectures}); "
+            f"fine-tune it first with `bertkit finetune`"
+        )
+    loaded = load(path, head=head, device=device, task=task, task_options=task_options, max_seq_length=max_seq_length)
     if not loaded.supports(TASK_PIPELINES[HEAD_TO_TASK[head]]):
         raise CheckpointError(f"{path} has no trained {head} weights; fine-tune it first with `bertkit finetune`")
     _ = loaded.task  # restored now, so that a wrong --task is refused before any data is read
     return loaded
 
 
-def evaluate_model(model: str | os.PathLike | Loaded, data: str | os.PathLike, *, task: str | None = None,
-                   task_options: Mapping[str, Any] | None = None, max_seq_length: int | None = None,
-                   batch_size: int = 64, device: str | torch.device = "cpu",
-                   predictions_dir: str | os.PathLike | None = None) -> dict[str, float]:
+def evaluate_model(
+    model: str | os.PathLike | Loaded,
+    data: str | os.PathLike,
+    *,
+    task: str | None = None,
+    task_options: Mapping[str, Any] | None = None,
+    max_seq_length: int | None = None,
+    batch_size: int = 64,
+    device: str | torch.device = "cpu",
+    predictions_dir: str | os.PathLike | None = None,
+) -> dict[str, float]:
     """Metrics of a fine-tuned model on a labelled file (the task's ``evaluate``); optionally also write the
     task's prediction files into ``predictions_dir``."""
-    loaded = model if isinstance(model, Loaded) else load_finetuned(
-        model, task=task, task_options=task_options, max_seq_length=max_seq_length, device=device)
+    loaded = (
+        model
+        if isinstance(model, Loaded)
+        else load_finetuned(model, task=task, task_options=task_options, max_seq_length=max_seq_length, device=device)
+    )
     examples = read_examples(loaded.task, data)
     features = loaded.task.featurize(examples, loaded.tokenizer, loaded.max_length)
-    predictions, _ = predict_features(loaded.model, loaded.task, examples, features, batch_size=batch_size,
-                                      pad_id=loaded.tokenizer.pad_id)
-    scores = {k: float(v) for k, v in loaded.task.evaluate(predictions, examples).items()
-              if isinstance(v, (int, float))}
+    predictions, _ = predict_features(
+        loaded.model, loaded.task, examples, features, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id
+    )
+    scores = {
+        k: float(v) for k, v in loaded.task.evaluate(predictions, examples).items() if isinstance(v, (int, float))
+    }
     if predictions_dir is not None:
         loaded.task.write_predictions(predictions, predictions_dir, examples)
     return scores
 
 
-def predict(model: str | os.PathLike | Loaded, input: str | os.PathLike, output: str | os.PathLike, *,
-            task: str | None = None, task_options: Mapping[str, Any] | None = None,
-            max_seq_length: int | None = None, batch_size: int = 64, device: str | torch.device = "cpu") -> int:
+def predict(
+    model: str | os.PathLike | Loaded,
+    input: str | os.PathLike,
+    output: str | os.PathLike,
+    *,
+    task: str | None = None,
+    task_options: Mapping[str, Any] | None = None,
+    max_seq_length: int | None = None,
+    batch_size: int = 64,
+    device: str | torch.device = "cpu",
+) -> int:
     """Write one JSON line per input example of ``input`` (in the task's format; labels are ignored) to
     ``output``, atomically; return the number of lines.
 
@@ -76,12 +102,16 @@ def predict(model: str | os.PathLike | Loaded, input: str | os.PathLike, output:
     probabilities}`` (regression: ``score``); NER ``{index, words, tags, scores, entities}`` (``scores``:
     probability of each word's tag); QA ``{index, id, question, answer, score, nbest}``.
     """
-    loaded = model if isinstance(model, Loaded) else load_finetuned(
-        model, task=task, task_options=task_options, max_seq_length=max_seq_length, device=device)
+    loaded = (
+        model
+        if isinstance(model, Loaded)
+        else load_finetuned(model, task=task, task_options=task_options, max_seq_length=max_seq_length, device=device)
+    )
     examples = read_examples(loaded.task, input, labeled=False)
     features = loaded.task.featurize(examples, loaded.tokenizer, loaded.max_length)
-    predictions, rows = predict_features(loaded.model, loaded.task, examples, features, batch_size=batch_size,
-                                         pad_id=loaded.tokenizer.pad_id)
+    predictions, rows = predict_features(
+        loaded.model, loaded.task, examples, features, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id
+    )
     lines = loaded.task.prediction_rows(examples, features, rows, predictions)
     write_jsonl(lines, output)
     return len(lines)

@@ -28,8 +28,13 @@ from bertkit.tokenizer import Tokenizer
 
 # ------------------------------------------------------------------------------------------ classify
 @torch.inference_mode()
-def classify(texts: TextInput | Sequence[TextInput], model: str | os.PathLike | Loaded, *,
-             batch_size: int = 32, max_length: int | None = None) -> Any:
+def classify(
+    texts: TextInput | Sequence[TextInput],
+    model: str | os.PathLike | Loaded,
+    *,
+    batch_size: int = 32,
+    max_length: int | None = None,
+) -> Any:
     """Label and class probabilities (or a regression score) for each text or ``(text, text_pair)``.
 
     Returns ``ClassificationPrediction`` (``label``, ``score`` = probability of the label or the regression
@@ -40,8 +45,12 @@ def classify(texts: TextInput | Sequence[TextInput], model: str | os.PathLike | 
     items = as_list(texts, "texts")
     check_texts(items)
     task = loaded.task
-    examples = [ClassificationExample(t if isinstance(t, str) else t[0], None if isinstance(t, str) else t[1],
-                                      None, f"input {i}") for i, t in enumerate(items)]
+    examples = [
+        ClassificationExample(
+            t if isinstance(t, str) else t[0], None if isinstance(t, str) else t[1], None, f"input {i}"
+        )
+        for i, t in enumerate(items)
+    ]
     features = task.featurize(examples, loaded.tokenizer, input_length(loaded, max_length))
     rows = run_model(loaded.model, task, features, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id)
     predictions = task.postprocess(examples, features, rows)
@@ -98,8 +107,13 @@ def word_spans(tokenizer: Tokenizer, text: str) -> list[tuple[int, int]]:
 
 
 @torch.inference_mode()
-def tag(texts: str | Sequence[str], model: str | os.PathLike | Loaded, *, batch_size: int = 32,
-        window_stride: int | None = None) -> Any:
+def tag(
+    texts: str | Sequence[str],
+    model: str | os.PathLike | Loaded,
+    *,
+    batch_size: int = 32,
+    window_stride: int | None = None,
+) -> Any:
     """Named entities (or any word-level tags) in raw text, as ``TagResult`` per text.
 
     Words are what BERT's pre-tokenizer splits (whitespace and punctuation); each word's tag is read at its
@@ -153,10 +167,20 @@ class Answer:
 
 
 @torch.inference_mode()
-def answer(question: str | Sequence[str], context: str | Sequence[str], model: str | os.PathLike | Loaded, *,
-           top_k: int = 1, batch_size: int = 32, max_length: int | None = None, doc_stride: int | None = None,
-           max_query_length: int | None = None, max_answer_length: int | None = None,
-           allow_no_answer: bool = False, null_threshold: float | None = None) -> Any:
+def answer(
+    question: str | Sequence[str],
+    context: str | Sequence[str],
+    model: str | os.PathLike | Loaded,
+    *,
+    top_k: int = 1,
+    batch_size: int = 32,
+    max_length: int | None = None,
+    doc_stride: int | None = None,
+    max_query_length: int | None = None,
+    max_answer_length: int | None = None,
+    allow_no_answer: bool = False,
+    null_threshold: float | None = None,
+) -> Any:
     """Extractive question answering: the best span of ``context`` answering ``question``.
 
     Long contexts are cut into windows of ``max_length`` tokens whose starts are ``doc_stride`` tokens apart
@@ -181,9 +205,15 @@ def answer(question: str | Sequence[str], context: str | Sequence[str], model: s
         query_length = saved.max_query_length
     else:
         query_length = min(saved.max_query_length, seq_len // 2)
-    task = with_options(saved, doc_stride=doc_stride, max_query_length=query_length,
-                        n_best_size=max(saved.n_best_size, top_k), max_answer_length=max_answer_length,
-                        version_2_with_negative=allow_no_answer, null_score_diff_threshold=null_threshold)
+    task = with_options(
+        saved,
+        doc_stride=doc_stride,
+        max_query_length=query_length,
+        n_best_size=max(saved.n_best_size, top_k),
+        max_answer_length=max_answer_length,
+        version_2_with_negative=allow_no_answer,
+        null_score_diff_threshold=null_threshold,
+    )
     examples = [SquadExample(str(i), q, c, []) for i, (q, c) in enumerate(zip(questions, contexts))]
     features = task.featurize(examples, loaded.tokenizer, seq_len)
     rows = run_model(loaded.model, task, features, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id)
@@ -195,8 +225,9 @@ def answer(question: str | Sequence[str], context: str | Sequence[str], model: s
             if entry["text"] == "":  # SQuAD v2's null answer
                 answers.append(Answer("", None, None, float(entry["probability"])))
             elif entry["start_char"] is not None:  # None: Google's "empty" placeholder when no span is valid
-                answers.append(Answer(entry["text"], entry["start_char"], entry["end_char"],
-                                      float(entry["probability"])))
+                answers.append(
+                    Answer(entry["text"], entry["start_char"], entry["end_char"], float(entry["probability"]))
+                )
         if allow_no_answer and predictions.predictions[example.qid] == "":
             answers.sort(key=lambda a: a.text != "")  # the thresholded decision comes first
         else:

@@ -37,7 +37,9 @@ def paired_texts(first: Any, second: Any, first_name: str, second_name: str) -> 
     """Two inputs that go together (strings, or lists of equal length) as two checked lists of strings."""
     firsts, seconds = as_list(first, first_name), as_list(second, second_name)
     if len(firsts) != len(seconds):
-        raise BertkitError(f"got {len(firsts)} {first_name}s but {len(seconds)} {second_name}s; give one of each per pair")
+        raise BertkitError(
+            f"got {len(firsts)} {first_name}s but {len(seconds)} {second_name}s; give one of each per pair"
+        )
     check_texts(firsts, first_name)
     check_texts(seconds, second_name)
     return firsts, seconds
@@ -48,13 +50,16 @@ def input_length(loaded: Loaded, max_length: int | None) -> int:
     return min(max_length or loaded.max_length, loaded.max_positions)
 
 
-def encode(loaded: Loaded, texts: Sequence[TextInput], max_length: int | None,
-           truncation: bool = True) -> list[Encoding]:
+def encode(
+    loaded: Loaded, texts: Sequence[TextInput], max_length: int | None, truncation: bool = True
+) -> list[Encoding]:
     """Encodings of ``texts``; pairs are always cut to ``max_length``, single texts only with ``truncation``."""
     length = input_length(loaded, max_length)
     firsts = [t if isinstance(t, str) else t[0] for t in texts]
     pairs = [None if isinstance(t, str) else t[1] for t in texts]
     if any(p is not None for p in pairs):
-        return [loaded.tokenizer.encode(a, b, max_length=length, truncation=truncation or b is not None)
-                for a, b in zip(firsts, pairs)]
+        return [
+            loaded.tokenizer.encode(a, b, max_length=length, truncation=truncation or b is not None)
+            for a, b in zip(firsts, pairs)
+        ]
     return list(loaded.tokenizer.encode_batch(firsts, max_length=length, truncation=truncation))

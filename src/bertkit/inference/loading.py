@@ -30,8 +30,11 @@ from bertkit.weights import load_model, read_state_dict, weights_file
 PIPELINES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     # pipeline: (model classes that have the head, Hugging Face tensor names that must be in the checkpoint,
     #            what the head is called in messages)
-    "fill_mask": (("BertForMaskedLM", "BertForPreTraining"),
-                  ("cls.predictions.transform.dense.weight", "cls.predictions.bias"), "a masked-LM head"),
+    "fill_mask": (
+        ("BertForMaskedLM", "BertForPreTraining"),
+        ("cls.predictions.transform.dense.weight", "cls.predictions.bias"),
+        "a masked-LM head",
+    ),
     "next_sentence": (("BertForPreTraining",), ("cls.seq_relationship.weight",), "a next-sentence head"),
     "classify": (("BertForSequenceClassification",), ("classifier.weight",), "a sequence-classification head"),
     "tag": (("BertForTokenClassification",), ("classifier.weight",), "a token-classification head"),
@@ -65,8 +68,13 @@ class Settings:
         length = saved.get("max_seq_length")
         return cls(saved.get("task"), dict(saved.get("task_options") or {}), int(length) if length else None)
 
-    def override(self, *, task: str | None = None, task_options: Mapping[str, Any] | None = None,
-                 max_seq_length: int | None = None) -> Settings:
+    def override(
+        self,
+        *,
+        task: str | None = None,
+        task_options: Mapping[str, Any] | None = None,
+        max_seq_length: int | None = None,
+    ) -> Settings:
         """These settings with the caller's choices on top; another task drops the saved task's options."""
         options = dict(self.task_options) if task in (None, self.task) else {}
         options.update(task_options or {})
@@ -86,8 +94,10 @@ def restore_task(model: torch.nn.Module, settings: Settings) -> Task | None:
     head_task = HEAD_TO_TASK.get(head or "")
     if head_task is None:
         if settings.task is not None:
-            raise ConfigError(f"the model is a {head or type(model).__name__}, which has no {settings.task} head; "
-                              f"fine-tune it first with `bertkit finetune`")
+            raise ConfigError(
+                f"the model is a {head or type(model).__name__}, which has no {settings.task} head; "
+                f"fine-tune it first with `bertkit finetune`"
+            )
         return None
     config = cast(BertConfig, model.config)
     name = settings.task or ("regression" if config.problem_type == "regression" else head_task)
@@ -141,8 +151,10 @@ class Loaded:
             assert self.settings is not None
             self.cache["task"] = restore_task(self.model, self.settings)
         if self.cache["task"] is None:
-            raise BertkitError(f"the model is a {type(self.model).__name__}, which has no task head; "
-                               f"fine-tune it first with `bertkit finetune`")
+            raise BertkitError(
+                f"the model is a {type(self.model).__name__}, which has no task head; "
+                f"fine-tune it first with `bertkit finetune`"
+            )
         task: Task = self.cache["task"]
         return task
 
@@ -203,9 +215,15 @@ def checkpoint_tensor_names(path: str | os.PathLike) -> frozenset[str]:
     return frozenset(n.removeprefix("bert.") for n in names)
 
 
-def load(path: str | os.PathLike, head: str | None = None, device: str | torch.device = "cpu", *,
-         task: str | None = None, task_options: Mapping[str, Any] | None = None,
-         max_seq_length: int | None = None) -> Loaded:
+def load(
+    path: str | os.PathLike,
+    head: str | None = None,
+    device: str | torch.device = "cpu",
+    *,
+    task: str | None = None,
+    task_options: Mapping[str, Any] | None = None,
+    max_seq_length: int | None = None,
+) -> Loaded:
     """Load a model directory (Hugging Face layout) with its tokenizer and saved settings, in eval mode.
 
     ``head`` names the class to build (e.g. ``"BertModel"``, ``"BertForMaskedLM"``); by default the one
@@ -220,8 +238,7 @@ def load(path: str | os.PathLike, head: str | None = None, device: str | torch.d
             f"{path}: the tokenizer has {tokenizer.vocab_size} tokens but the model only "
             f"{config.vocab_size} embeddings; the tokenizer files belong to another model"
         )
-    settings = Settings.saved(config).override(task=task, task_options=task_options,
-                                                     max_seq_length=max_seq_length)
+    settings = Settings.saved(config).override(task=task, task_options=task_options, max_seq_length=max_seq_length)
     return Loaded(model, tokenizer, checkpoint_tensor_names(path), settings)
 
 

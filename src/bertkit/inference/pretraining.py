@@ -80,17 +80,33 @@ def _mask_features(loaded: Loaded, texts: Sequence[str], max_length: int) -> lis
             cursor += 1
         ids.append(tokenizer.sep_id)
         if len(ids) > max_length:
-            raise BertkitError(f"text {i} is {len(ids)} tokens with [CLS] and [SEP], more than the model's "
-                               f"{max_length}; shorten it around the [MASK]")
+            raise BertkitError(
+                f"text {i} is {len(ids)} tokens with [CLS] and [SEP], more than the model's "
+                f"{max_length}; shorten it around the [MASK]"
+            )
         spans = [m.span() for m in MASK_PATTERN.finditer(text)]
-        features.append({"input_ids": ids, "token_type_ids": [0] * len(ids), "attention_mask": [1] * len(ids),
-                         "masked_positions": positions, "spans": spans, "text": text})
+        features.append(
+            {
+                "input_ids": ids,
+                "token_type_ids": [0] * len(ids),
+                "attention_mask": [1] * len(ids),
+                "masked_positions": positions,
+                "spans": spans,
+                "text": text,
+            }
+        )
     return features
 
 
 @torch.inference_mode()
-def fill_mask(texts: str | Sequence[str], model: str | os.PathLike | Loaded, *, top_k: int = 5,
-              batch_size: int = 32, whole_words: bool = True) -> Any:
+def fill_mask(
+    texts: str | Sequence[str],
+    model: str | os.PathLike | Loaded,
+    *,
+    top_k: int = 5,
+    batch_size: int = 32,
+    whole_words: bool = True,
+) -> Any:
     """The ``top_k`` most likely tokens for every ``[MASK]`` in each text.
 
     Returns, per text, one list per mask (in text order) of ``MaskCandidate`` (best first). Masks are filled
@@ -108,8 +124,10 @@ def fill_mask(texts: str | Sequence[str], model: str | os.PathLike | Loaded, *, 
 
     def forward(inputs: dict[str, torch.Tensor], chunk: list[dict[str, Any]]) -> torch.Tensor:
         width = max(len(f["masked_positions"]) for f in chunk)
-        positions = torch.tensor([f["masked_positions"] + [0] * (width - len(f["masked_positions"]))
-                                  for f in chunk], device=inputs["input_ids"].device)
+        positions = torch.tensor(
+            [f["masked_positions"] + [0] * (width - len(f["masked_positions"])) for f in chunk],
+            device=inputs["input_ids"].device,
+        )
         out = loaded.model(**inputs, masked_positions=positions)  # the vocabulary projection runs on masks only
         logits = out.mlm_logits if hasattr(out, "mlm_logits") else out.logits
         return logits.float().softmax(-1)  # [B, P, V]
@@ -117,8 +135,9 @@ def fill_mask(texts: str | Sequence[str], model: str | os.PathLike | Loaded, *, 
     def unbatch(probs: torch.Tensor, inputs: Mapping[str, torch.Tensor]) -> list[torch.Tensor]:
         return list(probs.cpu())
 
-    rows = run_batches(loaded.model, features, unbatch, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id,
-                       forward=forward)
+    rows = run_batches(
+        loaded.model, features, unbatch, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id, forward=forward
+    )
     results = []
     for feature, probs in zip(features, rows):
         text = feature["text"]
@@ -134,8 +153,9 @@ def fill_mask(texts: str | Sequence[str], model: str | os.PathLike | Loaded, *, 
             for index in best:
                 token = loaded.tokenizer.convert_ids_to_tokens([index])[0]
                 written = token.removeprefix("##")
-                candidates.append(MaskCandidate(token, index, float(probs[m, index]), written,
-                                                text[:start] + written + text[end:]))
+                candidates.append(
+                    MaskCandidate(token, index, float(probs[m, index]), written, text[:start] + written + text[end:])
+                )
             per_mask.append(candidates)
         results.append(per_mask)
     return results[0] if is_single(texts) else results
@@ -143,8 +163,14 @@ def fill_mask(texts: str | Sequence[str], model: str | os.PathLike | Loaded, *, 
 
 # ------------------------------------------------------------------------------------------ next sentence
 @torch.inference_mode()
-def next_sentence(first: str | Sequence[str], second: str | Sequence[str], model: str | os.PathLike | Loaded,
-                  *, batch_size: int = 32, max_length: int | None = None) -> float | list[float]:
+def next_sentence(
+    first: str | Sequence[str],
+    second: str | Sequence[str],
+    model: str | os.PathLike | Loaded,
+    *,
+    batch_size: int = 32,
+    max_length: int | None = None,
+) -> float | list[float]:
     """Probability that ``second`` follows ``first`` (BERT's next-sentence head, class 0 = "is next").
 
     Strings give one probability, equal-length lists one per pair. Pairs longer than the model are cut
@@ -156,12 +182,18 @@ def next_sentence(first: str | Sequence[str], second: str | Sequence[str], model
     tokenizer = loaded.tokenizer
     ids = tokenizer.ids_batch(firsts + seconds)
     features = []
-    for a, b in zip(ids[:len(firsts)], ids[len(firsts):]):
+    for a, b in zip(ids[: len(firsts)], ids[len(firsts) :]):
         features.append(build_pair(*truncate_pair(a, b, room), tokenizer.cls_id, tokenizer.sep_id))
 
     def forward(inputs: dict[str, torch.Tensor], chunk: list) -> torch.Tensor:
         return loaded.model(**inputs).nsp_logits.float().softmax(-1)[:, 0]
 
-    probs = run_batches(loaded.model, features, lambda out, inputs: out.tolist(), batch_size=batch_size,
-                        pad_id=loaded.tokenizer.pad_id, forward=forward)
+    probs = run_batches(
+        loaded.model,
+        features,
+        lambda out, inputs: out.tolist(),
+        batch_size=batch_size,
+        pad_id=loaded.tokenizer.pad_id,
+        forward=forward,
+    )
     return probs[0] if isinstance(first, str) else probs

@@ -219,8 +219,13 @@ async def _send_json(send: Callable, status: int, payload: dict) -> None:
     import json
 
     body = json.dumps(payload).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -250,8 +255,11 @@ class Service:
     # ---------------------------------------------------------------------------- checks
     def check_count(self, items: Sequence[Any], what: str = "texts") -> None:
         if len(items) > self.limits.max_items:
-            raise Problem(413, f"{len(items)} {what} in one request; this server takes at most "
-                               f"{self.limits.max_items}: split the request")
+            raise Problem(
+                413,
+                f"{len(items)} {what} in one request; this server takes at most "
+                f"{self.limits.max_items}: split the request",
+            )
 
     def check_chars(self, texts: Sequence[str], what: str = "text", limit: int | None = None) -> None:
         limit = limit or self.limits.max_chars
@@ -261,8 +269,13 @@ class Service:
             if len(text) > limit:
                 raise Problem(413, f"{what} {i} is {len(text)} characters; this server takes at most {limit}")
 
-    def check_tokens(self, texts: Sequence[str | tuple[str, str]], what: str = "text",
-                     limit: int | None = None, special: int | None = None) -> None:
+    def check_tokens(
+        self,
+        texts: Sequence[str | tuple[str, str]],
+        what: str = "text",
+        limit: int | None = None,
+        special: int | None = None,
+    ) -> None:
         """Inputs with their special tokens must fit ``limit`` (default: the model's length)."""
         limit = limit or self.max_tokens
         flat = [part for t in texts for part in ((t,) if isinstance(t, str) else t)]
@@ -280,8 +293,11 @@ class Service:
         try:
             return await asyncio.wait_for(self.batcher.submit(key, fn, items), self.limits.request_timeout_s)
         except TimeoutError:
-            raise Problem(504, f"the request took longer than {self.limits.request_timeout_s:g} s and was "
-                               f"dropped; send fewer or shorter texts") from None
+            raise Problem(
+                504,
+                f"the request took longer than {self.limits.request_timeout_s:g} s and was "
+                f"dropped; send fewer or shorter texts",
+            ) from None
         except Overloaded as exc:
             raise Problem(503, f"the server is overloaded: {exc}") from None
 
@@ -290,8 +306,10 @@ class Service:
         return {
             "model": {
                 "architecture": type(self.loaded.model).__name__,
-                "layers": config.num_hidden_layers, "hidden_size": config.hidden_size,
-                "heads": config.num_attention_heads, "vocab_size": config.vocab_size,
+                "layers": config.num_hidden_layers,
+                "hidden_size": config.hidden_size,
+                "heads": config.num_attention_heads,
+                "vocab_size": config.vocab_size,
                 "max_position_embeddings": config.max_position_embeddings,
                 "max_seq_length": self.loaded.max_length,
                 "labels": [config.id2label[i] for i in sorted(config.id2label)] if config.id2label else None,
@@ -309,9 +327,11 @@ def create_app(model: str | os.PathLike | Loaded, limits: ServeLimits | None = N
     loaded = model if isinstance(model, Loaded) else load(model)
     limits = limits or ServeLimits()
     service = Service(loaded, limits)
-    app = FastAPI(title="bertkit", version="0.1.0",
-                  description=f"BERT inference: {type(loaded.model).__name__}, pipelines "
-                              f"{', '.join(loaded.pipelines)}.")
+    app = FastAPI(
+        title="bertkit",
+        version="0.1.0",
+        description=f"BERT inference: {type(loaded.model).__name__}, pipelines {', '.join(loaded.pipelines)}.",
+    )
     app.state.service = service
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
 
@@ -365,6 +385,7 @@ def _add_pipelines(app: FastAPI, service: Service) -> None:
     batch = limits.batch_size
 
     if loaded.supports("fill_mask"):
+
         @app.post("/fill-mask", response_model=FillMaskResponse, summary="Top predictions for every [MASK].")
         async def fill_mask(request: FillMaskRequest) -> dict:
             service.check_count(request.texts)
@@ -376,8 +397,11 @@ def _add_pipelines(app: FastAPI, service: Service) -> None:
                 raise Problem(422, f"top_k is {request.top_k}; this server gives at most {limits.max_top_k}")
             candidates = sum(len(MASK_PATTERN.findall(text)) for text in request.texts) * request.top_k
             if candidates > limits.max_mask_candidates:
-                raise Problem(413, f"{candidates} [MASK] candidates asked ([MASK] tokens x top_k); this server "
-                                   f"gives at most {limits.max_mask_candidates} per request: send fewer masks")
+                raise Problem(
+                    413,
+                    f"{candidates} [MASK] candidates asked ([MASK] tokens x top_k); this server "
+                    f"gives at most {limits.max_mask_candidates} per request: send fewer masks",
+                )
             service.check_tokens(request.texts)
             top_k = request.top_k
 
@@ -388,8 +412,12 @@ def _add_pipelines(app: FastAPI, service: Service) -> None:
             return {"results": await service.run(("fill_mask", top_k), run, request.texts)}
 
     if loaded.supports("next_sentence"):
-        @app.post("/next-sentence", response_model=NextSentenceResponse,
-                  summary="Probability that sentence B follows sentence A.")
+
+        @app.post(
+            "/next-sentence",
+            response_model=NextSentenceResponse,
+            summary="Probability that sentence B follows sentence A.",
+        )
         async def next_sentence(request: NextSentenceRequest) -> dict:
             service.check_count(request.pairs, "pairs")
             service.check_chars([s for pair in request.pairs for s in pair], "sentence")
@@ -415,6 +443,7 @@ def _add_pipelines(app: FastAPI, service: Service) -> None:
         return {"embeddings": vectors, "dimension": len(vectors[0])}
 
     if loaded.supports("classify"):
+
         @app.post("/classify", response_model=ClassifyResponse, summary="Label probabilities of texts or pairs.")
         async def classify(request: ClassifyRequest) -> dict:
             texts = [t if isinstance(t, str) else (t[0], t[1]) for t in request.texts]
@@ -428,6 +457,7 @@ def _add_pipelines(app: FastAPI, service: Service) -> None:
             return {"results": await service.run(("classify",), run, texts)}
 
     if loaded.supports("tag"):
+
         @app.post("/tag", response_model=TagResponse, summary="Word tags and entities with character offsets.")
         async def tag(request: TagRequest) -> dict:
             service.check_count(request.texts)
@@ -440,27 +470,33 @@ def _add_pipelines(app: FastAPI, service: Service) -> None:
             return {"results": await service.run(("tag",), run, request.texts)}
 
     if loaded.supports("answer"):
+
         @app.post("/answer", response_model=AnswerResponse, summary="Answer spans of questions in their contexts.")
         async def answer(request: AnswerRequest) -> dict:
             service.check_count(request.inputs, "questions")
             service.check_chars([q.question for q in request.inputs], "question")
             service.check_chars([q.context for q in request.inputs], "context", limit=limits.max_long_chars)
-            service.check_tokens([q.context for q in request.inputs], "context", limit=limits.max_long_tokens, special=0)
+            service.check_tokens(
+                [q.context for q in request.inputs], "context", limit=limits.max_long_tokens, special=0
+            )
             if request.top_k > limits.max_top_k:
                 raise Problem(422, f"top_k is {request.top_k}; this server gives at most {limits.max_top_k}")
             top_k = request.top_k
 
             def run(items: list[tuple[str, str]]) -> list:
-                out = inference.answer([q for q, _ in items], [c for _, c in items], loaded, top_k=top_k,
-                                       batch_size=batch)
-                return [[a.to_dict() for a in (answers if isinstance(answers, list) else [answers])]
-                        for answers in out]
+                out = inference.answer(
+                    [q for q, _ in items], [c for _, c in items], loaded, top_k=top_k, batch_size=batch
+                )
+                return [[a.to_dict() for a in (answers if isinstance(answers, list) else [answers])] for answers in out]
 
             items = [(q.question, q.context) for q in request.inputs]
             return {"results": await service.run(("answer", top_k), run, items)}
 
-    @app.post("/attention", response_model=AttentionResponse,
-              summary="Attention probabilities of every layer and head over the tokens of one text.")
+    @app.post(
+        "/attention",
+        response_model=AttentionResponse,
+        summary="Attention probabilities of every layer and head over the tokens of one text.",
+    )
     async def attention(request: AttentionRequest) -> dict:
         service.check_chars([request.text])
         service.check_tokens([request.text], limit=limits.attention_max_tokens)
@@ -469,22 +505,30 @@ def _add_pipelines(app: FastAPI, service: Service) -> None:
             out = []
             for text in texts:
                 maps = inference.attentions(text, loaded)
-                out.append({"tokens": maps.tokens, "offsets": maps.offsets,
-                            "attentions": maps.attentions.round(4).tolist()})
+                out.append(
+                    {"tokens": maps.tokens, "offsets": maps.offsets, "attentions": maps.attentions.round(4).tolist()}
+                )
             return out
 
         return (await service.run(("attention",), run, [request.text]))[0]
 
 
-def serve(model: str | os.PathLike | Loaded, host: str = "127.0.0.1", port: int = 8000,
-          limits: ServeLimits | None = None, log_level: str = "info") -> None:
+def serve(
+    model: str | os.PathLike | Loaded,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    limits: ServeLimits | None = None,
+    log_level: str = "info",
+) -> None:
     """Serve ``model`` with uvicorn until interrupted. Binds to localhost unless ``host`` says otherwise."""
     try:
         import uvicorn
     except ImportError:
         raise BertkitError("the HTTP service needs uvicorn; pip install 'bertkit[serve]'") from None
     if host not in ("127.0.0.1", "localhost", "::1"):
-        logger.warning("listening on %s: the service has no authentication; anyone who can reach this "
-                       "address can use the model", host)
+        logger.warning(
+            "listening on %s: the service has no authentication; anyone who can reach this address can use the model",
+            host,
+        )
     app = create_app(model, limits)
     uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)

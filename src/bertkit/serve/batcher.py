@@ -125,7 +125,7 @@ class Batcher:
         self.stats.record(len(group), len(items))
         start = 0
         for job in group:
-            _settle(job, results[start:start + len(job.items)])
+            _settle(job, results[start : start + len(job.items)])
             start += len(job.items)
 
     def close(self) -> None:

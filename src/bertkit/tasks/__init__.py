@@ -18,8 +18,10 @@ from bertkit.tasks.qa import QuestionAnsweringTask, SquadExample, SquadPredictio
 TASKS: dict[str, type] = {"classification": ClassificationTask, "ner": NerTask, "qa": QuestionAnsweringTask}
 """Task classes by command-line name."""
 
-HEAD_TO_TASK = {cls.head: name for name, cls in
-                (("classification", ClassificationTask), ("ner", NerTask), ("qa", QuestionAnsweringTask))}
+HEAD_TO_TASK = {
+    cls.head: name
+    for name, cls in (("classification", ClassificationTask), ("ner", NerTask), ("qa", QuestionAnsweringTask))
+}
 """Task name for a head class name, to pick the task of a fine-tuned model from ``config.architectures``."""
 
 

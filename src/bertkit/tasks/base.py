@@ -58,8 +58,9 @@ class Task(Protocol):
         """Restore what ``fit_labels`` learned from a fine-tuned model's ``BertConfig``."""
         ...
 
-    def featurize(self, examples: Sequence, tokenizer: Any, max_seq_length: int, *,
-                  training: bool = False) -> list[Feature]: ...
+    def featurize(
+        self, examples: Sequence, tokenizer: Any, max_seq_length: int, *, training: bool = False
+    ) -> list[Feature]: ...
 
     def collate(self, features: Sequence[Feature], pad_id: int = 0) -> dict[str, torch.Tensor]: ...
 
@@ -69,11 +70,13 @@ class Task(Protocol):
 
     def evaluate(self, predictions: Any, examples: Sequence) -> dict[str, float]: ...
 
-    def write_predictions(self, predictions: Any, directory: str | os.PathLike,
-                          examples: Sequence | None = None) -> list[Path]: ...
+    def write_predictions(
+        self, predictions: Any, directory: str | os.PathLike, examples: Sequence | None = None
+    ) -> list[Path]: ...
 
-    def prediction_rows(self, examples: Sequence, features: Sequence[Feature], rows: Sequence,
-                        predictions: Any) -> list[dict[str, Any]]:
+    def prediction_rows(
+        self, examples: Sequence, features: Sequence[Feature], rows: Sequence, predictions: Any
+    ) -> list[dict[str, Any]]:
         """One JSON-ready object per example for ``bertkit predict``, with the prediction and its scores."""
 
 
@@ -127,7 +130,9 @@ class LabelMap:
 
 
 def pad_and_stack(
-    features: Sequence[Feature], names: Sequence[str], pad_values: Mapping[str, int | float],
+    features: Sequence[Feature],
+    names: Sequence[str],
+    pad_values: Mapping[str, int | float],
     dtypes: Mapping[str, torch.dtype] | None = None,
 ) -> dict[str, torch.Tensor]:
     """Tensors for ``names``: list-valued features right-padded to the longest in the batch, scalars stacked."""

@@ -30,9 +30,9 @@ class LengthGroupedOrder:
         chunk = batch_size * self.chunk_batches
         batches: list[list[int]] = []
         for c in range(0, num_items, chunk):
-            part = order[c:c + chunk]
+            part = order[c : c + chunk]
             part = part[np.argsort(-self.lengths[part], kind="stable")]
-            batches += [part[i:i + batch_size].tolist() for i in range(0, len(part), batch_size)]
+            batches += [part[i : i + batch_size].tolist() for i in range(0, len(part), batch_size)]
         if self.drop_last:
             batches = [b for b in batches if len(b) == batch_size]
         return [batches[i] for i in rng.permutation(len(batches))]
@@ -46,8 +46,17 @@ class LengthGroupedBatchSampler:
     ``sort_when_not_shuffled`` is set, in which case batches are formed from length-sorted indexes.
     """
 
-    def __init__(self, lengths: Sequence[int], batch_size: int, *, shuffle: bool = True, seed: int = 0,
-                 chunk_batches: int = 50, drop_last: bool = False, sort_when_not_shuffled: bool = False):
+    def __init__(
+        self,
+        lengths: Sequence[int],
+        batch_size: int,
+        *,
+        shuffle: bool = True,
+        seed: int = 0,
+        chunk_batches: int = 50,
+        drop_last: bool = False,
+        sort_when_not_shuffled: bool = False,
+    ):
         if batch_size < 1 or chunk_batches < 1:
             raise ValueError(f"batch_size and chunk_batches must be positive, got {batch_size}, {chunk_batches}")
         self.lengths = np.asarray(lengths, dtype=np.int64)
@@ -68,7 +77,7 @@ class LengthGroupedBatchSampler:
         n = len(self.lengths)
         if not self.shuffle:
             order = np.argsort(-self.lengths, kind="stable") if self.sort_when_not_shuffled else np.arange(n)
-            batches = [order[i:i + self.batch_size].tolist() for i in range(0, n, self.batch_size)]
+            batches = [order[i : i + self.batch_size].tolist() for i in range(0, n, self.batch_size)]
         else:
             grouping = LengthGroupedOrder(self.lengths, self.chunk_batches, self.drop_last)
             return grouping.batches(n, self.batch_size, epoch_rng(self.seed, self.epoch))
@@ -80,9 +89,11 @@ class LengthGroupedBatchSampler:
         return iter(self.batches())
 
     def __len__(self) -> int:
-        return len(self.batches()) if self.drop_last and self.shuffle else (
-            len(self.lengths) // self.batch_size if self.drop_last
-            else -(-len(self.lengths) // self.batch_size))
+        return (
+            len(self.batches())
+            if self.drop_last and self.shuffle
+            else (len(self.lengths) // self.batch_size if self.drop_last else -(-len(self.lengths) // self.batch_size))
+        )
 
 
 def padding_fraction(lengths: Sequence[int], batches: Sequence[Sequence[int]]) -> float:

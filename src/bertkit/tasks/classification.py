@@ -31,7 +31,14 @@ import torch
 from bertkit.errors import ConfigError, DataError
 from bertkit.tasks import metrics
 from bertkit.tasks.base import (
-    Feature, LabelMap, build_pair, pad_and_stack, to_numpy_rows, truncate_pair, window_starts, write_jsonl,
+    Feature,
+    LabelMap,
+    build_pair,
+    pad_and_stack,
+    to_numpy_rows,
+    truncate_pair,
+    window_starts,
+    write_jsonl,
 )
 from bertkit.tasks.readers import pick_column, read_table
 
@@ -87,7 +94,8 @@ class ClassificationTask:
     name: str = field(default="classification", init=False)
     head: str = field(default="BertForSequenceClassification", init=False)
     model_input_names: tuple[str, ...] = field(
-        default=("input_ids", "token_type_ids", "attention_mask", "labels"), init=False)
+        default=("input_ids", "token_type_ids", "attention_mask", "labels"), init=False
+    )
     skipped: int = field(default=0, init=False)
     """Always 0: only SQuAD training data skips (and counts) examples."""
 
@@ -107,15 +115,22 @@ class ClassificationTask:
         biased sample."""
         return not self.regression
 
-    def read(self, path: str | os.PathLike, *, labeled: bool = True,
-             training: bool = False) -> list[ClassificationExample]:
+    def read(
+        self, path: str | os.PathLike, *, labeled: bool = True, training: bool = False
+    ) -> list[ClassificationExample]:
         """Examples of a table; with ``labeled=False`` the label column is ignored (GLUE test files)."""
         columns, rows = read_table(path, self.format)
         text = pick_column(path, columns, self.text_column, TEXT_COLUMNS, "text")
         pair = None
         if self.text_pair_column != "":
-            pair = pick_column(path, columns, self.text_pair_column, PAIR_COLUMNS, "text pair",
-                               required=self.text_pair_column is not None)
+            pair = pick_column(
+                path,
+                columns,
+                self.text_pair_column,
+                PAIR_COLUMNS,
+                "text pair",
+                required=self.text_pair_column is not None,
+            )
         label = pick_column(path, columns, self.label_column, LABEL_COLUMNS, "label") if labeled else None
         examples = []
         for row in rows:
@@ -123,9 +138,14 @@ class ClassificationTask:
             for column in (text, pair, label):
                 if column is not None and column not in values:  # JSONL rows may lack keys
                     raise DataError(f"{row.where}: missing field {column!r}")
-            examples.append(ClassificationExample(
-                text=values[text], text_pair=values[pair] if pair else None,
-                label=values[label].strip() if label else None, where=row.where))
+            examples.append(
+                ClassificationExample(
+                    text=values[text],
+                    text_pair=values[pair] if pair else None,
+                    label=values[label].strip() if label else None,
+                    where=row.where,
+                )
+            )
         return examples
 
     # ------------------------------------------------------------------------------------ labels
@@ -161,8 +181,11 @@ class ClassificationTask:
         """Fields of ``BertConfig`` that describe this head."""
         if self.regression:
             return {"num_labels": 1, "problem_type": "regression", "id2label": None}
-        return {"num_labels": self.num_labels, "problem_type": "single_label_classification",
-                "id2label": self.label_map.id2label()}
+        return {
+            "num_labels": self.num_labels,
+            "problem_type": "single_label_classification",
+            "id2label": self.label_map.id2label(),
+        }
 
     def load_config(self, config: Any) -> None:
         """Restore the label map (or regression) from a fine-tuned model's ``BertConfig``."""
@@ -177,8 +200,9 @@ class ClassificationTask:
 
     # ------------------------------------------------------------------------------------ features
 
-    def featurize(self, examples: Sequence[ClassificationExample], tokenizer: Any, max_seq_length: int, *,
-                  training: bool = False) -> list[Feature]:
+    def featurize(
+        self, examples: Sequence[ClassificationExample], tokenizer: Any, max_seq_length: int, *, training: bool = False
+    ) -> list[Feature]:
         """Model inputs; ``labels`` is present when the examples are labelled and the labels are fitted."""
         if max_seq_length < 5:
             raise ConfigError(f"max_seq_length {max_seq_length} leaves no room for text")
@@ -197,7 +221,7 @@ class ClassificationTask:
             else:
                 b = None if b is None else b[: room // 2]
                 width = room - len(b or ())
-                windows = [(a[start:start + width], b) for start in window_starts(len(a), width, self.window_stride)]
+                windows = [(a[start : start + width], b) for start in window_starts(len(a), width, self.window_stride)]
             for wa, wb in windows:
                 feature = build_pair(wa, wb, tokenizer.cls_id, tokenizer.sep_id)
                 feature["example_index"] = index
@@ -229,8 +253,9 @@ class ClassificationTask:
 
     # ------------------------------------------------------------------------------------ predictions
 
-    def postprocess(self, examples: Sequence[ClassificationExample], features: Sequence[Feature],
-                    rows: Sequence[np.ndarray]) -> list[ClassificationPrediction]:
+    def postprocess(
+        self, examples: Sequence[ClassificationExample], features: Sequence[Feature], rows: Sequence[np.ndarray]
+    ) -> list[ClassificationPrediction]:
         """One prediction per example; the logits of an example's windows are averaged first."""
         if len(features) != len(rows):
             raise ValueError(f"{len(features)} features but {len(rows)} output rows")
@@ -248,21 +273,29 @@ class ClassificationTask:
             probs = np.exp(logits - logits.max())
             probs /= probs.sum()
             best = int(np.argmax(probs))
-            predictions.append(ClassificationPrediction(
-                self.label_map.labels[best], float(probs[best]),
-                {name: float(p) for name, p in zip(self.label_map.labels, probs)}))
+            predictions.append(
+                ClassificationPrediction(
+                    self.label_map.labels[best],
+                    float(probs[best]),
+                    {name: float(p) for name, p in zip(self.label_map.labels, probs)},
+                )
+            )
         return predictions
 
-    def evaluate(self, predictions: Sequence[ClassificationPrediction],
-                 examples: Sequence[ClassificationExample]) -> dict[str, float]:
+    def evaluate(
+        self, predictions: Sequence[ClassificationPrediction], examples: Sequence[ClassificationExample]
+    ) -> dict[str, float]:
         """Accuracy, MCC and (two labels) F1 of the second label, or Pearson/Spearman/MSE for regression."""
         if len(predictions) != len(examples):
             raise ValueError(f"{len(predictions)} predictions for {len(examples)} examples")
         if self.regression:
             gold = [float(e.label) for e in examples]
             pred = [p.score for p in predictions]
-            result = {"pearson": metrics.pearson(pred, gold), "spearman": metrics.spearman(pred, gold),
-                      "mse": float(np.mean((np.asarray(pred) - np.asarray(gold)) ** 2))}
+            result = {
+                "pearson": metrics.pearson(pred, gold),
+                "spearman": metrics.spearman(pred, gold),
+                "mse": float(np.mean((np.asarray(pred) - np.asarray(gold)) ** 2)),
+            }
             result["pearson_spearman"] = (result["pearson"] + result["spearman"]) / 2
             return result
         gold = [e.label for e in examples]
@@ -273,9 +306,13 @@ class ClassificationTask:
             result["accuracy_f1"] = (result["accuracy"] + result["f1"]) / 2
         return result
 
-    def prediction_rows(self, examples: Sequence[ClassificationExample], features: Sequence[Feature],
-                        rows: Sequence[np.ndarray],
-                        predictions: Sequence[ClassificationPrediction]) -> list[dict[str, Any]]:
+    def prediction_rows(
+        self,
+        examples: Sequence[ClassificationExample],
+        features: Sequence[Feature],
+        rows: Sequence[np.ndarray],
+        predictions: Sequence[ClassificationPrediction],
+    ) -> list[dict[str, Any]]:
         """``{index, text[, text_pair], label, score, probabilities}`` per example (regression: ``score``)."""
         out = []
         for i, (example, p) in enumerate(zip(examples, predictions)):
@@ -289,10 +326,14 @@ class ClassificationTask:
             out.append(row)
         return out
 
-    def write_predictions(self, predictions: Sequence[ClassificationPrediction],
-                          directory: str | os.PathLike,
-                          examples: Sequence[ClassificationExample] | None = None) -> list[Path]:
+    def write_predictions(
+        self,
+        predictions: Sequence[ClassificationPrediction],
+        directory: str | os.PathLike,
+        examples: Sequence[ClassificationExample] | None = None,
+    ) -> list[Path]:
         """``predictions.jsonl``: one object per example with ``label`` and ``probabilities``, or ``score``."""
+
         def row(i: int, p: ClassificationPrediction) -> dict[str, Any]:
             out: dict[str, Any] = {"index": i}
             if examples is not None:

@@ -72,7 +72,7 @@ def _average_ranks(values: Sequence[float] | np.ndarray) -> np.ndarray:
         end = start
         while end + 1 < len(array) and sorted_values[end + 1] == sorted_values[start]:
             end += 1
-        ranks[order[start:end + 1]] = (start + end) / 2 + 1
+        ranks[order[start : end + 1]] = (start + end) / 2 + 1
         start = end + 1
     return ranks
 
@@ -145,9 +145,7 @@ def get_entities(tags: Sequence[str]) -> list[Chunk]:
     return chunks
 
 
-def entity_scores(
-    predicted: Iterable[Sequence[str]], gold: Iterable[Sequence[str]]
-) -> dict[str, float]:
+def entity_scores(predicted: Iterable[Sequence[str]], gold: Iterable[Sequence[str]]) -> dict[str, float]:
     """conlleval's scores over sentences of tags: entity-level precision, recall, F1 and token accuracy.
 
     An entity counts as correct only if its type, first and last word all match. Per-type figures come as
@@ -178,12 +176,12 @@ def entity_scores(
 
     scores: dict[str, float] = {}
     precision, recall, f1 = prf(sum(correct.values()), sum(n_pred.values()), sum(n_gold.values()))
-    scores.update(precision=precision, recall=recall, f1=f1,
-                  accuracy=tokens_correct / tokens if tokens else 0.0)
+    scores.update(precision=precision, recall=recall, f1=f1, accuracy=tokens_correct / tokens if tokens else 0.0)
     for type_ in sorted(set(n_pred) | set(n_gold)):
         p, r, f = prf(correct[type_], n_pred[type_], n_gold[type_])
-        scores.update({f"precision_{type_}": p, f"recall_{type_}": r, f"f1_{type_}": f,
-                       f"support_{type_}": float(n_gold[type_])})
+        scores.update(
+            {f"precision_{type_}": p, f"recall_{type_}": r, f"f1_{type_}": f, f"support_{type_}": float(n_gold[type_])}
+        )
     return scores
 
 
@@ -263,8 +261,10 @@ def squad_evaluate(
     def thresholded(raw: dict[str, float]) -> dict[str, float]:
         if na_probs is None:
             return raw
-        return {qid: (float(not has_answer[qid]) if na_probs[qid] > na_prob_threshold else score)
-                for qid, score in raw.items()}
+        return {
+            qid: (float(not has_answer[qid]) if na_probs[qid] > na_prob_threshold else score)
+            for qid, score in raw.items()
+        }
 
     exact_scores, f1_scores = thresholded(exact_raw), thresholded(f1_raw)
 
@@ -273,11 +273,18 @@ def squad_evaluate(
 
     all_ids = list(answers)
     result = {"exact": mean(exact_scores, all_ids), "f1": mean(f1_scores, all_ids), "total": float(len(all_ids))}
-    for name, ids in (("HasAns", [q for q in all_ids if has_answer[q]]),
-                      ("NoAns", [q for q in all_ids if not has_answer[q]])):
+    for name, ids in (
+        ("HasAns", [q for q in all_ids if has_answer[q]]),
+        ("NoAns", [q for q in all_ids if not has_answer[q]]),
+    ):
         if ids:
-            result.update({f"{name}_exact": mean(exact_scores, ids), f"{name}_f1": mean(f1_scores, ids),
-                           f"{name}_total": float(len(ids))})
+            result.update(
+                {
+                    f"{name}_exact": mean(exact_scores, ids),
+                    f"{name}_f1": mean(f1_scores, ids),
+                    f"{name}_total": float(len(ids)),
+                }
+            )
     if na_probs is not None:
         for name, raw in (("exact", exact_raw), ("f1", f1_raw)):
             best, threshold = _best_threshold(predictions, raw, na_probs, has_answer)
@@ -286,7 +293,9 @@ def squad_evaluate(
 
 
 def _best_threshold(
-    predictions: Mapping[str, str], raw: Mapping[str, float], na_probs: Mapping[str, float],
+    predictions: Mapping[str, str],
+    raw: Mapping[str, float],
+    na_probs: Mapping[str, float],
     has_answer: Mapping[str, bool],
 ) -> tuple[float, float]:
     """The official ``find_best_thresh``: sweep the null-odds threshold over the sorted odds."""

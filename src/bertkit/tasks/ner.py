@@ -89,8 +89,10 @@ def read_conll(path: str | os.PathLike, *, labeled: bool = True) -> list[NerExam
         if width is None:
             width, width_line = len(columns), number
             if labeled and width < 2:
-                raise DataError(f"{path}:{number}: one column only; a labelled CoNLL file needs the word "
-                                f"first and the tag last (or read it unlabelled)")
+                raise DataError(
+                    f"{path}:{number}: one column only; a labelled CoNLL file needs the word "
+                    f"first and the tag last (or read it unlabelled)"
+                )
         elif len(columns) != width:
             raise DataError(f"{path}:{number}: {len(columns)} columns, but line {width_line} has {width}")
         if not words:
@@ -115,7 +117,8 @@ class NerTask:
     name: str = field(default="ner", init=False)
     head: str = field(default="BertForTokenClassification", init=False)
     model_input_names: tuple[str, ...] = field(
-        default=("input_ids", "token_type_ids", "attention_mask", "labels"), init=False)
+        default=("input_ids", "token_type_ids", "attention_mask", "labels"), init=False
+    )
     skipped: int = field(default=0, init=False)
     """Always 0: only SQuAD training data skips (and counts) examples."""
     batch_by_length: bool = field(default=True, init=False)
@@ -146,8 +149,9 @@ class NerTask:
 
     # ------------------------------------------------------------------------------------ features
 
-    def featurize(self, examples: Sequence[NerExample], tokenizer: Any, max_seq_length: int, *,
-                  training: bool = False) -> list[Feature]:
+    def featurize(
+        self, examples: Sequence[NerExample], tokenizer: Any, max_seq_length: int, *, training: bool = False
+    ) -> list[Feature]:
         """One feature per window of each sentence (one window unless the sentence is too long).
 
         Bookkeeping keys: ``example_index``, ``word_positions`` (for each word of the sentence that the window
@@ -162,7 +166,7 @@ class NerTask:
         features: list[Feature] = []
         cursor = 0
         for index, example in enumerate(examples):
-            word_ids = [ids[:room] for ids in flat_ids[cursor:cursor + len(example.words)]]
+            word_ids = [ids[:room] for ids in flat_ids[cursor : cursor + len(example.words)]]
             cursor += len(example.words)
             tag_ids = None
             if example.tags is not None and self.label_map is not None:
@@ -181,9 +185,13 @@ class NerTask:
                 input_ids.append(tokenizer.sep_id)
                 labels.append(IGNORE_INDEX)
                 feature: Feature = {
-                    "input_ids": input_ids, "token_type_ids": [0] * len(input_ids),
-                    "attention_mask": [1] * len(input_ids), "example_index": index, "first_word": start,
-                    "word_positions": positions, "max_context": [best[w] == number for w in range(start, end)],
+                    "input_ids": input_ids,
+                    "token_type_ids": [0] * len(input_ids),
+                    "attention_mask": [1] * len(input_ids),
+                    "example_index": index,
+                    "first_word": start,
+                    "word_positions": positions,
+                    "max_context": [best[w] == number for w in range(start, end)],
                 }
                 if tag_ids is not None:
                     feature["labels"] = labels
@@ -201,8 +209,9 @@ class NerTask:
 
     # ------------------------------------------------------------------------------------ predictions
 
-    def postprocess(self, examples: Sequence[NerExample], features: Sequence[Feature],
-                    rows: Sequence[np.ndarray]) -> list[NerPrediction]:
+    def postprocess(
+        self, examples: Sequence[NerExample], features: Sequence[Feature], rows: Sequence[np.ndarray]
+    ) -> list[NerPrediction]:
         if len(features) != len(rows):
             raise ValueError(f"{len(features)} features but {len(rows)} output rows")
         tags = [["O"] * len(e.words) for e in examples]
@@ -213,8 +222,10 @@ class NerTask:
                     sentence[feature["first_word"] + offset] = self.label_map.labels[int(np.argmax(row[position]))]
         predictions = []
         for example, sentence in zip(examples, tags):
-            entities = [{"type": t, "start": s, "end": e, "text": " ".join(example.words[s:e])}
-                        for t, s, e in metrics.get_entities(sentence)]
+            entities = [
+                {"type": t, "start": s, "end": e, "text": " ".join(example.words[s:e])}
+                for t, s, e in metrics.get_entities(sentence)
+            ]
             predictions.append(NerPrediction(list(example.words), sentence, entities))
         return predictions
 
@@ -224,8 +235,9 @@ class NerTask:
             raise ValueError(f"{len(predictions)} predictions for {len(examples)} sentences")
         return metrics.entity_scores([p.tags for p in predictions], [e.tags for e in examples])
 
-    def word_scores(self, examples: Sequence[NerExample], features: Sequence[Feature],
-                    rows: Sequence[np.ndarray]) -> list[list[float]]:
+    def word_scores(
+        self, examples: Sequence[NerExample], features: Sequence[Feature], rows: Sequence[np.ndarray]
+    ) -> list[list[float]]:
         """Softmax probability of each word's predicted tag, read where ``postprocess`` reads the tag (the first
         sub-token, in the window that gives the word most context); 1.0 for a word the model does not see."""
         scores = [[1.0] * len(e.words) for e in examples]
@@ -238,20 +250,33 @@ class NerTask:
                     sentence[feature["first_word"] + offset] = float(probs.max() / probs.sum())
         return scores
 
-    def prediction_rows(self, examples: Sequence[NerExample], features: Sequence[Feature],
-                        rows: Sequence[np.ndarray], predictions: Sequence[NerPrediction]) -> list[dict[str, Any]]:
+    def prediction_rows(
+        self,
+        examples: Sequence[NerExample],
+        features: Sequence[Feature],
+        rows: Sequence[np.ndarray],
+        predictions: Sequence[NerPrediction],
+    ) -> list[dict[str, Any]]:
         """``{index, words, tags, scores, entities}`` per sentence (``scores``: see ``word_scores``)."""
         scores = self.word_scores(examples, features, rows)
-        return [{"index": i, "words": p.words, "tags": p.tags, "scores": s, "entities": p.entities}
-                for i, (p, s) in enumerate(zip(predictions, scores))]
+        return [
+            {"index": i, "words": p.words, "tags": p.tags, "scores": s, "entities": p.entities}
+            for i, (p, s) in enumerate(zip(predictions, scores))
+        ]
 
-    def write_predictions(self, predictions: Sequence[NerPrediction], directory: str | os.PathLike,
-                          examples: Sequence[NerExample] | None = None) -> list[Path]:
+    def write_predictions(
+        self,
+        predictions: Sequence[NerPrediction],
+        directory: str | os.PathLike,
+        examples: Sequence[NerExample] | None = None,
+    ) -> list[Path]:
         """``predictions.jsonl`` (words, tags, entities per sentence) and ``predictions.conll`` (``word tag``,
         or ``word gold predicted`` when labelled examples are given: the input of ``conlleval``)."""
         directory = Path(directory)
-        jsonl = write_jsonl(({"words": p.words, "tags": p.tags, "entities": p.entities} for p in predictions),
-                            directory / "predictions.jsonl")
+        jsonl = write_jsonl(
+            ({"words": p.words, "tags": p.tags, "entities": p.entities} for p in predictions),
+            directory / "predictions.jsonl",
+        )
         conll = directory / "predictions.conll"
         with atomic_open(conll) as handle:
             for i, p in enumerate(predictions):

@@ -76,8 +76,9 @@ class SquadPredictions:
     """v2: the best non-null text per question (``""`` if none), what the official threshold search scores."""
 
 
-def read_squad(path: str | os.PathLike, *, training: bool = False,
-               strict: bool = False) -> tuple[list[SquadExample], int, bool]:
+def read_squad(
+    path: str | os.PathLike, *, training: bool = False, strict: bool = False
+) -> tuple[list[SquadExample], int, bool]:
     """Examples of a SQuAD JSON file, how many training questions were skipped, and whether it is v2.
 
     ``training=True`` checks the first answer of each answerable question against its context and skips
@@ -117,13 +118,18 @@ def read_squad(path: str | os.PathLike, *, training: bool = False,
                             raise DataError(f"{path}: question {qid!r} ({where_q}): {problem}")
                         skipped += 1
                         continue
-                examples.append(SquadExample(qid, question, context, answers, impossible,
-                                             str(article.get("title", ""))))
+                examples.append(
+                    SquadExample(qid, question, context, answers, impossible, str(article.get("title", "")))
+                )
     if not examples:
         raise DataError(f"{path}: no usable questions")
     if skipped:
-        logger.warning("%s: skipped %d of %d training questions whose answer_start does not match the answer "
-                       "text", path, skipped, skipped + len(examples))
+        logger.warning(
+            "%s: skipped %d of %d training questions whose answer_start does not match the answer text",
+            path,
+            skipped,
+            skipped + len(examples),
+        )
     return examples, skipped, version_2
 
 
@@ -142,8 +148,8 @@ def _answer_problem(context: str, answers: list[dict[str, Any]]) -> str | None:
     text, start = answers[0]["text"], answers[0]["answer_start"]
     if not text.strip():
         return "the answer text is empty"
-    if context[start:start + len(text)] != text:
-        return f"answer_start {start} points at {context[start:start + len(text)]!r}, not at {text!r}"
+    if context[start : start + len(text)] != text:
+        return f"answer_start {start} points at {context[start : start + len(text)]!r}, not at {text!r}"
     return None
 
 
@@ -170,7 +176,8 @@ class QuestionAnsweringTask:
     head: str = field(default="BertForQuestionAnswering", init=False)
     batch_by_length: bool = field(default=True, init=False)
     model_input_names: tuple[str, ...] = field(
-        default=("input_ids", "token_type_ids", "attention_mask", "start_positions", "end_positions"), init=False)
+        default=("input_ids", "token_type_ids", "attention_mask", "start_positions", "end_positions"), init=False
+    )
 
     def __post_init__(self) -> None:
         for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length"):
@@ -197,8 +204,9 @@ class QuestionAnsweringTask:
 
     # ------------------------------------------------------------------------------------ features
 
-    def featurize(self, examples: Sequence[SquadExample], tokenizer: Any, max_seq_length: int,
-                  *, training: bool = False) -> list[Feature]:
+    def featurize(
+        self, examples: Sequence[SquadExample], tokenizer: Any, max_seq_length: int, *, training: bool = False
+    ) -> list[Feature]:
         """Windows of every example. ``training=True`` adds ``start_positions``/``end_positions``.
 
         Bookkeeping keys: ``example_index``, ``context_start`` (position of the first window token),
@@ -206,8 +214,10 @@ class QuestionAnsweringTask:
         """
         room = max_seq_length - min(self.max_query_length, max_seq_length) - 3
         if room < 1:
-            raise ConfigError(f"max_seq_length {max_seq_length} leaves no room for the context after a "
-                            f"{self.max_query_length}-token question; lower max_query_length")
+            raise ConfigError(
+                f"max_seq_length {max_seq_length} leaves no room for the context after a "
+                f"{self.max_query_length}-token question; lower max_query_length"
+            )
         contexts = list(dict.fromkeys(e.context for e in examples))
         encoded = dict(zip(contexts, tokenizer.encode_batch(contexts, add_special_tokens=False)))
         questions = tokenizer.ids_batch([e.question for e in examples])
@@ -229,14 +239,20 @@ class QuestionAnsweringTask:
             best = max_context(len(ids), spans)
             context_start = len(question) + 2
             for number, (start, length) in enumerate(spans):
-                input_ids = [tokenizer.cls_id, *question, tokenizer.sep_id, *ids[start:start + length],
-                             tokenizer.sep_id]
+                input_ids = [
+                    tokenizer.cls_id,
+                    *question,
+                    tokenizer.sep_id,
+                    *ids[start : start + length],
+                    tokenizer.sep_id,
+                ]
                 feature: Feature = {
                     "input_ids": input_ids,
                     "token_type_ids": [0] * context_start + [1] * (length + 1),
                     "attention_mask": [1] * len(input_ids),
-                    "example_index": index, "context_start": context_start,
-                    "offsets": offsets[start:start + length],
+                    "example_index": index,
+                    "context_start": context_start,
+                    "offsets": offsets[start : start + length],
                     "max_context": [best[t] == number for t in range(start, start + length)],
                 }
                 if training:
@@ -264,8 +280,12 @@ class QuestionAnsweringTask:
 
     # ------------------------------------------------------------------------------------ predictions
 
-    def postprocess(self, examples: Sequence[SquadExample], features: Sequence[Feature],
-                    rows: Sequence[tuple[np.ndarray, np.ndarray]]) -> SquadPredictions:
+    def postprocess(
+        self,
+        examples: Sequence[SquadExample],
+        features: Sequence[Feature],
+        rows: Sequence[tuple[np.ndarray, np.ndarray]],
+    ) -> SquadPredictions:
         if len(features) != len(rows):
             raise ValueError(f"{len(features)} features but {len(rows)} output rows")
         by_example: dict[int, list[int]] = {}
@@ -305,9 +325,16 @@ class QuestionAnsweringTask:
             probabilities = _softmax([s + e for s, e, _, _ in nbest])
             # Google's entry keys, plus the answer's character span in the context (None for null/"empty")
             result.nbest[example.qid] = [
-                {"text": text, "probability": p, "start_logit": s, "end_logit": e,
-                 "start_char": span[0] if span else None, "end_char": span[1] if span else None}
-                for (s, e, text, span), p in zip(nbest, probabilities)]
+                {
+                    "text": text,
+                    "probability": p,
+                    "start_logit": s,
+                    "end_logit": e,
+                    "start_char": span[0] if span else None,
+                    "end_char": span[1] if span else None,
+                }
+                for (s, e, text, span), p in zip(nbest, probabilities)
+            ]
             if not version_2:
                 result.predictions[example.qid] = nbest[0][2]
                 continue
@@ -322,8 +349,9 @@ class QuestionAnsweringTask:
             result.predictions[example.qid] = "" if odds > self.null_score_diff_threshold else best_non_null[2]
         return result
 
-    def _spans(self, context: str, feature: Feature, start_logits: np.ndarray,
-               end_logits: np.ndarray) -> list[tuple[float, float, float, str, tuple[int, int]]]:
+    def _spans(
+        self, context: str, feature: Feature, start_logits: np.ndarray, end_logits: np.ndarray
+    ) -> list[tuple[float, float, float, str, tuple[int, int]]]:
         """Valid (score, start logit, end logit, text, character span) spans of one window from its n-best
         starts and ends."""
         first = feature["context_start"]
@@ -338,8 +366,15 @@ class QuestionAnsweringTask:
                 if not first <= e < first + length or e < s or e - s + 1 > self.max_answer_length:
                     continue
                 char_start, char_end = feature["offsets"][s - first][0], feature["offsets"][e - first][1]
-                spans.append((float(start_logits[s] + end_logits[e]), float(start_logits[s]),
-                              float(end_logits[e]), context[char_start:char_end], (char_start, char_end)))
+                spans.append(
+                    (
+                        float(start_logits[s] + end_logits[e]),
+                        float(start_logits[s]),
+                        float(end_logits[e]),
+                        context[char_start:char_end],
+                        (char_start, char_end),
+                    )
+                )
         return spans
 
     def evaluate(self, predictions: SquadPredictions, examples: Sequence[SquadExample]) -> dict[str, float]:
@@ -349,14 +384,22 @@ class QuestionAnsweringTask:
             # Scoring the best non-null texts with the null odds above the threshold counted as "no answer"
             # gives the same exact/f1 as the thresholded predictions, and lets the official threshold search
             # (best_exact, best_f1 and their thresholds) see the answers the threshold hid.
-            return metrics.squad_evaluate(predictions.best_non_null, answers, version="2.0",
-                                          na_probs=predictions.null_odds,
-                                          na_prob_threshold=self.null_score_diff_threshold)
+            return metrics.squad_evaluate(
+                predictions.best_non_null,
+                answers,
+                version="2.0",
+                na_probs=predictions.null_odds,
+                na_prob_threshold=self.null_score_diff_threshold,
+            )
         return metrics.squad_evaluate(predictions.predictions, answers, version="1.1")
 
-    def prediction_rows(self, examples: Sequence[SquadExample], features: Sequence[Feature],
-                        rows: Sequence[tuple[np.ndarray, np.ndarray]],
-                        predictions: SquadPredictions) -> list[dict[str, Any]]:
+    def prediction_rows(
+        self,
+        examples: Sequence[SquadExample],
+        features: Sequence[Feature],
+        rows: Sequence[tuple[np.ndarray, np.ndarray]],
+        predictions: SquadPredictions,
+    ) -> list[dict[str, Any]]:
         """``{index, id, question, answer, score, nbest}`` per question; ``score``: the answer's n-best
         probability, ``nbest``: the five best candidates."""
         out = []
@@ -364,17 +407,31 @@ class QuestionAnsweringTask:
             nbest = predictions.nbest[example.qid]
             answer = predictions.predictions[example.qid]
             score = next((c["probability"] for c in nbest if c["text"] == answer), 0.0)
-            out.append({"index": i, "id": example.qid, "question": example.question, "answer": answer,
-                        "score": score, "nbest": nbest[:5]})
+            out.append(
+                {
+                    "index": i,
+                    "id": example.qid,
+                    "question": example.question,
+                    "answer": answer,
+                    "score": score,
+                    "nbest": nbest[:5],
+                }
+            )
         return out
 
-    def write_predictions(self, predictions: SquadPredictions, directory: str | os.PathLike,
-                          examples: Sequence[SquadExample] | None = None) -> list[Path]:
+    def write_predictions(
+        self,
+        predictions: SquadPredictions,
+        directory: str | os.PathLike,
+        examples: Sequence[SquadExample] | None = None,
+    ) -> list[Path]:
         """``predictions.json`` and ``nbest_predictions.json`` in the official formats, and ``null_odds.json``
         (question id -> null score minus best span score) for v2."""
         directory = Path(directory)
-        paths = [write_json(predictions.predictions, directory / "predictions.json"),
-                 write_json(predictions.nbest, directory / "nbest_predictions.json")]
+        paths = [
+            write_json(predictions.predictions, directory / "predictions.json"),
+            write_json(predictions.nbest, directory / "nbest_predictions.json"),
+        ]
         if predictions.null_odds is not None:
             paths.append(write_json(predictions.null_odds, directory / "null_odds.json"))
         return paths

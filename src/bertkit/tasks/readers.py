@@ -114,15 +114,21 @@ def _read_jsonl(path: Path, text: str) -> tuple[list[str], list[Row]]:
 
 
 def pick_column(
-    path: str | os.PathLike, columns: Sequence[str], requested: str | int | None, candidates: Sequence[str],
-    role: str, *, required: bool = True,
+    path: str | os.PathLike,
+    columns: Sequence[str],
+    requested: str | int | None,
+    candidates: Sequence[str],
+    role: str,
+    *,
+    required: bool = True,
 ) -> str | None:
     """The column to use for ``role``: the requested one (a name, or a 0-based index), else the first known
     default present. Raises ``DataError`` listing the available columns when it is missing.
     """
     if requested is not None:
-        if isinstance(requested, int) or (isinstance(requested, str) and requested.isdigit()
-                                           and requested not in columns):
+        if isinstance(requested, int) or (
+            isinstance(requested, str) and requested.isdigit() and requested not in columns
+        ):
             index = int(requested)
             if not 0 <= index < len(columns):
                 raise DataError(f"{path}: {role} column index {index} is out of range (0..{len(columns) - 1})")

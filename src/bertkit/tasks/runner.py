@@ -30,11 +30,19 @@ def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> Iterator[l
         raise BertkitError(f"batch size must be at least 1, got {batch_size}")
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     for start in range(0, len(order), batch_size):
-        yield order[start:start + batch_size]
+        yield order[start : start + batch_size]
 
 
-def run_batches(model: torch.nn.Module, features: Sequence[Feature], unbatch: Unbatch, *, batch_size: int = 64,
-                pad_id: int = 0, forward: Forward | None = None, progress: str | None = None) -> list[Any]:
+def run_batches(
+    model: torch.nn.Module,
+    features: Sequence[Feature],
+    unbatch: Unbatch,
+    *,
+    batch_size: int = 64,
+    pad_id: int = 0,
+    forward: Forward | None = None,
+    progress: str | None = None,
+) -> list[Any]:
     """Rows of ``unbatch`` for every feature, in the features' order.
 
     ``forward`` defaults to ``model(**inputs)``; a pipeline passes its own to ask the model for something else
@@ -58,14 +66,22 @@ def run_batches(model: torch.nn.Module, features: Sequence[Feature], unbatch: Un
     return rows
 
 
-def run_model(model: torch.nn.Module, task: Task, features: Sequence[Feature], *, batch_size: int = 64,
-              pad_id: int = 0) -> list[Any]:
+def run_model(
+    model: torch.nn.Module, task: Task, features: Sequence[Feature], *, batch_size: int = 64, pad_id: int = 0
+) -> list[Any]:
     """The task's per-feature output rows (``task.unbatch``) in feature order; labels are not passed."""
     return run_batches(model, features, task.unbatch, batch_size=batch_size, pad_id=pad_id)
 
 
-def predict_features(model: torch.nn.Module, task: Task, examples: Sequence[Any], features: Sequence[Feature], *,
-                     batch_size: int = 64, pad_id: int = 0) -> tuple[Any, list[Any]]:
+def predict_features(
+    model: torch.nn.Module,
+    task: Task,
+    examples: Sequence[Any],
+    features: Sequence[Feature],
+    *,
+    batch_size: int = 64,
+    pad_id: int = 0,
+) -> tuple[Any, list[Any]]:
     """``(predictions, rows)`` of the model on featurized examples, in eval mode without gradients (the
     model's mode is restored afterwards, so that training can call it between steps)."""
     was_training = model.training

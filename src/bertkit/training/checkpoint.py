@@ -32,8 +32,8 @@ import torch
 from safetensors.torch import load_model, save_model
 from torch import nn
 
-from bertkit.errors import CheckpointError
 from bertkit import weights
+from bertkit.errors import CheckpointError
 from bertkit.io import atomic_write_text
 from bertkit.model import PreTrainedMixin
 
@@ -79,8 +79,15 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def save_checkpoint(output_dir: str | os.PathLike, step: int, model: nn.Module, trainer_state: dict[str, Any],
-                    *, extra_files: Callable[[Path], None] | None = None, keep_last: int | None = None) -> Path:
+def save_checkpoint(
+    output_dir: str | os.PathLike,
+    step: int,
+    model: nn.Module,
+    trainer_state: dict[str, Any],
+    *,
+    extra_files: Callable[[Path], None] | None = None,
+    keep_last: int | None = None,
+) -> Path:
     """Write ``checkpoint-<step>/`` atomically and return it; then delete all but the newest ``keep_last``.
 
     ``model`` is the bare module (not a DDP wrapper). ``extra_files(directory)`` may add files (tokenizer).
@@ -102,8 +109,14 @@ def save_checkpoint(output_dir: str | os.PathLike, step: int, model: nn.Module, 
     return final
 
 
-def _write_checkpoint(tmp: Path, final: Path, step: int, model: nn.Module, trainer_state: dict[str, Any],
-                      extra_files: Callable[[Path], None] | None) -> None:
+def _write_checkpoint(
+    tmp: Path,
+    final: Path,
+    step: int,
+    model: nn.Module,
+    trainer_state: dict[str, Any],
+    extra_files: Callable[[Path], None] | None,
+) -> None:
     """Build ``tmp`` completely (files, then the manifest) and rename it to ``final``."""
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -122,7 +135,10 @@ def _write_checkpoint(tmp: Path, final: Path, step: int, model: nn.Module, train
         with open(path, "rb+") as handle:  # data on disk before the manifest vouches for it
             os.fsync(handle.fileno())
         files[path.relative_to(tmp).as_posix()] = {"size": path.stat().st_size, "sha256": _sha256(path)}
-    atomic_write_text(tmp / MANIFEST, json.dumps({"format": 1, "step": step, "weights_layout": layout, "files": files}, indent=1) + "\n")
+    atomic_write_text(
+        tmp / MANIFEST,
+        json.dumps({"format": 1, "step": step, "weights_layout": layout, "files": files}, indent=1) + "\n",
+    )
     _fsync_dir(tmp)
     if final.exists():  # a re-save of the same step (e.g. end of run right after a periodic save)
         shutil.rmtree(final)
@@ -179,8 +195,9 @@ def latest_valid_checkpoint(output_dir: str | os.PathLike) -> Path | None:
     return None
 
 
-def load_checkpoint(path: str | os.PathLike, model: nn.Module, *, map_location: str | torch.device = "cpu",
-                    validate: bool = True) -> dict[str, Any]:
+def load_checkpoint(
+    path: str | os.PathLike, model: nn.Module, *, map_location: str | torch.device = "cpu", validate: bool = True
+) -> dict[str, Any]:
     """Load the weights of checkpoint ``path`` into ``model`` (in place) and return its trainer state."""
     path = Path(path)
     if validate:
@@ -210,8 +227,10 @@ def _read_trainer_state(path: Path, map_location: str | torch.device) -> dict[st
         state = torch.load(path / TRAINER_STATE, map_location=map_location, weights_only=True)
     except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError) as exc:
         reason = str(exc).split("Trying to load unsupported", 1)[-1].strip().splitlines()[0][:120]
-        raise CheckpointError(f"{path / TRAINER_STATE} holds something other than plain values and tensors "
-                              f"({reason}); refusing to unpickle it") from None
+        raise CheckpointError(
+            f"{path / TRAINER_STATE} holds something other than plain values and tensors "
+            f"({reason}); refusing to unpickle it"
+        ) from None
     if not isinstance(state, dict):
         raise CheckpointError(f"{path / TRAINER_STATE} is not a trainer state (a dict)")
     return state

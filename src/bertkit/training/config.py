@@ -27,8 +27,10 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 NOT_AN_OPTION = {"option": False}
 """Field metadata of values the entry point derives (``output_dir``...): neither a CLI flag nor a file key."""
 
-_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)d)?\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*"
-                       r"(?:(\d+(?:\.\d+)?)s?)?\s*$")
+_DURATION = re.compile(
+    r"^\s*(?:(\d+(?:\.\d+)?)d)?\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*"
+    r"(?:(\d+(?:\.\d+)?)s?)?\s*$"
+)
 
 
 def read_options_file(path: str | os.PathLike) -> dict[str, Any]:
@@ -43,7 +45,9 @@ def read_options_file(path: str | os.PathLike) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"config file {path} is not UTF-8 text (byte {exc.start}); write it as TOML or YAML") from None
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text (byte {exc.start}); write it as TOML or YAML"
+        ) from None
     try:
         if path.suffix in (".yaml", ".yml"):
             try:

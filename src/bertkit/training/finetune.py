@@ -66,8 +66,14 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     # Google BERT's recipes (bert-algorithms.md section 8): its README's SQuAD run for BERT-Base differs.
     # "all" holds fine-tuning's defaults (of FinetuneConfig and TrainConfig fields); a task's row overrides them.
     # ``epochs`` applies only when no other end (``max_steps``, ``max_time``) is given.
-    "all": {"lr": 5e-5, "epochs": 3.0, "max_seq_length": 128, "micro_batch_size": 32, "warmup_ratio": 0.1,
-            "schedule": DEFAULT_SCHEDULE},
+    "all": {
+        "lr": 5e-5,
+        "epochs": 3.0,
+        "max_seq_length": 128,
+        "micro_batch_size": 32,
+        "warmup_ratio": 0.1,
+        "schedule": DEFAULT_SCHEDULE,
+    },
     "qa": {"lr": 3e-5, "epochs": 2.0, "max_seq_length": 384, "micro_batch_size": 12},
 }
 """Fine-tuning's defaults, by task: the one table that FinetuneConfig and ``bertkit finetune --help`` read."""
@@ -123,8 +129,17 @@ class FinetuneConfig:
     train: TrainConfig
     """The loop's options; ``train.output_dir`` is ``<output>.partial``."""
 
-    def __init__(self, task: str, model: str, train_file: str, output: str, *, train: TrainConfig | None = None,
-                 train_options: Mapping[str, Any] | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        task: str,
+        model: str,
+        train_file: str,
+        output: str,
+        *,
+        train: TrainConfig | None = None,
+        train_options: Mapping[str, Any] | None = None,
+        **options: Any,
+    ) -> None:
         own, flat = split_options(options, FinetuneConfig)
         flat = {**(train_options or {}), **flat}
         split_options(flat, TrainConfig)  # a fine-tuning field among train_options is an error too
@@ -209,20 +224,30 @@ def read_examples(task: Task, path: str | os.PathLike, *, training: bool = False
     return examples
 
 
-def featurize(task: Task, examples: Sequence, tokenizer: Any, max_seq_length: int, *,
-              training: bool = False) -> list[dict[str, Any]]:
+def featurize(
+    task: Task, examples: Sequence, tokenizer: Any, max_seq_length: int, *, training: bool = False
+) -> list[dict[str, Any]]:
     """Task features; SQuAD training features carry the answer positions."""
     return task.featurize(examples, tokenizer, max_seq_length, training=training)
 
 
 # ------------------------------------------------------------------------------------------ batches
-def training_batches(features: Sequence[Mapping[str, Any]], batch_size: int,
-                     collate: Callable[[list], Any], *, seed: int = 0, group_by_length: bool = True,
-                     rank: int = 0, world_size: int = 1, chunk_batches: int = 50) -> ResumableBatches:
+def training_batches(
+    features: Sequence[Mapping[str, Any]],
+    batch_size: int,
+    collate: Callable[[list], Any],
+    *,
+    seed: int = 0,
+    group_by_length: bool = True,
+    rank: int = 0,
+    world_size: int = 1,
+    chunk_batches: int = 50,
+) -> ResumableBatches:
     """Resumable training batches of ``features``: length-grouped (each pads only to its own longest feature;
     see ``LengthGroupedOrder``) or plain random, in a new order every epoch."""
-    order: Ordering = (LengthGroupedOrder([len(f["input_ids"]) for f in features], chunk_batches)
-                       if group_by_length else RandomOrder())
+    order: Ordering = (
+        LengthGroupedOrder([len(f["input_ids"]) for f in features], chunk_batches) if group_by_length else RandomOrder()
+    )
     return ResumableBatches(features, batch_size, collate, order=order, seed=seed, rank=rank, world_size=world_size)
 
 
@@ -263,8 +288,9 @@ def _check_output(config: FinetuneConfig) -> Path:
         shutil.rmtree(partial)
     if output.is_dir() and any(output.iterdir()) and not config.overwrite:
         done = " (that run finished)" if config.resume and (output / "metrics.json").is_file() else ""
-        raise ConfigError(f"--output {output} already exists and is not empty{done}; "
-                          f"choose another or pass --overwrite")
+        raise ConfigError(
+            f"--output {output} already exists and is not empty{done}; choose another or pass --overwrite"
+        )
     if partial.exists() and not config.resume and any(partial.glob("checkpoint-*")):
         raise CheckpointError(f"{partial} holds an interrupted run; continue it with --resume or delete it")
     return output
@@ -302,10 +328,12 @@ def _jsonable(options: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in options.items() if isinstance(v, (str, int, float, bool)) or v is None}
 
 
-def _training_collate(task: Task, features: Sequence[Feature], config: FinetuneConfig,
-                      pad_id: int) -> Callable[[list], dict[str, torch.Tensor]]:
+def _training_collate(
+    task: Task, features: Sequence[Feature], config: FinetuneConfig, pad_id: int
+) -> Callable[[list], dict[str, torch.Tensor]]:
     """The task's collate; for per-token losses (NER) with the mean count of labeled tokens per batch added,
     so the model divides every batch's summed loss by the same number (see BertForTokenClassification)."""
+
     def collate(chunk: list) -> dict[str, torch.Tensor]:
         return task.collate(chunk, pad_id=pad_id)
 
@@ -332,10 +360,24 @@ class _DevSelection:
     """The loop's hooks in fine-tuning: dev evaluation that keeps the best predictions, early stopping on
     the main metric, epoch timing (evaluations excluded) and the export of ``best/`` with its tokenizer."""
 
-    def __init__(self, task: Task, config: FinetuneConfig, tokenizer: Any, batches: ResumableBatches, accum: int,
-                 dev: tuple[Sequence, Sequence] | None, previous: list[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        task: Task,
+        config: FinetuneConfig,
+        tokenizer: Any,
+        batches: ResumableBatches,
+        accum: int,
+        dev: tuple[Sequence, Sequence] | None,
+        previous: list[dict[str, Any]],
+    ) -> None:
         self.task, self.config, self.tokenizer, self.batches, self.accum, self.dev = (
-            task, config, tokenizer, batches, accum, dev)
+            task,
+            config,
+            tokenizer,
+            batches,
+            accum,
+            dev,
+        )
         self.evaluations = previous
         """Every dev evaluation: ``step``, ``epoch``, ``seconds`` and the metrics (an interrupted run's first)."""
         self.best: dict[str, Any] = {}
@@ -347,8 +389,12 @@ class _DevSelection:
         self.eval_spans: list[tuple[float, float]] = []  # (start, seconds) of each evaluation in this run
 
     def hooks(self) -> Hooks:
-        return Hooks(evaluate=self.evaluate if self.dev is not None else None, export=self.export,
-                     on_epoch_end=self.on_epoch_end, should_stop=self.should_stop)
+        return Hooks(
+            evaluate=self.evaluate if self.dev is not None else None,
+            export=self.export,
+            on_epoch_end=self.on_epoch_end,
+            should_stop=self.should_stop,
+        )
 
     def _score(self, step: int, epoch: int | None, scores: dict[str, float], predictions: Any) -> None:
         main = self.task.main_metric
@@ -362,14 +408,18 @@ class _DevSelection:
         assert self.dev is not None  # only handed to the loop with a dev set
         examples, features = self.dev
         start = time.perf_counter()
-        rows = run_model(model, self.task, features, batch_size=self.config.eval_batch_size,
-                         pad_id=self.tokenizer.pad_id)
+        rows = run_model(
+            model, self.task, features, batch_size=self.config.eval_batch_size, pad_id=self.tokenizer.pad_id
+        )
         predictions = self.task.postprocess(examples, features, rows)
-        scores = {k: float(v) for k, v in self.task.evaluate(predictions, examples).items()
-                  if isinstance(v, (int, float))}
+        scores = {
+            k: float(v) for k, v in self.task.evaluate(predictions, examples).items() if isinstance(v, (int, float))
+        }
         if self.task.main_metric not in scores:
-            raise ConfigError(f"main metric {self.task.main_metric!r} is not among the task's metrics "
-                              f"({', '.join(scores)}); choose another main_metric")
+            raise ConfigError(
+                f"main metric {self.task.main_metric!r} is not among the task's metrics "
+                f"({', '.join(scores)}); choose another main_metric"
+            )
         step = self.batches.consumed // self.accum
         self._score(step, self.batches.epoch, scores, predictions)
         seconds = time.perf_counter() - start
@@ -388,8 +438,10 @@ class _DevSelection:
         if patience is None or self.stale < patience:
             return None
         main = self.task.main_metric
-        notice(f"early stopping: {self.stale} evaluations without a better {main} "
-               f"(best {self.best['metrics'][main]:.4f} at step {self.best['step']})")
+        notice(
+            f"early stopping: {self.stale} evaluations without a better {main} "
+            f"(best {self.best['metrics'][main]:.4f} at step {self.best['step']})"
+        )
         return "early_stopping"
 
     def train_seconds(self, started: float, history: Sequence[Mapping[str, Any]]) -> float:
@@ -429,40 +481,61 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
         dev_features = featurize(task, dev_examples, tokenizer, config.max_seq_length)
 
     env = env or distributed.setup(config.train.device)
-    config = dataclasses.replace(config, train=dataclasses.replace(
-        config.train, precision=precision_name(config.train.precision, env.device)))
+    config = dataclasses.replace(
+        config, train=dataclasses.replace(config.train, precision=precision_name(config.train.precision, env.device))
+    )
     torch.manual_seed(config.train.seed)  # the fresh head's initialisation
     model = load_model(model_dir, head=task.head, ignore_mismatched_sizes=True, **task.config_updates())
     if config.max_seq_length > model.config.max_position_embeddings:
-        raise ConfigError(f"--max-seq-length {config.max_seq_length} exceeds the model's "
-                          f"{model.config.max_position_embeddings} positions")
+        raise ConfigError(
+            f"--max-seq-length {config.max_seq_length} exceeds the model's "
+            f"{model.config.max_position_embeddings} positions"
+        )
     if tokenizer.vocab_size > model.config.vocab_size:
-        raise CheckpointError(f"{model_dir}: the tokenizer has {tokenizer.vocab_size} tokens but the model only "
-                              f"{model.config.vocab_size} embeddings; the tokenizer belongs to another model")
-    model.config.extra[CONFIG_KEY] = {"task": config.task, "max_seq_length": config.max_seq_length,
-                                      "task_options": _jsonable(config.task_options)}
+        raise CheckpointError(
+            f"{model_dir}: the tokenizer has {tokenizer.vocab_size} tokens but the model only "
+            f"{model.config.vocab_size} embeddings; the tokenizer belongs to another model"
+        )
+    model.config.extra[CONFIG_KEY] = {
+        "task": config.task,
+        "max_seq_length": config.max_seq_length,
+        "task_options": _jsonable(config.task_options),
+    }
     model.train()
 
     # ------------------------------------------------------------ the loop's configuration
     collate = _training_collate(task, train_features, config, tokenizer.pad_id)
-    batches = training_batches(train_features, config.train.micro_batch_size, collate, seed=config.train.seed,
-                               group_by_length=config.group_by_length, rank=env.rank, world_size=env.world_size)
+    batches = training_batches(
+        train_features,
+        config.train.micro_batch_size,
+        collate,
+        seed=config.train.seed,
+        group_by_length=config.group_by_length,
+        rank=env.rank,
+        world_size=env.world_size,
+    )
     work = config.partial_dir
     train_config = dataclasses.replace(
-        config.train, best_metric=task.main_metric if dev_examples is not None else None, best_mode="max",
-        resume="auto" if config.resume else None, extra={"task": config.task},
+        config.train,
+        best_metric=task.main_metric if dev_examples is not None else None,
+        best_mode="max",
+        resume="auto" if config.resume else None,
+        extra={"task": config.task},
     ).for_epoch(len(batches), env.world_size)
     accum = train_config.accumulation(env.world_size)
     micro_per_epoch = len(batches)
     max_steps = train_config.max_steps
     dev = (dev_examples, dev_features) if dev_examples is not None and dev_features is not None else None
-    selection = _DevSelection(task, config, tokenizer, batches, accum, dev,
-                              previous=_previous_evaluations(work) if config.resume else [])
+    selection = _DevSelection(
+        task, config, tokenizer, batches, accum, dev, previous=_previous_evaluations(work) if config.resume else []
+    )
 
     if env.is_main:
         kind = "length-grouped" if config.group_by_length else "random"
-        notice(f"fine-tuning {task.name} ({task.head}) on {len(train_examples)} examples -> {len(train_features)} "
-               f"features, {micro_per_epoch} {kind} micro-batches per epoch, {max_steps} updates; lr {config.train.lr}")
+        notice(
+            f"fine-tuning {task.name} ({task.head}) on {len(train_examples)} examples -> {len(train_features)} "
+            f"features, {micro_per_epoch} {kind} micro-batches per epoch, {max_steps} updates; lr {config.train.lr}"
+        )
     started = time.perf_counter()
     try:
         result = Trainer(model, batches, train_config, selection.hooks(), env=env).train()
@@ -473,11 +546,18 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
     model = result.model if result.model is not None else model  # unsharded (a gathered copy under FSDP)
     best = selection.best
     epoch_seconds = [b - a for a, b in zip([started, *selection.epoch_ends], selection.epoch_ends)]
-    outcome = FinetuneResult(output=None, metrics=dict(best.get("metrics", {})), best_step=best.get("step"),
-                             epoch_seconds=epoch_seconds, evaluations=selection.evaluations, train=result,
-                             train_seconds=selection.train_seconds(started, result.history),
-                             num_train_examples=len(train_examples),
-                             num_train_features=len(train_features), skipped_train_examples=skipped)
+    outcome = FinetuneResult(
+        output=None,
+        metrics=dict(best.get("metrics", {})),
+        best_step=best.get("step"),
+        epoch_seconds=epoch_seconds,
+        evaluations=selection.evaluations,
+        train=result,
+        train_seconds=selection.train_seconds(started, result.history),
+        num_train_examples=len(train_examples),
+        num_train_features=len(train_features),
+        skipped_train_examples=skipped,
+    )
     if result.stop_reason == "signal":
         if env.is_main:
             notice(f"stopped by a signal; continue with --resume (state in {work})")
@@ -487,8 +567,9 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
         from bertkit import weights
 
         weights.load_hf_state_dict(model, weights.read_state_dict(work / "best"), source=str(work / "best"))
-        best["predictions"], _ = predict_features(model, task, dev_examples, dev_features,
-                                                  batch_size=config.eval_batch_size, pad_id=tokenizer.pad_id)
+        best["predictions"], _ = predict_features(
+            model, task, dev_examples, dev_features, batch_size=config.eval_batch_size, pad_id=tokenizer.pad_id
+        )
     if env.is_main:
         _write_output(config, output, work, model, tokenizer, task, outcome, best, dev_examples)
     distributed.barrier(env)
@@ -496,8 +577,17 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
     return outcome
 
 
-def _write_output(config: FinetuneConfig, output: Path, work: Path, model: torch.nn.Module, tokenizer: Any,
-                  task: Task, outcome: FinetuneResult, best: Mapping[str, Any], dev_examples: Sequence | None) -> None:
+def _write_output(
+    config: FinetuneConfig,
+    output: Path,
+    work: Path,
+    model: torch.nn.Module,
+    tokenizer: Any,
+    task: Task,
+    outcome: FinetuneResult,
+    best: Mapping[str, Any],
+    dev_examples: Sequence | None,
+) -> None:
     """Assemble ``<output>.tmp`` (model, metrics, logs, dev predictions) and rename it to ``output``."""
     staging = output.with_name(output.name + ".tmp")
     if staging.exists():
@@ -517,13 +607,19 @@ def _write_output(config: FinetuneConfig, output: Path, work: Path, model: torch
         task.write_predictions(best["predictions"], staging / "dev_predictions", dev_examples)
     train_records = [r for r in outcome.train.history if r.get("split") == "train"]
     summary = {
-        "task": config.task, "main_metric": task.main_metric, "dev": outcome.metrics,
-        "best_step": outcome.best_step, "best_epoch": best.get("epoch"),
+        "task": config.task,
+        "main_metric": task.main_metric,
+        "dev": outcome.metrics,
+        "best_step": outcome.best_step,
+        "best_epoch": best.get("epoch"),
         "evaluations": outcome.evaluations,
         "train": {
-            "steps": outcome.train.step, "stop_reason": outcome.train.stop_reason,
-            "seconds": round(outcome.train.elapsed, 3), "epoch_seconds": [round(s, 3) for s in outcome.epoch_seconds],
-            "examples": outcome.num_train_examples, "features": outcome.num_train_features,
+            "steps": outcome.train.step,
+            "stop_reason": outcome.train.stop_reason,
+            "seconds": round(outcome.train.elapsed, 3),
+            "epoch_seconds": [round(s, 3) for s in outcome.epoch_seconds],
+            "examples": outcome.num_train_examples,
+            "features": outcome.num_train_features,
             "skipped_examples": outcome.skipped_train_examples,
             "final_loss": train_records[-1].get("loss") if train_records else None,
         },

@@ -38,14 +38,30 @@ class LogWindow:
         flat = distributed.all_reduce_sum(env, flat)
         return {n: (flat[2 * i] / flat[2 * i + 1] if flat[2 * i + 1] else float("nan")) for i, n in enumerate(names)}
 
-    def record(self, env: distributed.DistEnv, *, step: int, lr: float, epoch: int, elapsed: float,
-               config: TrainConfig, flops_per_token: float | None) -> dict[str, Any]:
+    def record(
+        self,
+        env: distributed.DistEnv,
+        *,
+        step: int,
+        lr: float,
+        epoch: int,
+        elapsed: float,
+        config: TrainConfig,
+        flops_per_token: float | None,
+    ) -> dict[str, Any]:
         """The ``split="train"`` record of this window, with throughput and MFU (collective)."""
         values = self.reduce(env)
         seconds = max(time.perf_counter() - self.start, 1e-9)
         tokens = distributed.all_reduce_sum(env, [float(self.tokens)])[0]
-        record: dict[str, Any] = {"step": step, "split": "train", **values, "lr": lr, "epoch": epoch,
-                                  "elapsed_s": round(elapsed, 3), "tokens_per_s": tokens / seconds}
+        record: dict[str, Any] = {
+            "step": step,
+            "split": "train",
+            **values,
+            "lr": lr,
+            "epoch": epoch,
+            "elapsed_s": round(elapsed, 3),
+            "tokens_per_s": tokens / seconds,
+        }
         if flops_per_token and config.peak_flops:
             record["mfu"] = tokens / seconds * flops_per_token / (config.peak_flops * env.world_size)
         return record

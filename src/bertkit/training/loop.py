@@ -125,8 +125,16 @@ class _StopFlag:
 class Trainer:
     """One training run: set up (fresh or resumed) on construction, then :meth:`train`."""
 
-    def __init__(self, model: nn.Module, batches: BatchSource, config: TrainConfig, hooks: Hooks | None = None, *,
-                 flops_per_token: float | None = None, env: distributed.DistEnv | None = None) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        batches: BatchSource,
+        config: TrainConfig,
+        hooks: Hooks | None = None,
+        *,
+        flops_per_token: float | None = None,
+        env: distributed.DistEnv | None = None,
+    ) -> None:
         """``flops_per_token``: training FLOPs per token, for the MFU column (with ``config.peak_flops``);
         ``env``: the process group, default :func:`distributed.setup` from ``torchrun``'s environment."""
         self.env = env = env or distributed.setup(config.device)
@@ -159,9 +167,13 @@ class Trainer:
         self.bare.train()
 
         history = state.get("history")
-        self.logger = MetricsLogger(config.output_dir, enabled=env.is_main, tensorboard=config.tensorboard,
-                                    resume_step=self.step if resume_from is not None else None,
-                                    resume_history=history if resume_from is not None else None)
+        self.logger = MetricsLogger(
+            config.output_dir,
+            enabled=env.is_main,
+            tensorboard=config.tensorboard,
+            resume_step=self.step if resume_from is not None else None,
+            resume_history=history if resume_from is not None else None,
+        )
         if env.is_main:
             self._announce()
         self.params = [p for p in self.bare.parameters() if p.requires_grad]
@@ -170,8 +182,12 @@ class Trainer:
         self.last_saved_step = self.step if resume_from is not None else -1
         # A checkpoint saved right after an evaluation at its step already holds that evaluation: resuming
         # there (e.g. at the very end of a run) must not evaluate and log it a second time.
-        self.last_eval_step = self.step if resume_from is not None and any(
-            r.get("split") == "eval" and r.get("step") == self.step for r in history or []) else -1
+        self.last_eval_step = (
+            self.step
+            if resume_from is not None
+            and any(r.get("split") == "eval" and r.get("step") == self.step for r in history or [])
+            else -1
+        )
         # Callers may give ``evaluate`` on the main process only; every process must agree on when to gather.
         self.evaluates = distributed.broadcast_object(env, self.hooks.evaluate is not None)
         self.window = LogWindow()
@@ -205,11 +221,19 @@ class Trainer:
         trained = self.unsharded()
         self.logger.close(plot=config.plot)
         if self.env.is_main:
-            notice(f"stopped ({stop_reason}) at step {self.step} after {self.elapsed():.0f}s; "
-                   f"checkpoint {self.last_saved}")
-        return TrainResult(step=self.step, stop_reason=stop_reason, checkpoint=self.last_saved,
-                           elapsed=self.elapsed(), skipped_steps=self.skipped, best_metric=self.best,
-                           history=list(self.logger.history), model=trained)
+            notice(
+                f"stopped ({stop_reason}) at step {self.step} after {self.elapsed():.0f}s; checkpoint {self.last_saved}"
+            )
+        return TrainResult(
+            step=self.step,
+            stop_reason=stop_reason,
+            checkpoint=self.last_saved,
+            elapsed=self.elapsed(),
+            skipped_steps=self.skipped,
+            best_metric=self.best,
+            history=list(self.logger.history),
+            model=trained,
+        )
 
     def stop_reason(self) -> str | None:
         """Why the run ends before the next update, or None to go on; the same answer on every process."""
@@ -217,7 +241,8 @@ class Trainer:
         time_up = config.max_time is not None and self.elapsed() >= config.max_time
         asked = self.hooks.should_stop() if self.hooks.should_stop is not None and self.env.is_main else None
         signalled, timed_out, stop_asked = distributed.all_reduce_max(
-            self.env, [float(self.stop.signal is not None), float(time_up), float(asked is not None)])
+            self.env, [float(self.stop.signal is not None), float(time_up), float(asked is not None)]
+        )
         if config.max_steps is not None and self.step >= config.max_steps:
             return config.max_steps_from  # "epochs" when the epochs end the run before max_steps
 
@@ -271,8 +296,9 @@ class Trainer:
         config = self.config
         total = config.max_steps or _estimated_total(self.step, self.elapsed(), config.max_time)
         warmup = config.warmup_steps if config.warmup_steps is not None else int((config.warmup_ratio or 0) * total)
-        return config.lr * lr_multiplier(self.step, schedule=config.schedule, warmup_steps=warmup, total_steps=total,
-                                         power=config.schedule_power)
+        return config.lr * lr_multiplier(
+            self.step, schedule=config.schedule, warmup_steps=warmup, total_steps=total, power=config.schedule_power
+        )
 
     def next_batch(self) -> Any:
         try:
@@ -315,8 +341,11 @@ class Trainer:
         if not counts_as_failure:
             return
         self.bad_in_a_row += 1
-        warnings.warn(f"non-finite loss or gradient at step {self.step} (loss {loss}, grad norm {grad_norm}): "
-                      f"update skipped ({self.skipped} so far)", stacklevel=3)
+        warnings.warn(
+            f"non-finite loss or gradient at step {self.step} (loss {loss}, grad norm {grad_norm}): "
+            f"update skipped ({self.skipped} so far)",
+            stacklevel=3,
+        )
         if self.bad_in_a_row >= self.config.max_bad_steps:
             raise TrainingDiverged(
                 f"{self.bad_in_a_row} consecutive updates had a non-finite loss or gradient; stopped. Last good "
@@ -334,8 +363,15 @@ class Trainer:
     def log_window(self) -> None:
         """Log the updates since the last log line (collective) and start a new window."""
         elapsed = self.elapsed()
-        record = self.window.record(self.env, step=self.step, lr=self.lr, epoch=self.epoch, elapsed=elapsed,
-                                    config=self.config, flops_per_token=self.flops_per_token)
+        record = self.window.record(
+            self.env,
+            step=self.step,
+            lr=self.lr,
+            epoch=self.epoch,
+            elapsed=elapsed,
+            config=self.config,
+            flops_per_token=self.flops_per_token,
+        )
         self.logger.log(record)
         if self.progress is not None:
             show_on_bar(self.progress, record, self.config, elapsed)
@@ -387,14 +423,30 @@ class Trainer:
             assert snapshot is not None  # the main process holds the full model
             scaler = self.precision.scaler
             trainer_state = {
-                "format": STATE_FORMAT, "step": self.step, "epoch": self.epoch, "elapsed": self.elapsed(),
-                "skipped_steps": self.skipped, "tokens": self.tokens, "best": self.best, "optimizer": optimizer_state,
-                "scaler": scaler.state_dict() if scaler is not None else {}, "rng": rngs,
-                "loader": self.batches.state_dict(), "history": self.logger.history,
-                "config": self.config.to_dict(), "world_size": env.world_size, "reason": reason,
+                "format": STATE_FORMAT,
+                "step": self.step,
+                "epoch": self.epoch,
+                "elapsed": self.elapsed(),
+                "skipped_steps": self.skipped,
+                "tokens": self.tokens,
+                "best": self.best,
+                "optimizer": optimizer_state,
+                "scaler": scaler.state_dict() if scaler is not None else {},
+                "rng": rngs,
+                "loader": self.batches.state_dict(),
+                "history": self.logger.history,
+                "config": self.config.to_dict(),
+                "world_size": env.world_size,
+                "reason": reason,
             }
-            path = save_checkpoint(self.config.output_dir, self.step, snapshot, trainer_state,
-                                   extra_files=self.hooks.extra_files, keep_last=self.config.keep_last)
+            path = save_checkpoint(
+                self.config.output_dir,
+                self.step,
+                snapshot,
+                trainer_state,
+                extra_files=self.hooks.extra_files,
+                keep_last=self.config.keep_last,
+            )
         distributed.barrier(env)
         self.last_saved, self.last_saved_step = path or self.last_saved, self.step
         return path
@@ -412,8 +464,11 @@ class Trainer:
         if len(rngs) == self.env.world_size:
             set_rng_state(rngs[self.env.rank])
         else:
-            warnings.warn(f"resuming {len(rngs)}-process checkpoint on {self.env.world_size} processes: data order "
-                          "is kept, dropout streams are re-seeded", stacklevel=3)
+            warnings.warn(
+                f"resuming {len(rngs)}-process checkpoint on {self.env.world_size} processes: data order "
+                "is kept, dropout streams are re-seeded",
+                stacklevel=3,
+            )
             seed_everything(self.config.seed + self.env.rank + 1_000_003 * self.step)
         if self.env.is_main:
             notice(f"resumed from {checkpoint} at step {self.step}")
@@ -423,22 +478,33 @@ class Trainer:
         if not self.env.distributed or self.sharded:
             return None
         return nn.parallel.DistributedDataParallel(
-            self.bare, device_ids=[self.device.index] if self.device.type == "cuda" else None,
-            find_unused_parameters=self.config.ddp_find_unused_parameters)
+            self.bare,
+            device_ids=[self.device.index] if self.device.type == "cuda" else None,
+            find_unused_parameters=self.config.ddp_find_unused_parameters,
+        )
 
     def _announce(self) -> None:
         config, world = self.config, self.env.world_size
-        notice(f"training: micro-batch {config.micro_batch_size} x {self.accum} accumulation x {world} process(es) "
-               f"= global batch {config.micro_batch_size * self.accum * world}; precision {self.precision.name} on "
-               f"{self.device}; optimizer {config.optimizer}")
+        notice(
+            f"training: micro-batch {config.micro_batch_size} x {self.accum} accumulation x {world} process(es) "
+            f"= global batch {config.micro_batch_size * self.accum * world}; precision {self.precision.name} on "
+            f"{self.device}; optimizer {config.optimizer}"
+        )
 
     def _build_optimizer(self, saved: dict[str, Any] | None) -> torch.optim.Optimizer:
         """The optimizer with its saved state; under FSDP it is built after sharding, over the shards."""
         config, bare = self.config, self.bare
 
         def new_optimizer(fused: bool = True) -> torch.optim.Optimizer:
-            return build_optimizer(bare, config.optimizer, config.lr, config.weight_decay,
-                                   (config.adam_beta1, config.adam_beta2), config.adam_eps, fused=fused)
+            return build_optimizer(
+                bare,
+                config.optimizer,
+                config.lr,
+                config.weight_decay,
+                (config.adam_beta1, config.adam_beta2),
+                config.adam_eps,
+                fused=fused,
+            )
 
         if self.sharded:
             if saved is not None and not sharding().keyed_by_name(saved):  # an unsharded run's
@@ -454,25 +520,37 @@ class Trainer:
         return optimizer
 
 
-def train(model: nn.Module, batches: BatchSource, config: TrainConfig, *,
-          evaluate: Callable[[nn.Module], Mapping[str, float]] | None = None,
-          output_metrics: Callable[[Any, Any], Mapping[str, MetricValue]] | None = None,
-          flops_per_token: float | None = None, extra_files: Callable[[Path], None] | None = None,
-          export: Callable[[nn.Module, Path], None] | None = None,
-          on_epoch_end: Callable[[int, nn.Module], None] | None = None,
-          should_stop: Callable[[], str | None] | None = None,
-          env: distributed.DistEnv | None = None) -> TrainResult:
+def train(
+    model: nn.Module,
+    batches: BatchSource,
+    config: TrainConfig,
+    *,
+    evaluate: Callable[[nn.Module], Mapping[str, float]] | None = None,
+    output_metrics: Callable[[Any, Any], Mapping[str, MetricValue]] | None = None,
+    flops_per_token: float | None = None,
+    extra_files: Callable[[Path], None] | None = None,
+    export: Callable[[nn.Module, Path], None] | None = None,
+    on_epoch_end: Callable[[int, nn.Module], None] | None = None,
+    should_stop: Callable[[], str | None] | None = None,
+    env: distributed.DistEnv | None = None,
+) -> TrainResult:
     """Train ``model`` on ``batches`` as ``config`` says (see :class:`Trainer` and :class:`Hooks`)."""
-    hooks = Hooks(evaluate=evaluate, output_metrics=output_metrics, extra_files=extra_files,
-                  export=export or save_weights, on_epoch_end=on_epoch_end, should_stop=should_stop)
+    hooks = Hooks(
+        evaluate=evaluate,
+        output_metrics=output_metrics,
+        extra_files=extra_files,
+        export=export or save_weights,
+        on_epoch_end=on_epoch_end,
+        should_stop=should_stop,
+    )
     return Trainer(model, batches, config, hooks, flops_per_token=flops_per_token, env=env).train()
-
 
 
 def sharding() -> ModuleType:
     """:mod:`bertkit.training.sharding`, imported when first needed: FSDP's modules take half a second to
     import, and only sharded runs and the checkpoints they wrote need them."""
     return importlib.import_module("bertkit.training.sharding")
+
 
 def _to_device(batch: Any, device: torch.device) -> Any:
     if isinstance(batch, torch.Tensor):

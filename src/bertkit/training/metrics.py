@@ -42,12 +42,15 @@ def pretraining_flops_per_token(config: BertConfig, seq_len: int, masked_per_seq
     rows = min(seq_len, masked_per_sequence + 1)
     last_layer_per_row = 3 * 2 * (2 * h * h + 2 * h * i + 2 * seq_len * h)  # Q, out, FFN, QK^T and PV
     skipped = last_layer_per_row * (1 - rows / seq_len)
-    return (config.flops_per_token(seq_len) - skipped + head_per_prediction * masked_per_sequence / seq_len
-            + pooler_nsp)
+    return config.flops_per_token(seq_len) - skipped + head_per_prediction * masked_per_sequence / seq_len + pooler_nsp
 
 
-def measure_matmul_peak(device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
-                        size: int | None = None, seconds: float = 1.0) -> float:
+def measure_matmul_peak(
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float32,
+    size: int | None = None,
+    seconds: float = 1.0,
+) -> float:
     """Measured dense-matmul FLOP/s of ``device``: the MFU denominator (a large square ``torch.mm``)."""
     device = torch.device(device)
     size = size or (2048 if device.type == "cpu" else 8192)
@@ -78,8 +81,9 @@ DATASHEET_PEAKS: dict[str, dict[str, float]] = {
 """Datasheet peaks by GPU family (a substring of the device name) and resolved precision."""
 
 
-def datasheet_peak(device_name: str, precision: str,
-                   table: Mapping[str, Mapping[str, float]] = DATASHEET_PEAKS) -> float | None:
+def datasheet_peak(
+    device_name: str, precision: str, table: Mapping[str, Mapping[str, float]] = DATASHEET_PEAKS
+) -> float | None:
     """The datasheet dense peak FLOP/s of the GPU called ``device_name`` at ``precision`` (``bf16``, ``fp16``,
     ``fp32``); ``None`` for a GPU or precision the table does not know."""
     for family, peaks in table.items():
@@ -100,9 +104,14 @@ class PeakFlops:
     """The measured dense-matmul FLOP/s at the same precision (the second figure on a GPU)."""
 
 
-def mfu_peak(device: torch.device, precision: str, *, device_name: str | None = None,
-             table: Mapping[str, Mapping[str, float]] = DATASHEET_PEAKS,
-             measure: Callable[[torch.device, torch.dtype], float] | None = None) -> PeakFlops:
+def mfu_peak(
+    device: torch.device,
+    precision: str,
+    *,
+    device_name: str | None = None,
+    table: Mapping[str, Mapping[str, float]] = DATASHEET_PEAKS,
+    measure: Callable[[torch.device, torch.dtype], float] | None = None,
+) -> PeakFlops:
     """The peak MFU is reported against, for a resolved ``precision`` (``fp32``, ``bf16`` or ``fp16``).
 
     On a GPU the table knows, its datasheet dense peak, which is how MFU is reported in the field; the measured
@@ -125,8 +134,15 @@ class MetricsLogger:
     trajectory, the one the weights followed.
     """
 
-    def __init__(self, output_dir: str | os.PathLike, *, enabled: bool = True, tensorboard: bool = True,
-                 resume_step: int | None = None, resume_history: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        output_dir: str | os.PathLike,
+        *,
+        enabled: bool = True,
+        tensorboard: bool = True,
+        resume_step: int | None = None,
+        resume_history: list[dict[str, Any]] | None = None,
+    ) -> None:
         """``resume_history``: the records a resumed checkpoint saved; when given, the file is reset to
         exactly them (records logged after that checkpoint at its own step, e.g. a final evaluation, would
         otherwise appear twice)."""
@@ -207,8 +223,7 @@ def plot_curves(history: list[dict[str, Any]], path: Path) -> Path | None:
                 points = [(r["step"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
                 if points:
                     xs, ys = zip(*points)
-                    ax.plot(xs, ys, label=f"{split} {key}", marker="o" if split == "eval" else None,
-                            markersize=3)
+                    ax.plot(xs, ys, label=f"{split} {key}", marker="o" if split == "eval" else None, markersize=3)
         ax.set_title(title)
         ax.set_xlabel("step")
         ax.legend(fontsize=8)

@@ -46,8 +46,15 @@ class Lamb(torch.optim.Optimizer):
     Gradient clipping is the training loop's job (global norm before ``step``), as in NVIDIA's recipe.
     """
 
-    def __init__(self, params: Iterable, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
-                 eps: float = 1e-6, weight_decay: float = 0.01, bias_correction: bool = True) -> None:
+    def __init__(
+        self,
+        params: Iterable,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-6,
+        weight_decay: float = 0.01,
+        bias_correction: bool = True,
+    ) -> None:
         if lr < 0 or eps <= 0 or not (0 <= betas[0] < 1 and 0 <= betas[1] < 1) or weight_decay < 0:
             raise ConfigError(f"invalid LAMB hyperparameters lr={lr} betas={betas} eps={eps} wd={weight_decay}")
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, bias_correction=bias_correction)
@@ -92,17 +99,24 @@ class Lamb(torch.optim.Optimizer):
         return loss
 
 
-def build_optimizer(model: nn.Module, name: str, lr: float, weight_decay: float = 0.01,
-                    betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6,
-                    fused: bool = True) -> torch.optim.Optimizer:
+def build_optimizer(
+    model: nn.Module,
+    name: str,
+    lr: float,
+    weight_decay: float = 0.01,
+    betas: tuple[float, float] = (0.9, 0.999),
+    eps: float = 1e-6,
+    fused: bool = True,
+) -> torch.optim.Optimizer:
     """``adamw`` or ``lamb`` over :func:`param_groups` of ``model``."""
     groups = param_groups(model, weight_decay)
     if name == "adamw":
         # fused: one kernel per group for the whole update (CPU and CUDA); on CPU it is ~6x faster than
         # foreach, which matters for short fine-tuning steps where the update is a large share of the time.
         # (Sharded FSDP parameters take the default implementation.)
-        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                                 fused=True if fused else None)
+        return torch.optim.AdamW(
+            groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, fused=True if fused else None
+        )
     if name == "lamb":
         return Lamb(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
     raise ConfigError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")

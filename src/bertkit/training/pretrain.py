@@ -73,8 +73,9 @@ class PretrainConfig:
         if self.init_from is not None and not Path(self.init_from).exists():
             raise ConfigError(f"--init-from {self.init_from} does not exist")
         if self.init_from is None and self.model_config not in PRESETS and not Path(self.model_config).exists():
-            raise ConfigError(f"--model-config {self.model_config!r} is neither a preset ({', '.join(PRESETS)}) "
-                              "nor a config.json")
+            raise ConfigError(
+                f"--model-config {self.model_config!r} is neither a preset ({', '.join(PRESETS)}) nor a config.json"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "train"}
@@ -142,9 +143,13 @@ def make_evaluator(directory: str, batch_size: int, num_batches: int, device: to
             nsp_loss += float(out.nsp_loss) * n
             nsp_correct += float((out.nsp_logits.argmax(-1) == batch["next_sentence_label"]).sum())
             sequences += n
-        return {"mlm_loss": mlm_loss / max(mlm_count, 1), "mlm_acc": mlm_correct / max(mlm_count, 1),
-                "nsp_loss": nsp_loss / max(sequences, 1), "nsp_acc": nsp_correct / max(sequences, 1),
-                "loss": mlm_loss / max(mlm_count, 1) + nsp_loss / max(sequences, 1)}
+        return {
+            "mlm_loss": mlm_loss / max(mlm_count, 1),
+            "mlm_acc": mlm_correct / max(mlm_count, 1),
+            "nsp_loss": nsp_loss / max(sequences, 1),
+            "nsp_acc": nsp_correct / max(sequences, 1),
+            "loss": mlm_loss / max(mlm_count, 1) + nsp_loss / max(sequences, 1),
+        }
 
     return evaluate
 
@@ -161,12 +166,15 @@ def build_model(config: PretrainConfig, meta: Mapping[str, Any]):
         model_config = BertConfig.load(config.init_from)
     else:
         model_config = BertConfig.resolve(config.model_config)
-    model_config = dataclasses.replace(model_config, vocab_size=tok["vocab_size"], pad_token_id=tok["pad_id"],
-                                       architectures=["BertForPreTraining"])
+    model_config = dataclasses.replace(
+        model_config, vocab_size=tok["vocab_size"], pad_token_id=tok["pad_id"], architectures=["BertForPreTraining"]
+    )
     seq = meta["settings"]["max_seq_length"]
     if seq > model_config.max_position_embeddings:
-        raise ConfigError(f"the dataset's sequences have {seq} tokens but the model has only "
-                          f"{model_config.max_position_embeddings} positions")
+        raise ConfigError(
+            f"the dataset's sequences have {seq} tokens but the model has only "
+            f"{model_config.max_position_embeddings} positions"
+        )
     model = BertForPreTraining(model_config, attn_implementation=config.attn_implementation)
     if config.init_from is not None:
         source = Path(config.init_from)
@@ -183,9 +191,11 @@ def _check_same_vocabulary(init_from: Path, data_tokenizer: Mapping[str, Any], d
         return  # weights without a tokenizer: the user vouches for the ids
     theirs = Tokenizer.from_pretrained(init_from).fingerprint
     if data_tokenizer.get("fingerprint") not in (None, theirs):
-        raise ConfigError(f"--init-from {init_from} has another tokenizer (fingerprint {theirs}) than the data in "
-                          f"{data} ({data_tokenizer['fingerprint']}), so token ids would mean other words; prepare "
-                          f"the data with bertkit prepare-data --tokenizer {init_from}")
+        raise ConfigError(
+            f"--init-from {init_from} has another tokenizer (fingerprint {theirs}) than the data in "
+            f"{data} ({data_tokenizer['fingerprint']}), so token ids would mean other words; prepare "
+            f"the data with bertkit prepare-data --tokenizer {init_from}"
+        )
 
 
 def _read_json_or_none(path: Path) -> Any:
@@ -201,8 +211,9 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
     from bertkit.data.shards import file_stamps, verify
 
     env = env or distributed.setup(config.train.device)
-    config = dataclasses.replace(config, train=dataclasses.replace(
-        config.train, precision=precision_name(config.train.precision, env.device)))
+    config = dataclasses.replace(
+        config, train=dataclasses.replace(config.train, precision=precision_name(config.train.precision, env.device))
+    )
     meta = open_dataset(config.data)
     # Every shard against the sizes and SHA-256 of its metadata, now rather than when a damaged one is
     # first read hours into the run (ids out of the vocabulary would crash it, others train silently).
@@ -213,16 +224,28 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
     if newly_verified:
         problems = verify(config.data)
         if problems:
-            raise DataError(f"{config.data} is damaged: {'; '.join(problems[:3])}"
-                            f"{f' and {len(problems) - 3} more' if len(problems) > 3 else ''}; prepare it again")
+            raise DataError(
+                f"{config.data} is damaged: {'; '.join(problems[:3])}"
+                f"{f' and {len(problems) - 3} more' if len(problems) > 3 else ''}; prepare it again"
+            )
     tokenizer_dir = Path(config.data) / meta["tokenizer"].get("directory", "tokenizer")
     torch.manual_seed(config.train.seed)  # model initialisation, identical on every process
     model = build_model(config, meta)
-    loader = PretrainingLoader(config.data, config.train.micro_batch_size, split="train", seed=config.train.seed,
-                               rank=env.rank, world_size=env.world_size, num_workers=config.num_workers,
-                               pin_memory=env.device.type == "cuda")
-    evaluate = make_evaluator(config.data, config.train.micro_batch_size, config.eval_batches, env.device) \
-        if env.is_main else None
+    loader = PretrainingLoader(
+        config.data,
+        config.train.micro_batch_size,
+        split="train",
+        seed=config.train.seed,
+        rank=env.rank,
+        world_size=env.world_size,
+        num_workers=config.num_workers,
+        pin_memory=env.device.type == "cuda",
+    )
+    evaluate = (
+        make_evaluator(config.data, config.train.micro_batch_size, config.eval_batches, env.device)
+        if env.is_main
+        else None
+    )
     settings = meta["settings"]
     seq = settings["max_seq_length"]
     flops = pretraining_flops_per_token(model.config, seq, settings["max_predictions_per_seq"])
@@ -231,8 +254,10 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
         peak = mfu_peak(env.device, config.train.precision)
         config.train.peak_flops = peak.flops
         second = "" if peak.measured == peak.flops else f"; measured matmul peak {peak.measured / 1e12:.2f} TFLOP/s"
-        notice(f"MFU denominator: {peak.source} peak {peak.flops / 1e12:.2f} TFLOP/s per device{second}; "
-               f"{flops / 1e6:.1f} MFLOPs per token")
+        notice(
+            f"MFU denominator: {peak.source} peak {peak.flops / 1e12:.2f} TFLOP/s per device{second}; "
+            f"{flops / 1e6:.1f} MFLOPs per token"
+        )
     if env.is_main:
         out = Path(config.output)
         out.mkdir(parents=True, exist_ok=True)
@@ -241,16 +266,26 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
             atomic_write_text(verified_path, json.dumps(stamps) + "\n")
         per_epoch = len(loader) * env.world_size // config.train.accumulation(env.world_size)
         if config.train.max_steps and per_epoch and config.train.max_steps > per_epoch:
-            notice(f"{config.train.max_steps} steps is {config.train.max_steps / per_epoch:.1f} epochs of "
-                   f"{per_epoch} updates over the prepared data")
+            notice(
+                f"{config.train.max_steps} steps is {config.train.max_steps / per_epoch:.1f} epochs of "
+                f"{per_epoch} updates over the prepared data"
+            )
 
     def copy_tokenizer(directory: Path) -> None:
         for file in tokenizer_dir.iterdir():
             if file.is_file():
                 shutil.copyfile(file, directory / file.name)
 
-    result = train(model, loader, config.train, evaluate=evaluate, output_metrics=pretraining_metrics,
-                   flops_per_token=flops, extra_files=copy_tokenizer, env=env)
+    result = train(
+        model,
+        loader,
+        config.train,
+        evaluate=evaluate,
+        output_metrics=pretraining_metrics,
+        flops_per_token=flops,
+        extra_files=copy_tokenizer,
+        env=env,
+    )
     if env.is_main and result.stop_reason != "signal":
         final = Path(config.output) / FINAL_DIR
         with atomic_directory(final) as staging:  # a crash mid-export keeps the previous final/

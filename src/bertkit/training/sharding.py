@@ -59,7 +59,8 @@ def load_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer, sta
 def keyed_by_name(state: dict[str, Any]) -> bool:
     """Whether an optimizer state is name-keyed (this module's) rather than ``Optimizer.state_dict``'s ids."""
     return any(isinstance(key, str) for key in state.get("state", {})) or any(
-        isinstance(p, str) for group in state.get("param_groups", []) for p in group.get("params", []))
+        isinstance(p, str) for group in state.get("param_groups", []) for p in group.get("params", [])
+    )
 
 
 def by_name(model: nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]) -> dict[str, Any]:

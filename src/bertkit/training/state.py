@@ -29,8 +29,13 @@ def rng_state() -> dict[str, Any]:
     np_state: Any = np.random.get_state()
     state: dict[str, Any] = {
         "python": random.getstate(),
-        "numpy": [np_state[0], torch.from_numpy(np_state[1].astype(np.int64)), int(np_state[2]), int(np_state[3]),
-                  float(np_state[4])],
+        "numpy": [
+            np_state[0],
+            torch.from_numpy(np_state[1].astype(np.int64)),
+            int(np_state[2]),
+            int(np_state[3]),
+            float(np_state[4]),
+        ],
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -69,4 +74,3 @@ def find_resume(config: TrainConfig) -> Path | None:
     if not path.is_dir():
         raise CheckpointError(f"checkpoint {path} does not exist")
     return path
-
