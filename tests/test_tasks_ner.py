@@ -212,3 +212,15 @@ def test_oracle_on_real_conll_valid_scores_one(tokenizer):
     scores = task.evaluate(predictions, examples)
     assert scores["f1"] == 1.0 and scores["accuracy"] == 1.0
     assert scores["support_PER"] == 1842  # CoNLL-2003 dev: 1842 PER entities
+
+
+def test_loss_normalizer_is_the_mean_labeled_token_count_per_micro_batch():
+    from bertkit.tasks.classification import ClassificationTask
+    from bertkit.tasks.qa import QuestionAnsweringTask
+
+    # 1 + 3 labeled tokens over 2 features: 2 per feature, 6 per micro-batch of 3; at least 1 when none is labeled
+    features = [{"labels": [IGNORE_INDEX, 0, IGNORE_INDEX]}, {"labels": [IGNORE_INDEX, 1, 0, 2]}]
+    assert NerTask().loss_normalizer(features, micro_batch_size=3) == 6.0
+    assert NerTask().loss_normalizer([{"labels": [IGNORE_INDEX] * 4}], micro_batch_size=8) == 1.0
+    for task in (ClassificationTask(), QuestionAnsweringTask()):  # one loss per sequence: nothing to normalize
+        assert task.loss_normalizer(features, micro_batch_size=3) is None

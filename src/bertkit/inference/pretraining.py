@@ -72,12 +72,13 @@ def _mask_features(loaded: Loaded, texts: Sequence[str], max_length: int) -> lis
         if len(parts) == 1:
             raise BertkitError(f"text {i} has no [MASK] to fill: {text[:60]!r}")
         ids, positions = [tokenizer.cls_id], []
-        for n, part in enumerate(parts):
+        part_ids = flat[cursor : cursor + len(parts)]
+        cursor += len(parts)
+        for n, stretch in enumerate(part_ids):
             if n:
                 positions.append(len(ids))
                 ids.append(tokenizer.mask_id)
-            ids.extend(flat[cursor])
-            cursor += 1
+            ids.extend(stretch)
         ids.append(tokenizer.sep_id)
         if len(ids) > max_length:
             raise BertkitError(

@@ -98,7 +98,7 @@ class LengthGroupedBatchSampler:
 
 def padding_fraction(lengths: Sequence[int], batches: Sequence[Sequence[int]]) -> float:
     """Share of the padded batch tensors' cells that are padding (0 = no waste)."""
-    lengths = np.asarray(lengths)
-    cells = sum(len(b) * lengths[list(b)].max() for b in batches)
-    real = sum(lengths[list(b)].sum() for b in batches)
+    array = np.asarray(lengths)
+    cells = sum(len(b) * array[list(b)].max() for b in batches)
+    real = sum(array[list(b)].sum() for b in batches)
     return float(1 - real / cells) if cells else 0.0

@@ -73,6 +73,12 @@ def _is_number(text: str) -> bool:
         return False
 
 
+def _gold_label(example: ClassificationExample) -> str:
+    if example.label is None:
+        raise DataError(f"{example.where}: no label to evaluate against (the file was read unlabelled)")
+    return example.label
+
+
 @dataclass
 class ClassificationTask:
     """Classification/regression over one text or a text pair; head ``BertForSequenceClassification``."""
@@ -152,19 +158,20 @@ class ClassificationTask:
 
     def fit_labels(self, examples: Sequence[ClassificationExample]) -> None:
         """Decide classification vs regression and build the label map from the training examples."""
-        labels = [e.label for e in examples]
-        if any(label is None or label == "" for label in labels):
-            bad = next(e for e in examples if not e.label)
-            raise DataError(f"{bad.where}: empty label in the training data")
+        labels: list[str] = []
+        for e in examples:
+            if not e.label:
+                raise DataError(f"{e.where}: empty label in the training data")
+            labels.append(e.label)
         if self.regression is None:
             numeric = all(_is_number(label) for label in labels)
             self.regression = numeric and any(float(label) != int(float(label)) for label in labels)
             if self.main_metric == "accuracy" and self.regression:
                 self.main_metric = "pearson"
         if self.regression:
-            for e in examples:
-                if not _is_number(e.label):
-                    raise DataError(f"{e.where}: regression label {e.label!r} is not a number")
+            for e, label in zip(examples, labels):
+                if not _is_number(label):
+                    raise DataError(f"{e.where}: regression label {label!r} is not a number")
             self.label_map = None
         else:
             self.label_map = LabelMap.fit(labels)
@@ -173,9 +180,12 @@ class ClassificationTask:
     def num_labels(self) -> int:
         if self.regression:
             return 1
+        return len(self._fitted_label_map())
+
+    def _fitted_label_map(self) -> LabelMap:
         if self.label_map is None:
             raise DataError("labels are unknown: call fit_labels on the training data or load them from a config")
-        return len(self.label_map)
+        return self.label_map
 
     def config_updates(self) -> dict[str, Any]:
         """Fields of ``BertConfig`` that describe this head."""
@@ -184,7 +194,7 @@ class ClassificationTask:
         return {
             "num_labels": self.num_labels,
             "problem_type": "single_label_classification",
-            "id2label": self.label_map.id2label(),
+            "id2label": self._fitted_label_map().id2label(),
         }
 
     def load_config(self, config: Any) -> None:
@@ -246,6 +256,10 @@ class ClassificationTask:
         dtypes = {"labels": torch.float32 if self.regression else torch.long}
         return pad_and_stack(features, names, {"input_ids": pad_id}, dtypes)
 
+    def loss_normalizer(self, features: Sequence[Feature], micro_batch_size: int) -> float | None:
+        """``None``: the loss is one value per sequence, averaged over the batch."""
+        return None
+
     def unbatch(self, outputs: Any, batch: Mapping[str, torch.Tensor]) -> list[np.ndarray]:
         """Per-feature logits rows from a head output (an object or dict with ``logits``)."""
         logits = outputs["logits"] if isinstance(outputs, Mapping) else outputs.logits
@@ -262,12 +276,13 @@ class ClassificationTask:
         grouped: dict[int, list[np.ndarray]] = defaultdict(list)
         for feature, row in zip(features, rows):
             grouped[feature["example_index"]].append(np.asarray(row, dtype=np.float64))
+        labels = None if self.regression else self._fitted_label_map().labels
         predictions = []
         for index in range(len(examples)):
             if index not in grouped:
                 raise ValueError(f"no model output for example {index}")
             logits = np.mean(grouped[index], axis=0).reshape(-1)
-            if self.regression:
+            if labels is None:
                 predictions.append(ClassificationPrediction(None, float(logits[0])))
                 continue
             probs = np.exp(logits - logits.max())
@@ -275,9 +290,9 @@ class ClassificationTask:
             best = int(np.argmax(probs))
             predictions.append(
                 ClassificationPrediction(
-                    self.label_map.labels[best],
+                    labels[best],
                     float(probs[best]),
-                    {name: float(p) for name, p in zip(self.label_map.labels, probs)},
+                    {name: float(p) for name, p in zip(labels, probs)},
                 )
             )
         return predictions
@@ -288,21 +303,22 @@ class ClassificationTask:
         """Accuracy, MCC and (two labels) F1 of the second label, or Pearson/Spearman/MSE for regression."""
         if len(predictions) != len(examples):
             raise ValueError(f"{len(predictions)} predictions for {len(examples)} examples")
+        gold = [_gold_label(e) for e in examples]
         if self.regression:
-            gold = [float(e.label) for e in examples]
-            pred = [p.score for p in predictions]
+            gold_scores = [float(label) for label in gold]
+            scores = [p.score for p in predictions]
             result = {
-                "pearson": metrics.pearson(pred, gold),
-                "spearman": metrics.spearman(pred, gold),
-                "mse": float(np.mean((np.asarray(pred) - np.asarray(gold)) ** 2)),
+                "pearson": metrics.pearson(scores, gold_scores),
+                "spearman": metrics.spearman(scores, gold_scores),
+                "mse": float(np.mean((np.asarray(scores) - np.asarray(gold_scores)) ** 2)),
             }
             result["pearson_spearman"] = (result["pearson"] + result["spearman"]) / 2
             return result
-        gold = [e.label for e in examples]
         pred = [p.label for p in predictions]
         result = {"accuracy": metrics.accuracy(pred, gold), "mcc": metrics.matthews_corrcoef(pred, gold)}
-        if len(self.label_map) == 2:
-            result["f1"] = metrics.f1_binary(pred, gold, positive=self.label_map.labels[1])
+        label_map = self._fitted_label_map()
+        if len(label_map) == 2:
+            result["f1"] = metrics.f1_binary(pred, gold, positive=label_map.labels[1])
             result["accuracy_f1"] = (result["accuracy"] + result["f1"]) / 2
         return result
 

@@ -135,12 +135,16 @@ class NerTask:
 
     @property
     def num_labels(self) -> int:
+        return len(self._fitted_label_map())
+
+    def _fitted_label_map(self) -> LabelMap:
         if self.label_map is None:
             raise DataError("tags are unknown: call fit_labels on the training data or load them from a config")
-        return len(self.label_map)
+        return self.label_map
 
     def config_updates(self) -> dict[str, Any]:
-        return {"num_labels": self.num_labels, "id2label": self.label_map.id2label(), "problem_type": None}
+        label_map = self._fitted_label_map()
+        return {"num_labels": len(label_map), "id2label": label_map.id2label(), "problem_type": None}
 
     def load_config(self, config: Any) -> None:
         if not config.id2label:
@@ -202,6 +206,12 @@ class NerTask:
         names = [n for n in self.model_input_names if n in features[0]]
         return pad_and_stack(features, names, {"input_ids": pad_id, "labels": IGNORE_INDEX})
 
+    def loss_normalizer(self, features: Sequence[Feature], micro_batch_size: int) -> float | None:
+        """The mean count of labelled tokens per micro-batch (at least 1): a batch of short sentences then
+        weighs its tokens as much as one of long sentences does."""
+        labeled = sum(sum(1 for label in f["labels"] if label != IGNORE_INDEX) for f in features)
+        return max(1.0, labeled * micro_batch_size / len(features))
+
     def unbatch(self, outputs: Any, batch: Mapping[str, torch.Tensor]) -> list[np.ndarray]:
         """Per-feature ``[length, num_labels]`` logits, padding cut off."""
         logits = outputs["logits"] if isinstance(outputs, Mapping) else outputs.logits
@@ -214,12 +224,13 @@ class NerTask:
     ) -> list[NerPrediction]:
         if len(features) != len(rows):
             raise ValueError(f"{len(features)} features but {len(rows)} output rows")
+        labels = self._fitted_label_map().labels
         tags = [["O"] * len(e.words) for e in examples]
         for feature, row in zip(features, rows):
             sentence = tags[feature["example_index"]]
             for offset, (position, best) in enumerate(zip(feature["word_positions"], feature["max_context"])):
                 if best and position >= 0:
-                    sentence[feature["first_word"] + offset] = self.label_map.labels[int(np.argmax(row[position]))]
+                    sentence[feature["first_word"] + offset] = labels[int(np.argmax(row[position]))]
         predictions = []
         for example, sentence in zip(examples, tags):
             entities = [
@@ -233,7 +244,7 @@ class NerTask:
         """conlleval's entity-level precision/recall/F1 (overall and per type) and token accuracy."""
         if len(predictions) != len(examples):
             raise ValueError(f"{len(predictions)} predictions for {len(examples)} sentences")
-        return metrics.entity_scores([p.tags for p in predictions], [e.tags for e in examples])
+        return metrics.entity_scores([p.tags for p in predictions], [_gold_tags(e) for e in examples])
 
     def word_scores(
         self, examples: Sequence[NerExample], features: Sequence[Feature], rows: Sequence[np.ndarray]
@@ -285,6 +296,12 @@ class NerTask:
                     handle.write(f"{word} {gold[w]} {tag}\n" if gold else f"{word} {tag}\n")
                 handle.write("\n")
         return [jsonl, conll]
+
+
+def _gold_tags(example: NerExample) -> list[str]:
+    if example.tags is None:
+        raise DataError(f"{example.where()}: no tags to evaluate against (the file was read unlabelled)")
+    return example.tags
 
 
 def _word_windows(lengths: Sequence[int], room: int, stride: int) -> list[tuple[int, int]]:

@@ -270,6 +270,10 @@ class QuestionAnsweringTask:
         names = [n for n in self.model_input_names if n in features[0]]
         return pad_and_stack(features, names, {"input_ids": pad_id})
 
+    def loss_normalizer(self, features: Sequence[Feature], micro_batch_size: int) -> float | None:
+        """``None``: the loss is one value per sequence (its answer span), averaged over the batch."""
+        return None
+
     def unbatch(self, outputs: Any, batch: Mapping[str, torch.Tensor]) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per-feature ``(start_logits, end_logits)``, padding cut off."""
         get = outputs.__getitem__ if isinstance(outputs, Mapping) else outputs.__getattribute__
@@ -292,21 +296,25 @@ class QuestionAnsweringTask:
         for i, feature in enumerate(features):
             by_example.setdefault(feature["example_index"], []).append(i)
         version_2 = bool(self.version_2_with_negative)
-        result = SquadPredictions({}, {}, {} if version_2 else None, {} if version_2 else None)
+        predictions: dict[str, str] = {}
+        nbests: dict[str, list[dict[str, Any]]] = {}
+        null_odds: dict[str, float] = {}
+        best_non_null_texts: dict[str, str] = {}
         for index, example in enumerate(examples):
             if index not in by_example:
                 raise ValueError(f"no features for question {example.qid!r}")
             # (score, start logit, end logit, text, character span in the context)
             candidates: list[tuple[float, float, float, str, tuple[int, int] | None]] = []
-            null = None
+            # v2: the lowest null score over the question's windows, with its start and end logits
+            null: tuple[float, float, float] | None = None
             for i in by_example[index]:
                 start_logits, end_logits = (np.asarray(x, dtype=np.float64) for x in rows[i])
                 if version_2:
-                    score = start_logits[0] + end_logits[0]
+                    score = float(start_logits[0] + end_logits[0])
                     if null is None or score < null[0]:
                         null = (score, float(start_logits[0]), float(end_logits[0]))
                 candidates += self._spans(example.context, features[i], start_logits, end_logits)
-            if version_2:
+            if null is not None:
                 candidates.append((null[0], null[1], null[2], "", None))
             candidates.sort(key=lambda c: c[0], reverse=True)
             nbest: list[tuple[float, float, str, tuple[int, int] | None]] = []
@@ -318,13 +326,13 @@ class QuestionAnsweringTask:
                     continue
                 seen.add(text)
                 nbest.append((start_logit, end_logit, text, span))
-            if version_2 and "" not in seen:
+            if null is not None and "" not in seen:
                 nbest.append((null[1], null[2], "", None))
             if not nbest:
                 nbest.append((0.0, 0.0, "empty", None))  # Google's placeholder when no span is valid
             probabilities = _softmax([s + e for s, e, _, _ in nbest])
             # Google's entry keys, plus the answer's character span in the context (None for null/"empty")
-            result.nbest[example.qid] = [
+            nbests[example.qid] = [
                 {
                     "text": text,
                     "probability": p,
@@ -335,19 +343,21 @@ class QuestionAnsweringTask:
                 }
                 for (s, e, text, span), p in zip(nbest, probabilities)
             ]
-            if not version_2:
-                result.predictions[example.qid] = nbest[0][2]
+            if null is None:
+                predictions[example.qid] = nbest[0][2]
                 continue
             best_non_null = next((entry for entry in nbest if entry[2]), None)
             if best_non_null is None:  # Google's crash (google-research/bert/issues/476): only the null answer is left
-                result.null_odds[example.qid] = NO_SPAN_ODDS
-                result.best_non_null[example.qid] = result.predictions[example.qid] = ""
+                null_odds[example.qid] = NO_SPAN_ODDS
+                best_non_null_texts[example.qid] = predictions[example.qid] = ""
                 continue
             odds = float(null[0] - best_non_null[0] - best_non_null[1])
-            result.null_odds[example.qid] = odds
-            result.best_non_null[example.qid] = best_non_null[2]
-            result.predictions[example.qid] = "" if odds > self.null_score_diff_threshold else best_non_null[2]
-        return result
+            null_odds[example.qid] = odds
+            best_non_null_texts[example.qid] = best_non_null[2]
+            predictions[example.qid] = "" if odds > self.null_score_diff_threshold else best_non_null[2]
+        if not version_2:
+            return SquadPredictions(predictions, nbests)
+        return SquadPredictions(predictions, nbests, null_odds, best_non_null_texts)
 
     def _spans(
         self, context: str, feature: Feature, start_logits: np.ndarray, end_logits: np.ndarray
@@ -381,6 +391,8 @@ class QuestionAnsweringTask:
         """The official SQuAD scores: v1.1 ``exact_match``/``f1``, or v2.0's with the null-odds threshold search."""
         answers = {e.qid: e.answer_texts for e in examples}
         if self.version_2_with_negative:
+            if predictions.best_non_null is None or predictions.null_odds is None:
+                raise ValueError("SQuAD v2 scoring needs the null odds and best non-null texts of a v2 postprocess")
             # Scoring the best non-null texts with the null odds above the threshold counted as "no answer"
             # gives the same exact/f1 as the thresholded predictions, and lets the official threshold search
             # (best_exact, best_f1 and their thresholds) see the answers the threshold hid.

@@ -15,6 +15,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, overload
 
 from bertkit.errors import DataError
 
@@ -111,6 +112,30 @@ def _read_jsonl(path: Path, text: str) -> tuple[list[str], list[Row]]:
     if not rows:
         raise DataError(f"{path}: the file is empty")
     return list(columns), rows
+
+
+@overload
+def pick_column(
+    path: str | os.PathLike,
+    columns: Sequence[str],
+    requested: str | int | None,
+    candidates: Sequence[str],
+    role: str,
+    *,
+    required: Literal[True] = ...,
+) -> str: ...
+
+
+@overload
+def pick_column(
+    path: str | os.PathLike,
+    columns: Sequence[str],
+    requested: str | int | None,
+    candidates: Sequence[str],
+    role: str,
+    *,
+    required: bool,
+) -> str | None: ...
 
 
 def pick_column(

@@ -40,7 +40,6 @@ from bertkit.io import atomic_write_text
 from bertkit.tasks import Task, get_task
 from bertkit.tasks.base import Feature
 from bertkit.tasks.batching import LengthGroupedOrder
-from bertkit.tasks.ner import IGNORE_INDEX
 from bertkit.tasks.runner import predict_features, run_model
 from bertkit.training import distributed
 from bertkit.training.config import TrainConfig, option_names, split_options
@@ -331,16 +330,19 @@ def _jsonable(options: Mapping[str, Any]) -> dict[str, Any]:
 def _training_collate(
     task: Task, features: Sequence[Feature], config: FinetuneConfig, pad_id: int
 ) -> Callable[[list], dict[str, torch.Tensor]]:
-    """The task's collate; for per-token losses (NER) with the mean count of labeled tokens per batch added,
-    so the model divides every batch's summed loss by the same number (see BertForTokenClassification)."""
+    """The task's collate; when batches are grouped by length and the task's loss is per token (NER), with
+    the task's ``loss_normalizer`` added, so the model divides every batch's summed loss by the same number
+    (see BertForTokenClassification)."""
 
     def collate(chunk: list) -> dict[str, torch.Tensor]:
         return task.collate(chunk, pad_id=pad_id)
 
-    if task.head != "BertForTokenClassification" or not groups_by_length(config, task):
+    if not groups_by_length(config, task):
         return collate
-    labeled = sum(sum(1 for label in f["labels"] if label != IGNORE_INDEX) for f in features)
-    normalizer = torch.tensor(max(1.0, labeled * config.train.micro_batch_size / len(features)))
+    value = task.loss_normalizer(features, config.train.micro_batch_size)
+    if value is None:
+        return collate
+    normalizer = torch.tensor(value)
 
     def collate_with_normalizer(chunk: list) -> dict[str, torch.Tensor]:
         return {**collate(chunk), "label_normalizer": normalizer}
