@@ -160,7 +160,7 @@ def peer_run(
 
 @torch.no_grad()
 def evaluate_peer(model, task, examples, features, pad_id: int) -> dict:
-    from bertkit.training.finetune import run_model
+    from bertkit.tasks.runner import run_model
 
     model.eval()
     rows = run_model(model, task, features, batch_size=64, pad_id=pad_id)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Protocol
 
 import typer
 
@@ -21,6 +21,9 @@ from bertkit.cli_options import (
 )
 from bertkit.errors import BertkitError
 
+if TYPE_CHECKING:  # the inference package imports torch, which `bertkit --help` should not pay for
+    from bertkit.inference import TextInput
+
 app = typer.Typer(
     name="bertkit",
     help="BERT from scratch: WordPiece, pre-training, fine-tuning, inference and Hugging Face interop.",
@@ -31,7 +34,7 @@ app = typer.Typer(
 )
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     """Stop the command with one clear line and exit code 2."""
     raise BertkitError(message)
 
@@ -61,12 +64,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...]]:
+class _ShowsItself(Protocol):
+    """A click usage error: ``show()`` prints it with the command's usage line."""
+
+    def show(self) -> None: ...
+
+
+def _click_exceptions() -> tuple[tuple[type[_ShowsItself], ...], tuple[type[Exception], ...]]:
     """(usage errors, aborts) of click and of the copy of click that typer >= 0.26 vendors (``typer._click``)."""
     import click
 
-    usage: list[type] = [click.exceptions.ClickException]
-    abort: list[type] = [click.exceptions.Abort]
+    usage: list[type[_ShowsItself]] = [click.exceptions.ClickException]
+    abort: list[type[Exception]] = [click.exceptions.Abort]
     try:
         from typer._click import exceptions as vendored
     except ImportError:
@@ -79,15 +88,18 @@ def _click_exceptions() -> tuple[tuple[type, ...], tuple[type, ...]]:
 
 # ------------------------------------------------------------------------------------------ commands
 # Subcommands are registered below, one block per library area, each calling the library.
+# Options are declared as `Annotated[type, typer.Option(...)]`, the default after `=`. Typer passes every
+# parameter by name, so a command whose required options follow optional ones (the order of its --help) makes
+# them keyword-only with `*`.
 
 
 # ---------------------------------------------------------------------------------------- tokenizer
 @app.command("tokenize")
 def tokenize_command(
-    text: str = typer.Argument(..., help="Text to tokenize."),
-    model: str = typer.Option(..., "--model", "-m", help="Model directory, vocab.txt or tokenizer.json."),
-    pair: str = typer.Option(None, "--pair", help="Optional second text (segment B)."),
-    json_output: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    text: Annotated[str, typer.Argument(help="Text to tokenize.")],
+    model: Annotated[str, typer.Option("--model", "-m", help="Model directory, vocab.txt or tokenizer.json.")],
+    pair: Annotated[str | None, typer.Option("--pair", help="Optional second text (segment B).")] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """Show the WordPieces of a text: tokens, ids, segments and character offsets into the text.
 
@@ -103,8 +115,9 @@ def tokenize_command(
         print(json.dumps({k: getattr(enc, k) for k in keys}, ensure_ascii=False))
         return
     print(f"{'#':>4}  {'token':<20} {'id':>6}  seg  span")
-    for i, (tok, id_, seg, (start, end)) in enumerate(zip(enc.tokens, enc.ids, enc.type_ids, enc.offsets)):
-        source = (text, pair)[enc.sequence_ids[i]] if enc.sequence_ids[i] is not None else ""
+    rows = zip(enc.tokens, enc.ids, enc.type_ids, enc.offsets, enc.sequence_ids)
+    for i, (tok, id_, seg, (start, end), sequence) in enumerate(rows):
+        source = (text, pair or "")[sequence] if sequence is not None else ""
         print(f"{i:>4}  {tok:<20} {id_:>6}  {seg:>3}  {start}:{end} {source[start:end]!r}")
 
 
@@ -114,11 +127,16 @@ app.add_typer(tokenizer_app, name="tokenizer")
 
 @tokenizer_app.command("train")
 def tokenizer_train_command(
-    input: list[str] = typer.Option(..., "--input", "-i", help="Text files or directories of *.txt (repeatable)."),
-    vocab_size: int = typer.Option(30522, "--vocab-size", help="Vocabulary size, the 5 special tokens included."),
-    output: str = typer.Option(..., "--output", "-o", help="Directory for vocab.txt, tokenizer.json and configs."),
-    min_frequency: int = typer.Option(2, "--min-frequency", help="Drop merges seen fewer times."),
-    lowercase: bool = typer.Option(True, "--lowercase/--no-lowercase", help="Uncased (lowercase + strip accents)."),
+    *,
+    input: Annotated[list[str], typer.Option("--input", "-i", help="Text files or directories of *.txt (repeatable).")],
+    vocab_size: Annotated[
+        int, typer.Option("--vocab-size", help="Vocabulary size, the 5 special tokens included.")
+    ] = 30522,
+    output: Annotated[str, typer.Option("--output", "-o", help="Directory for vocab.txt, tokenizer.json and configs.")],
+    min_frequency: Annotated[int, typer.Option("--min-frequency", help="Drop merges seen fewer times.")] = 2,
+    lowercase: Annotated[
+        bool, typer.Option("--lowercase/--no-lowercase", help="Uncased (lowercase + strip accents).")
+    ] = True,
 ) -> None:
     """Learn a BERT WordPiece vocabulary ([PAD] [UNK] [CLS] [SEP] [MASK] get ids 0-4) and save it.
 
@@ -133,21 +151,29 @@ def tokenizer_train_command(
 
 @tokenizer_app.command("extend")
 def tokenizer_extend_command(
-    model: str = typer.Option(..., "--model", "-m", help="Model directory (Hugging Face layout) to extend."),
-    output: str = typer.Option(..., "--output", "-o", help="Directory for the extended model (not --model)."),
-    tokens: str = typer.Option(None, "--tokens", help="Text file: one word (or ##piece) to add per line."),
-    corpus: list[str] = typer.Option(
-        None, "--corpus", help="Text files or directories to pick frequent split words from (repeatable)."
-    ),
-    max_new_tokens: int = typer.Option(1000, "--max-new-tokens", help="At most this many words from --corpus."),
-    min_frequency: int = typer.Option(20, "--min-frequency", help="Corpus words seen fewer times are not added."),
-    use_unused: bool = typer.Option(
-        True, "--use-unused/--no-use-unused", help="Fill [unusedN] slots before growing the vocabulary."
-    ),
+    model: Annotated[str, typer.Option("--model", "-m", help="Model directory (Hugging Face layout) to extend.")],
+    output: Annotated[str, typer.Option("--output", "-o", help="Directory for the extended model (not --model).")],
+    tokens: Annotated[
+        str | None, typer.Option("--tokens", help="Text file: one word (or ##piece) to add per line.")
+    ] = None,
+    corpus: Annotated[
+        list[str] | None,
+        typer.Option("--corpus", help="Text files or directories to pick frequent split words from (repeatable)."),
+    ] = None,
+    max_new_tokens: Annotated[
+        int, typer.Option("--max-new-tokens", help="At most this many words from --corpus.")
+    ] = 1000,
+    min_frequency: Annotated[
+        int, typer.Option("--min-frequency", help="Corpus words seen fewer times are not added.")
+    ] = 20,
+    use_unused: Annotated[
+        bool,
+        typer.Option("--use-unused/--no-use-unused", help=r"Fill \[unusedN] slots before growing the vocabulary."),
+    ] = True,
 ) -> None:
-    """Give a model's vocabulary new words (a domain's terms) before continued pre-training.
+    r"""Give a model's vocabulary new words (a domain's terms) before continued pre-training.
 
-    New tokens fill [unusedN] slots first, then new rows; each starts from the mean embedding of the pieces
+    New tokens fill \[unusedN] slots first, then new rows; each starts from the mean embedding of the pieces
     the old vocabulary split it into. Example: bertkit tokenizer extend --model ./bert --corpus ./clinical
     --max-new-tokens 500 --output ./bert-clinical
     """
@@ -204,26 +230,44 @@ def read_lines(path: str) -> list[str]:
     return lines
 
 
+# Options shared by the inference commands.
+ModelOption = Annotated[str, typer.Option("--model", "-m", help="Model directory (Hugging Face layout).")]
+InputOption = Annotated[
+    str | None, typer.Option("--input", "-i", help="Text file with one input per line; - for stdin.")
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object per input instead of text.")]
+BatchOption = Annotated[int, typer.Option("--batch-size", help="Inputs per forward pass.")]
+
+
+def _text_or_pair(line: str) -> TextInput:
+    """A line as one text, or as a (text, text_pair) where a TAB splits it."""
+    first, tab, second = line.partition("\t")
+    return (first, second) if tab else line
+
+
 @app.command("embed")
 def embed_command(
-    model: str = typer.Option(..., "--model", "-m", help="Model directory (Hugging Face layout)."),
-    input: str = typer.Option(
-        ..., "--input", "-i", help="Text file, one text (or TAB-separated pair) per line; - for stdin."
-    ),
-    output: str = typer.Option(
-        ..., "--output", "-o", help="Where to write the embeddings (.npy, float32, one row per line)."
-    ),
-    pooling: str = typer.Option("cls", help="cls | mean: how token vectors become one vector per line."),
-    layers: str = typer.Option("-1", help="Comma-separated hidden layers to concatenate, -1 = last."),
-    batch_size: int = typer.Option(32, help="Texts per forward pass."),
-    max_length: int = typer.Option(
-        None, help="Truncate inputs to this many tokens (default: its fine-tuning length, else the model's maximum)."
-    ),
-    normalize: bool = typer.Option(False, help="L2-normalise every vector."),
-    long_text: str = typer.Option(
-        "truncate", help="truncate | windows: embed longer texts whole, in overlapping windows."
-    ),
-    window_stride: int = typer.Option(128, help="With --long-text windows: tokens between window starts."),
+    model: ModelOption,
+    input: Annotated[
+        str, typer.Option("--input", "-i", help="Text file, one text (or TAB-separated pair) per line; - for stdin.")
+    ],
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="Where to write the embeddings (.npy, float32, one row per line).")
+    ],
+    pooling: Annotated[str, typer.Option(help="cls | mean: how token vectors become one vector per line.")] = "cls",
+    layers: Annotated[str, typer.Option(help="Comma-separated hidden layers to concatenate, -1 = last.")] = "-1",
+    batch_size: Annotated[int, typer.Option(help="Texts per forward pass.")] = 32,
+    max_length: Annotated[
+        int | None,
+        typer.Option(
+            help="Truncate inputs to this many tokens (default: its fine-tuning length, else the model's maximum)."
+        ),
+    ] = None,
+    normalize: Annotated[bool, typer.Option(help="L2-normalise every vector.")] = False,
+    long_text: Annotated[
+        str, typer.Option(help="truncate | windows: embed longer texts whole, in overlapping windows.")
+    ] = "truncate",
+    window_stride: Annotated[int, typer.Option(help="With --long-text windows: tokens between window starts.")] = 128,
 ) -> None:
     """Extract contextual embeddings (feature extraction) for one text per line into a .npy file.
 
@@ -238,8 +282,7 @@ def embed_command(
         fail(f"--output must end with .npy, got {output}")
     if pooling not in ("cls", "mean"):
         fail(f"--pooling must be cls or mean, got {pooling}")
-    lines = read_lines(input)
-    texts = [tuple(line.split("\t", 1)) if "\t" in line else line for line in lines]
+    texts = [_text_or_pair(line) for line in read_lines(input)]
     loaded = load(model, head="BertModel")
     vectors = embed(
         texts,
@@ -259,39 +302,31 @@ def embed_command(
 
 
 # ---------------------------------------------------------------------- inference pipelines, serve, export
-def _pipeline_inputs(texts: list[str] | None, input: str | None, pairs: bool = False) -> list:
-    """Texts from the arguments or from ``--input`` (a file, ``-`` for stdin), one per line; with
-    ``pairs``, a TAB splits a line into (text, text_pair)."""
+def _pipeline_inputs(texts: list[str] | None, input: str | None) -> list[str]:
+    """Texts from the arguments or from ``--input`` (a file, ``-`` for stdin), one per line."""
     if texts and input:
         fail("give texts as arguments or --input FILE, not both")
     lines = list(texts) if texts else read_lines(input) if input else []
     if not lines:
         fail("give a text as an argument, or --input FILE with one input per line (- for stdin)")
-    if pairs:
-        return [tuple(line.split("\t", 1)) if "\t" in line else line for line in lines]
     return lines
 
 
-def _print_json(obj) -> None:
+def _print_json(obj: object) -> None:
     import json
 
     print(json.dumps(obj, ensure_ascii=False))
 
 
-_MODEL = typer.Option(..., "--model", "-m", help="Model directory (Hugging Face layout).")
-_INPUT = typer.Option(None, "--input", "-i", help="Text file with one input per line; - for stdin.")
-_JSON = typer.Option(False, "--json", help="Print one JSON object per input instead of text.")
-_BATCH = typer.Option(32, "--batch-size", help="Inputs per forward pass.")
-
-
 @app.command("fill-mask")
 def fill_mask_command(
-    texts: list[str] = typer.Argument(None, help="Texts with one or more [MASK]."),
-    model: str = _MODEL,
-    input: str = _INPUT,
-    as_json: bool = _JSON,
-    batch_size: int = _BATCH,
-    top_k: int = typer.Option(5, "--top-k", "-k", help="Candidates per mask."),
+    texts: Annotated[list[str] | None, typer.Argument(help="Texts with one or more [MASK].")] = None,
+    *,
+    model: ModelOption,
+    input: InputOption = None,
+    as_json: JsonOption = False,
+    batch_size: BatchOption = 32,
+    top_k: Annotated[int, typer.Option("--top-k", "-k", help="Candidates per mask.")] = 5,
 ) -> None:
     """Predict the words hidden behind [MASK] (needs a model with its masked-LM head).
 
@@ -313,12 +348,13 @@ def fill_mask_command(
 
 @app.command("next-sentence")
 def next_sentence_command(
-    first: str = typer.Argument(None, help="Sentence A."),
-    second: str = typer.Argument(None, help="Sentence B."),
-    model: str = _MODEL,
-    input: str = _INPUT,
-    as_json: bool = _JSON,
-    batch_size: int = _BATCH,
+    first: Annotated[str | None, typer.Argument(help="Sentence A.")] = None,
+    second: Annotated[str | None, typer.Argument(help="Sentence B.")] = None,
+    *,
+    model: ModelOption,
+    input: InputOption = None,
+    as_json: JsonOption = False,
+    batch_size: BatchOption = 32,
 ) -> None:
     """Probability that sentence B follows sentence A (needs a pre-training model with its NSP head).
 
@@ -329,11 +365,14 @@ def next_sentence_command(
 
     if first is not None and second is None:
         fail("give two sentences (A and B), or --input FILE with A<TAB>B per line")
-    pairs = _pipeline_inputs([f"{first}\t{second}"] if first is not None else None, input, pairs=True)
-    for i, pair in enumerate(pairs):
+    pairs = []
+    for i, line in enumerate(_pipeline_inputs([f"{first}\t{second}"] if first is not None else None, input)):
+        pair = _text_or_pair(line)
         if not isinstance(pair, tuple):
             fail(f"line {i + 1} has no TAB between sentence A and sentence B")
+        pairs.append(pair)
     probs = next_sentence([a for a, _ in pairs], [b for _, b in pairs], model, batch_size=batch_size)
+    assert isinstance(probs, list)  # lists in, one probability per pair out
     for (a, b), p in zip(pairs, probs):
         if as_json:
             _print_json({"first": a, "second": b, "probability": p})
@@ -343,11 +382,12 @@ def next_sentence_command(
 
 @app.command("classify")
 def classify_command(
-    texts: list[str] = typer.Argument(None, help="Texts to classify (a TAB separates a pair)."),
-    model: str = _MODEL,
-    input: str = _INPUT,
-    as_json: bool = _JSON,
-    batch_size: int = _BATCH,
+    texts: Annotated[list[str] | None, typer.Argument(help="Texts to classify (a TAB separates a pair).")] = None,
+    *,
+    model: ModelOption,
+    input: InputOption = None,
+    as_json: JsonOption = False,
+    batch_size: BatchOption = 32,
 ) -> None:
     """Label texts or text pairs with a fine-tuned classifier (or score them, for regression).
 
@@ -355,7 +395,7 @@ def classify_command(
     """
     from bertkit.inference import classify
 
-    items = _pipeline_inputs(texts, input, pairs=True)
+    items = [_text_or_pair(line) for line in _pipeline_inputs(texts, input)]
     for item, p in zip(items, classify(items, model, batch_size=batch_size)):
         text, pair = (item, None) if isinstance(item, str) else item
         if as_json:
@@ -376,11 +416,12 @@ def classify_command(
 
 @app.command("tag")
 def tag_command(
-    texts: list[str] = typer.Argument(None, help="Texts to tag."),
-    model: str = _MODEL,
-    input: str = _INPUT,
-    as_json: bool = _JSON,
-    batch_size: int = _BATCH,
+    texts: Annotated[list[str] | None, typer.Argument(help="Texts to tag.")] = None,
+    *,
+    model: ModelOption,
+    input: InputOption = None,
+    as_json: JsonOption = False,
+    batch_size: BatchOption = 32,
 ) -> None:
     """Find entities (or any word tags) with a fine-tuned token classifier; offsets are characters.
 
@@ -402,15 +443,20 @@ def tag_command(
 
 @app.command("answer")
 def answer_command(
-    question: str = typer.Option(None, "--question", "-q", help="The question."),
-    context: str = typer.Option(None, "--context", "-c", help="The text that holds the answer."),
-    context_file: str = typer.Option(None, "--context-file", help="Read the context from this file."),
-    input: str = typer.Option(None, "--input", "-i", help='JSON lines {"question", "context"}; - for stdin.'),
-    model: str = _MODEL,
-    as_json: bool = _JSON,
-    batch_size: int = _BATCH,
-    top_k: int = typer.Option(1, "--top-k", "-k", help="Answers per question."),
-    allow_no_answer: bool = typer.Option(False, help="SQuAD v2 models: answer nothing when no span is likely."),
+    *,
+    question: Annotated[str | None, typer.Option("--question", "-q", help="The question.")] = None,
+    context: Annotated[str | None, typer.Option("--context", "-c", help="The text that holds the answer.")] = None,
+    context_file: Annotated[str | None, typer.Option("--context-file", help="Read the context from this file.")] = None,
+    input: Annotated[
+        str | None, typer.Option("--input", "-i", help='JSON lines {"question", "context"}; - for stdin.')
+    ] = None,
+    model: ModelOption,
+    as_json: JsonOption = False,
+    batch_size: BatchOption = 32,
+    top_k: Annotated[int, typer.Option("--top-k", "-k", help="Answers per question.")] = 1,
+    allow_no_answer: Annotated[
+        bool, typer.Option(help="SQuAD v2 models: answer nothing when no span is likely.")
+    ] = False,
 ) -> None:
     """Answer questions from a context with a fine-tuned extractive QA model (long contexts are windowed).
 
@@ -461,12 +507,12 @@ def answer_command(
 
 @app.command("attention")
 def attention_command(
-    text: str = typer.Argument(..., help="The text to look at."),
-    model: str = _MODEL,
-    as_json: bool = _JSON,
-    layer: int = typer.Option(-1, help="Layer (Python index, -1 = last)."),
-    head: int = typer.Option(None, help="Head (default: the mean over heads)."),
-    top: int = typer.Option(3, help="Most attended tokens to list per token."),
+    text: Annotated[str, typer.Argument(help="The text to look at.")],
+    model: ModelOption,
+    as_json: JsonOption = False,
+    layer: Annotated[int, typer.Option(help="Layer (Python index, -1 = last).")] = -1,
+    head: Annotated[int | None, typer.Option(help="Head (default: the mean over heads).")] = None,
+    top: Annotated[int, typer.Option(help="Most attended tokens to list per token.")] = 3,
 ) -> None:
     """Show where each token attends in one layer (all layers and heads with --json).
 
@@ -489,12 +535,12 @@ def attention_command(
 
 @app.command("serve")
 def serve_command(
-    model: str = _MODEL,
-    host: str = typer.Option("127.0.0.1", help="Address to bind; the default serves this machine only."),
-    port: int = typer.Option(8000, help="TCP port."),
-    batch_size: int = typer.Option(32, help="Inputs per forward pass."),
-    max_items: int = typer.Option(64, help="Inputs in one request."),
-    timeout: float = typer.Option(30.0, help="Seconds before a request is answered 504."),
+    model: ModelOption,
+    host: Annotated[str, typer.Option(help="Address to bind; the default serves this machine only.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    batch_size: Annotated[int, typer.Option(help="Inputs per forward pass.")] = 32,
+    max_items: Annotated[int, typer.Option(help="Inputs in one request.")] = 64,
+    timeout: Annotated[float, typer.Option(help="Seconds before a request is answered 504.")] = 30.0,
 ) -> None:
     """Serve the model over HTTP (JSON API with OpenAPI docs at /docs, web page at /).
 
@@ -516,13 +562,13 @@ app.add_typer(export_app, name="export")
 
 @export_app.command("onnx")
 def export_onnx_command(
-    model: str = _MODEL,
-    output: str = typer.Option(..., "--output", "-o", help="The .onnx file to write."),
-    head: str = typer.Option(
-        "auto", help="auto (the checkpoint's head) | encoder | a class name like BertForMaskedLM."
-    ),
-    opset: int = typer.Option(17, help="ONNX opset version."),
-    verify: bool = typer.Option(True, help="Run the file with onnxruntime and compare with PyTorch."),
+    model: ModelOption,
+    output: Annotated[str, typer.Option("--output", "-o", help="The .onnx file to write.")],
+    head: Annotated[
+        str, typer.Option(help="auto (the checkpoint's head) | encoder | a class name like BertForMaskedLM.")
+    ] = "auto",
+    opset: Annotated[int, typer.Option(help="ONNX opset version.")] = 17,
+    verify: Annotated[bool, typer.Option(help="Run the file with onnxruntime and compare with PyTorch.")] = True,
 ) -> None:
     """Export to ONNX with dynamic batch and sequence axes (inputs input_ids, token_type_ids, attention_mask).
 
@@ -544,16 +590,19 @@ def export_onnx_command(
 
 @app.command("convert")
 def convert_command(
-    model: str = typer.Option(
-        ...,
-        "--model",
-        "-m",
-        help="Checkpoint: a model directory (also Google's TF release) or a bert_model.ckpt prefix.",
-    ),
-    output: str = typer.Option(..., "--output", "-o", help="Directory to write (Hugging Face layout)."),
-    head: str = typer.Option(
-        "auto", help="auto (the heads the checkpoint holds) | encoder | a class name like BertForMaskedLM."
-    ),
+    model: Annotated[
+        str,
+        typer.Option(
+            "--model",
+            "-m",
+            help="Checkpoint: a model directory (also Google's TF release) or a bert_model.ckpt prefix.",
+        ),
+    ],
+    output: Annotated[str, typer.Option("--output", "-o", help="Directory to write (Hugging Face layout).")],
+    head: Annotated[
+        str,
+        typer.Option(help="auto (the heads the checkpoint holds) | encoder | a class name like BertForMaskedLM."),
+    ] = "auto",
 ) -> None:
     """Rewrite a checkpoint as a Hugging Face-layout directory (config.json, model.safetensors, tokenizer files).
 
@@ -574,7 +623,10 @@ def convert_command(
 # The options of `pretrain` and `finetune` are generated from their config dataclasses (bertkit.cli_options), on
 # first use: the dataclasses import torch. Only what is no config field (the config file, pretrain's resume
 # switches, task options) is declared here.
-_CONFIG_FILE = (str, typer.Option(None, "--config", "-c", help="TOML/YAML file with any of these options (flags win)."))
+_CONFIG_FILE = (
+    Annotated[str | None, typer.Option("--config", "-c", help="TOML/YAML file with any of these options (flags win).")],
+    None,
+)
 
 
 def _pretrain_function() -> Callable[..., None]:
@@ -585,10 +637,13 @@ def _pretrain_function() -> Callable[..., None]:
     extra = {
         "config": _CONFIG_FILE,
         "resume": (
-            bool,
-            typer.Option(False, "--resume", help="Continue from the latest valid checkpoint in --output."),
+            Annotated[bool, typer.Option("--resume", help="Continue from the latest valid checkpoint in --output.")],
+            False,
         ),
-        "resume_from": (str, typer.Option(None, "--resume-from", help="Continue from this checkpoint directory.")),
+        "resume_from": (
+            Annotated[str | None, typer.Option("--resume-from", help="Continue from this checkpoint directory.")],
+            None,
+        ),
     }
     return command_function("pretrain", pretrain_command.__doc__, options, extra, _run_pretrain)
 
@@ -624,21 +679,38 @@ def pretrain_command() -> None:
 
 # ---------------------------------------------------------------------------------------- finetune / evaluate / predict
 # All logic is in bertkit.training.finetune.
-_TEXT_COLUMN = typer.Option(
-    None, "--text-column", help="Classification: column of the text [GLUE names: sentence, sentence1, #1 String...]."
-)
-_PAIR_COLUMN = typer.Option(
-    None, "--text-pair-column", help="Classification: column of the second text ('' = none) [sentence2, #2 String...]."
-)
-_LABEL_COLUMN = typer.Option(
-    None, "--label-column", help="Classification: column of the label [label, score, Quality...]."
-)
+# Help texts are rich markup: a bracket that opens with a lowercase letter would be read as a style tag and vanish,
+# hence parentheses for the examples and the defaults.
+TextColumnOption = Annotated[
+    str | None,
+    typer.Option(
+        "--text-column", help="Classification: column of the text (GLUE names: sentence, sentence1, #1 String...)."
+    ),
+]
+PairColumnOption = Annotated[
+    str | None,
+    typer.Option(
+        "--text-pair-column",
+        help="Classification: column of the second text ('' = none) (GLUE names: sentence2, #2 String...).",
+    ),
+]
+LabelColumnOption = Annotated[
+    str | None,
+    typer.Option("--label-column", help="Classification: column of the label (GLUE names: label, score, Quality...)."),
+]
+TaskOption = Annotated[
+    str | None,
+    typer.Option("--task", "-t", help="classification | regression | ner | qa (default: the model's)."),
+]
+MaxSeqLengthOption = Annotated[int | None, typer.Option(help="Longest feature in tokens (default: as in training).")]
 
 
-def _task_options(text_column: str | None, text_pair_column: str | None, label_column: str | None, **more) -> dict:
+def _task_options(
+    text_column: str | None, text_pair_column: str | None, label_column: str | None, **more: object
+) -> dict[str, object]:
     """Task options given on the command line (a column is a name, or digits for a 0-based index)."""
     columns = dict(text_column=text_column, text_pair_column=text_pair_column, label_column=label_column)
-    options = {k: v for k, v in columns.items() if v is not None}
+    options: dict[str, object] = {k: v for k, v in columns.items() if v is not None}
     options.update({k: v for k, v in more.items() if v is not None})
     return options
 
@@ -676,9 +748,9 @@ def _finetune_function() -> Callable[..., None]:
     )
     extra = {
         "config": _CONFIG_FILE,
-        "text_column": (str, _TEXT_COLUMN),
-        "text_pair_column": (str, _PAIR_COLUMN),
-        "label_column": (str, _LABEL_COLUMN),
+        "text_column": (TextColumnOption, None),
+        "text_pair_column": (PairColumnOption, None),
+        "label_column": (LabelColumnOption, None),
         **_FINETUNE_TASK_OPTIONS,
     }
     return command_function("finetune", finetune_command.__doc__, options, extra, _run_finetune)
@@ -686,12 +758,16 @@ def _finetune_function() -> Callable[..., None]:
 
 _FINETUNE_TASK_OPTIONS = {
     "main_metric": (
-        str,
-        typer.Option(
-            None, help="Metric that picks the best epoch (default: accuracy; regression pearson; ner, qa f1)."
-        ),
+        Annotated[
+            str | None,
+            typer.Option(help="Metric that picks the best epoch (default: accuracy; regression pearson; ner, qa f1)."),
+        ],
+        None,
     ),
-    "doc_stride": (int, typer.Option(None, help="qa: tokens between the starts of context windows (default: 128).")),
+    "doc_stride": (
+        Annotated[int | None, typer.Option(help="qa: tokens between the starts of context windows (default: 128).")],
+        None,
+    ),
 }
 
 
@@ -734,16 +810,18 @@ def finetune_command() -> None:
 
 @app.command("evaluate")
 def evaluate_command(
-    model: str = typer.Option(..., "--model", "-m", help="Fine-tuned model directory."),
-    data: str = typer.Option(..., "--data", "-d", help="Labelled file in the task's format."),
-    task: str = typer.Option(None, "--task", "-t", help="classification | regression | ner | qa [the model's]."),
-    text_column: str = _TEXT_COLUMN,
-    text_pair_column: str = _PAIR_COLUMN,
-    label_column: str = _LABEL_COLUMN,
-    max_seq_length: int = typer.Option(None, help="Longest feature in tokens [as in training]."),
-    batch_size: int = typer.Option(64, help="Features per forward pass."),
-    predictions: str = typer.Option(None, "--predictions", help="Also write the task's prediction files here."),
-    device: str = typer.Option("cpu", help="cpu | cuda | cuda:N."),
+    model: Annotated[str, typer.Option("--model", "-m", help="Fine-tuned model directory.")],
+    data: Annotated[str, typer.Option("--data", "-d", help="Labelled file in the task's format.")],
+    task: TaskOption = None,
+    text_column: TextColumnOption = None,
+    text_pair_column: PairColumnOption = None,
+    label_column: LabelColumnOption = None,
+    max_seq_length: MaxSeqLengthOption = None,
+    batch_size: Annotated[int, typer.Option(help="Features per forward pass.")] = 64,
+    predictions: Annotated[
+        str | None, typer.Option("--predictions", help="Also write the task's prediction files here.")
+    ] = None,
+    device: Annotated[str, typer.Option(help="cpu | cuda | cuda:N.")] = "cpu",
 ) -> None:
     """Print a fine-tuned model's metrics on a labelled file as JSON.
 
@@ -767,15 +845,17 @@ def evaluate_command(
 
 @app.command("predict")
 def predict_command(
-    model: str = typer.Option(..., "--model", "-m", help="Fine-tuned model directory."),
-    input: str = typer.Option(..., "--input", "-i", help="File in the task's format (labels, if any, are ignored)."),
-    output: str = typer.Option(..., "--output", "-o", help="JSONL file: one prediction per input, with scores."),
-    task: str = typer.Option(None, "--task", "-t", help="classification | regression | ner | qa [the model's]."),
-    text_column: str = _TEXT_COLUMN,
-    text_pair_column: str = _PAIR_COLUMN,
-    max_seq_length: int = typer.Option(None, help="Longest feature in tokens [as in training]."),
-    batch_size: int = typer.Option(64, help="Features per forward pass."),
-    device: str = typer.Option("cpu", help="cpu | cuda | cuda:N."),
+    model: Annotated[str, typer.Option("--model", "-m", help="Fine-tuned model directory.")],
+    input: Annotated[
+        str, typer.Option("--input", "-i", help="File in the task's format (labels, if any, are ignored).")
+    ],
+    output: Annotated[str, typer.Option("--output", "-o", help="JSONL file: one prediction per input, with scores.")],
+    task: TaskOption = None,
+    text_column: TextColumnOption = None,
+    text_pair_column: PairColumnOption = None,
+    max_seq_length: MaxSeqLengthOption = None,
+    batch_size: Annotated[int, typer.Option(help="Features per forward pass.")] = 64,
+    device: Annotated[str, typer.Option(help="cpu | cuda | cuda:N.")] = "cpu",
 ) -> None:
     """Write one JSON line per input row, sentence or question, with the predicted label/tags/answer and scores.
 
@@ -804,26 +884,32 @@ def predict_command(
 def _prepare_data_function() -> Callable[..., None]:
     from bertkit.data import CorpusOptions, PrepareConfig
 
-    block_mb = next(f.default for f in dataclasses.fields(PrepareConfig) if f.name == "block_bytes") / (1 << 20)
+    block_mb = PrepareConfig.block_bytes / (1 << 20)  # the field's default
     options = config_options(
         [PrepareConfig, CorpusOptions],
         exclude={"block_bytes", "strip_gutenberg"},
         flags={"tokenizer": ("--tokenizer", "-t"), "output": ("--output", "-o")},
     )
     extra = {
-        "input": (list[str], typer.Option(..., "--input", "-i", help="Files, directories or globs (repeatable).")),
+        "input": (
+            Annotated[list[str], typer.Option("--input", "-i", help="Files, directories or globs (repeatable).")],
+            ...,  # required (typer's marker)
+        ),
         "block_mb": (
-            float,
-            typer.Option(
-                None,
-                help=f"MB of text per block (unit of parallelism and of random-next sampling) (default: {block_mb:g}).",
-            ),
+            Annotated[
+                float | None,
+                typer.Option(
+                    help=f"MB of text per block (unit of parallelism and of random-next sampling) "
+                    f"(default: {block_mb:g})."
+                ),
+            ],
+            None,
         ),
         "keep_gutenberg_boilerplate": (
-            bool,
-            typer.Option(False, help="Do not strip Project Gutenberg headers/footers."),
+            Annotated[bool, typer.Option(help="Do not strip Project Gutenberg headers/footers.")],
+            False,
         ),
-        "quiet": (bool, typer.Option(False, "--quiet", "-q", help="No progress bar.")),
+        "quiet": (Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")], False),
     }
     return command_function("prepare-data", prepare_data_command.__doc__, options, extra, _run_prepare_data)
 
@@ -835,7 +921,7 @@ def _run_prepare_data(given: dict[str, Any]) -> None:
 
     logging.basicConfig(format="bertkit: warning: %(message)s", level=logging.WARNING)
     inputs, block_mb, quiet = given.pop("input"), given.pop("block_mb"), given.pop("quiet")
-    corpus = {"strip_gutenberg": not given.pop("keep_gutenberg_boilerplate")}
+    corpus: dict[str, Any] = {"strip_gutenberg": not given.pop("keep_gutenberg_boilerplate")}
     corpus.update(
         {f.name: given.pop(f.name) for f in dataclasses.fields(CorpusOptions) if given.get(f.name) is not None}
     )
@@ -868,29 +954,38 @@ def prepare_data_command() -> None:
 # --------------------------------------------------------------------------------------------- demo
 @app.command("demo")
 def demo_command(
-    output: str = typer.Option("runs/demo", help="Run directory (replaced if it exists)."),
-    corpus: str = typer.Option("data/corpus", help="Raw text to pre-train on."),
-    labeled_train: str = typer.Option("data/polarity/train.tsv", help="Labeled sentences to fine-tune on."),
-    labeled_dev: str = typer.Option("data/polarity/dev.tsv", help="Labeled sentences to evaluate on."),
-    pretrain_time: str = typer.Option(None, help="Wall-clock budget of pre-training (e.g. 90s, 8m, 1h) [12m]."),
-    finetune_examples: int = typer.Option(
-        None, min=1, help="Labeled sentences to fine-tune on (first N; default all)."
-    ),
-    finetune_seeds: str = typer.Option(
-        None, help="Fine-tuning seeds, comma-separated; one run per seed and start [1,2,3]."
-    ),
-    finetune_epochs: float = typer.Option(None, help="Fine-tuning epochs for each starting point [3]."),
-    model: str = typer.Option(None, help="Model preset to pre-train [tiny]."),
-    task_text: bool = typer.Option(
-        False, "--task-text", help="Also pre-train on the labeled training sentences, labels dropped."
-    ),
-    reference_model: str = typer.Option(
-        None,
-        help="A BERT pre-trained at scale (HF layout dir) for the same comparison, "
-        "or 'none' [auto: all-MiniLM-L6-v2 where installed].",
-    ),
-    seed: int = typer.Option(1234, help="Seed of every random choice."),
-    threads: int = typer.Option(None, min=1, help="Torch threads and data workers (default: all cores)."),
+    output: Annotated[str, typer.Option(help="Run directory (replaced if it exists).")] = "runs/demo",
+    corpus: Annotated[str, typer.Option(help="Raw text to pre-train on.")] = "data/corpus",
+    labeled_train: Annotated[str, typer.Option(help="Labeled sentences to fine-tune on.")] = "data/polarity/train.tsv",
+    labeled_dev: Annotated[str, typer.Option(help="Labeled sentences to evaluate on.")] = "data/polarity/dev.tsv",
+    pretrain_time: Annotated[
+        str | None, typer.Option(help="Wall-clock budget of pre-training (e.g. 90s, 8m, 1h) (default: 12m).")
+    ] = None,
+    finetune_examples: Annotated[
+        int | None, typer.Option(min=1, help="Labeled sentences to fine-tune on (first N; default all).")
+    ] = None,
+    finetune_seeds: Annotated[
+        str | None,
+        typer.Option(help="Fine-tuning seeds, comma-separated; one run per seed and start (default: 1,2,3)."),
+    ] = None,
+    finetune_epochs: Annotated[
+        float | None, typer.Option(help="Fine-tuning epochs for each starting point (default: 3).")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="Model preset to pre-train (default: tiny).")] = None,
+    task_text: Annotated[
+        bool, typer.Option("--task-text", help="Also pre-train on the labeled training sentences, labels dropped.")
+    ] = False,
+    reference_model: Annotated[
+        str | None,
+        typer.Option(
+            help="A BERT pre-trained at scale (HF layout dir) for the same comparison, "
+            "or 'none' (default: auto, all-MiniLM-L6-v2 where installed).",
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of every random choice.")] = 1234,
+    threads: Annotated[
+        int | None, typer.Option(min=1, help="Torch threads and data workers (default: all cores).")
+    ] = None,
 ) -> None:
     """Train a vocabulary, pre-train a small BERT on the shipped books, compare fill-mask and fine-tuning.
 
@@ -898,7 +993,7 @@ def demo_command(
     """
     from bertkit.demo import DemoConfig, run_demo
 
-    chosen: dict = {}
+    chosen: dict[str, Any] = {}
     if finetune_seeds is not None:
         try:
             chosen["finetune_seeds"] = tuple(int(s) for s in finetune_seeds.split(",") if s.strip())

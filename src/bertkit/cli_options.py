@@ -21,7 +21,7 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from typer.core import TyperCommand
@@ -125,15 +125,18 @@ def command_function(
     name: str,
     doc: str | None,
     options: Iterable[ConfigOption],
-    extra: Mapping[str, tuple[type, Any]],
+    extra: Mapping[str, tuple[Any, Any]],
     run: Callable[[dict[str, Any]], None],
 ) -> Callable[..., None]:
     """A function typer turns into the command: one keyword per option, each ``None`` unless given, plus
-    ``extra`` parameters (name -> (type, ``typer.Option``)) declared by the command itself; it calls ``run``
-    with all of them."""
+    ``extra`` parameters declared by the command itself, name -> (``Annotated[type, typer.Option(...)]``,
+    default; ``...`` for a required option); it calls ``run`` with all of them."""
     parameters = [
         inspect.Parameter(
-            o.name, inspect.Parameter.KEYWORD_ONLY, annotation=o.type, default=typer.Option(None, *o.decls, help=o.help)
+            o.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=Annotated[o.type | None, typer.Option(*o.decls, help=o.help)],
+            default=None,
         )
         for o in options
     ]

@@ -112,13 +112,13 @@ def run_demo(config: DemoConfig) -> Path:
     from bertkit.inference import fill_mask
     from bertkit.model import BertForPreTraining
     from bertkit.tokenizer import Tokenizer
-    from bertkit.training.config import TrainConfig
+    from bertkit.training.config import TrainConfig, parse_duration
     from bertkit.training.pretrain import FINAL_DIR, PretrainConfig, pretrain
     from bertkit.weights import save_pretrained
 
-    for path in (config.corpus, config.labeled_train, config.labeled_dev):
-        if not Path(path).exists():
-            raise BertkitError(f"{path} does not exist; run the demo from the repository root or pass its path")
+    for given in (config.corpus, config.labeled_train, config.labeled_dev):
+        if not Path(given).exists():
+            raise BertkitError(f"{given} does not exist; run the demo from the repository root or pass its path")
     if config.threads:
         torch.set_num_threads(config.threads)
     out = Path(config.output)
@@ -178,7 +178,7 @@ def run_demo(config: DemoConfig) -> Path:
             model_config=str(model_config_path),
             eval_batches=20,
             train=TrainConfig(
-                max_time=config.pretrain_time,
+                max_time=parse_duration(config.pretrain_time),
                 micro_batch_size=config.micro_batch_size,
                 lr=config.pretrain_lr,
                 warmup_ratio=config.pretrain_warmup_ratio,
@@ -454,4 +454,4 @@ def _comparison(seeds: tuple[int, ...], pre: list[Any], rnd: list[Any]) -> list[
             f"The result is mixed: the pre-trained start scored higher on {wins} of {len(diffs)} seeds "
             f"({statistics.mean(diffs) * 100:+.1f} points on average)."
         )
-    return lines + ["", verdict, ""]
+    return [*lines, "", verdict, ""]
