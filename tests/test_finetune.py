@@ -457,7 +457,7 @@ def _bad_inputs(base: Path, data: dict[str, Path], root: Path) -> dict[str, tupl
 def test_bad_input_exits_2_with_one_line_and_no_output(base, data, tmp_path, capsys, case):
     args, where = _bad_inputs(base, data, tmp_path / "inputs")[case]
     output = tmp_path / "out"
-    code, out, err = run_cli(["finetune", *args, "--output", output, "--no-progress"], capsys)
+    code, _, err = run_cli(["finetune", *args, "--output", output, "--no-progress"], capsys)
     lines = [line for line in err.splitlines() if line.startswith("bertkit: error:")]
     assert code == 2 and len(lines) == 1, err
     assert where in lines[0]
@@ -750,7 +750,7 @@ def test_flat_options_fill_the_nested_train_config():
     assert (config.train.lr, config.train.warmup_steps, config.train.warmup_ratio) == (1e-3, 5, None)
     assert config.train.optimizer == "lamb" and config.train.schedule == "poly"
     assert config.train.output_dir == Path("runs/x.partial")
-    with pytest.raises(ConfigError, match="'micro_bach_size' .*did you mean 'micro_batch_size'"):
+    with pytest.raises(ConfigError, match=r"'micro_bach_size' .*did you mean 'micro_batch_size'"):
         FinetuneConfig(task="ner", model="m", train_file="t", output="o", micro_bach_size=4)
     with pytest.raises(ConfigError, match="'max_seq_length'"):  # a fine-tuning field is no training option
         FinetuneConfig(task="ner", model="m", train_file="t", output="o", train_options={"max_seq_length": 64})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from itertools import chain
+
 import pytest
 
 from bertkit.errors import ConfigError
@@ -41,7 +43,7 @@ def test_epochs_reshuffle_and_roll_over_with_the_last_batch():
     epoch0 = list(loader)
     assert loader.epoch == 1 and loader.state_dict()["position"] == 0
     epoch1 = list(loader)
-    assert sorted(sum(epoch0, [])) == sorted(sum(epoch1, [])) and epoch0 != epoch1
+    assert sorted(chain.from_iterable(epoch0)) == sorted(chain.from_iterable(epoch1)) and epoch0 != epoch1
     assert len(loader) == 2
 
 

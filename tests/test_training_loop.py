@@ -10,7 +10,7 @@ import signal
 import pytest
 import torch
 
-from bertkit.errors import CheckpointError
+from bertkit.errors import CheckpointError, ConfigError
 from bertkit.training import ResumableBatches, TrainConfig, TrainingDiverged, list_checkpoints, train
 from training_helpers import ToyModel, collate, toy_dataset
 
@@ -110,6 +110,14 @@ def test_sigterm_saves_a_checkpoint_and_stops(tmp_path):
 def test_max_time_stops_the_run(tmp_path):
     _, result = run(tmp_path, max_time=0.3, max_steps=None)
     assert result.stop_reason == "max_time" and result.step > 0 and result.checkpoint is not None
+
+
+@pytest.mark.parametrize("limits", [{}, {"max_time": 60}], ids=["epochs only", "epochs and max_time"])
+def test_epochs_not_turned_into_steps_are_a_config_error(tmp_path, limits):
+    # Without for_epoch the loop cannot tell where an epoch ends: it would run forever, or to max_time alone.
+    with pytest.raises(ConfigError, match=r"for_epoch\(len\(batches\), world_size\).*or set max_steps"):
+        run(tmp_path, epochs=2, **limits)
+    assert not tmp_path.joinpath("metrics.jsonl").exists()
 
 
 def test_evaluation_epochs_and_best_export(tmp_path):

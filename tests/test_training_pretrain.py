@@ -99,13 +99,13 @@ def test_init_from_weights_with_another_vocabulary_is_refused(phase1, data, tmp_
     shutil.copytree(phase1[0] / "final", other)
     # Same size, one word replaced (as an extension into [unused] slots does): no shape check can tell.
     words = (other / "vocab.txt").read_text().splitlines()
-    (other / "vocab.txt").write_text("\n".join(words[:10] + ["zebra"] + words[11:]) + "\n")
+    (other / "vocab.txt").write_text("\n".join([*words[:10], "zebra", *words[11:]]) + "\n")
     cfg = build_config(
         dict(
             data=str(data), output=str(tmp_path / "p2"), init_from=str(other), micro_batch_size=8, max_steps=1, **QUIET
         )
     )
-    with pytest.raises(ConfigError, match="another tokenizer .* prepare the data with bertkit prepare-data"):
+    with pytest.raises(ConfigError, match=r"another tokenizer .* prepare the data with bertkit prepare-data"):
         pretrain(cfg)
     assert not (tmp_path / "p2" / "final").exists()
 

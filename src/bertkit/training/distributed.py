@@ -10,10 +10,13 @@ from __future__ import annotations
 import atexit
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -23,7 +26,7 @@ class DistEnv:
     rank: int = 0
     world_size: int = 1
     local_rank: int = 0
-    device: torch.device = torch.device("cpu")
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
 
     @property
     def is_main(self) -> bool:
@@ -89,25 +92,25 @@ def all_reduce_sum(env: DistEnv, values: list[float]) -> list[float]:
     return _all_reduce(env, values, dist.ReduceOp.SUM)
 
 
-def all_gather_object(env: DistEnv, obj):
+def all_gather_object(env: DistEnv, obj: T) -> list[T]:
     """``[obj of rank 0, obj of rank 1, ...]`` (a one-element list in a single process)."""
     if not env.distributed:
         return [obj]
-    out = [None] * env.world_size
+    out: list[Any] = [None] * env.world_size  # filled with every process's obj
     dist.all_gather_object(out, obj)
     return out
 
 
-def broadcast_object(env: DistEnv, obj, src: int = 0):
+def broadcast_object(env: DistEnv, obj: T, src: int = 0) -> T:
     """Process ``src``'s ``obj`` on every process."""
     if not env.distributed:
         return obj
-    box = [obj]
+    box: list[Any] = [obj]
     dist.broadcast_object_list(box, src=src)
     return box[0]
 
 
-def _all_reduce(env: DistEnv, values: list[float], op) -> list[float]:
+def _all_reduce(env: DistEnv, values: list[float], op: dist.ReduceOp.RedOpType) -> list[float]:
     if not env.distributed:
         return values
     tensor = torch.tensor(values, dtype=torch.float64, device=_comm_device(env))
@@ -121,7 +124,8 @@ def _settle(*tensors: torch.Tensor, timeout: float = 10.0) -> None:
     if not _gloo():
         return
     deadline = time.monotonic() + timeout
-    while any(t._use_count() > 1 for t in tensors) and time.monotonic() < deadline:
+    # _use_count (how many owners hold the tensor) is a private Tensor method that torch's stubs leave out.
+    while any(t._use_count() > 1 for t in tensors) and time.monotonic() < deadline:  # type: ignore[attr-defined]
         time.sleep(0.0002)
 
 

@@ -30,13 +30,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from bertkit.data.batches import Ordering, RandomOrder, ResumableBatches
 from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.io import atomic_write_text
+from bertkit.model import PreTrainedMixin
 from bertkit.tasks import Task, get_task
 from bertkit.tasks.base import Feature
 from bertkit.tasks.batching import LengthGroupedOrder
@@ -48,6 +49,9 @@ from bertkit.training.loop import Hooks, Trainer, TrainResult
 from bertkit.training.metrics import notice
 from bertkit.training.precision import precision_name
 from bertkit.weights import save_pretrained
+
+if TYPE_CHECKING:
+    from bertkit.tokenizer import Tokenizer
 
 TASK_NAMES = ("classification", "regression", "ner", "qa")
 """Values of ``FinetuneConfig.task``; ``regression`` is classification with one output and MSE."""
@@ -103,6 +107,8 @@ class FinetuneConfig:
     """Training data in the task's format (TSV/CSV/JSONL table, CoNLL columns, SQuAD JSON)."""
     output: str
     """Directory to write the fine-tuned model, metrics and logs to (must not exist unless ``overwrite``)."""
+    train: TrainConfig
+    """The loop's options; ``train.output_dir`` is ``<output>.partial``."""
     dev_file: str | None = None
     """Labelled dev data: evaluated after each epoch; its main metric picks the saved model."""
     task_options: dict[str, Any] = field(default_factory=dict)
@@ -125,8 +131,6 @@ class FinetuneConfig:
     """Replace an existing output directory."""
     resume: bool = False
     """Continue an interrupted run from the last checkpoint in ``<output>.partial/``."""
-    train: TrainConfig
-    """The loop's options; ``train.output_dir`` is ``<output>.partial``."""
 
     def __init__(
         self,
@@ -317,7 +321,7 @@ def _previous_evaluations(work: Path) -> list[dict[str, Any]]:
     return records
 
 
-def _load_tokenizer(model_dir: Path):
+def _load_tokenizer(model_dir: Path) -> Tokenizer:
     from bertkit.tokenizer import Tokenizer
 
     return Tokenizer.from_pretrained(model_dir)
@@ -472,15 +476,18 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
     if config.max_train_examples is not None:
         train_examples = train_examples[: config.max_train_examples]
     task.fit_labels(train_examples)
-    config = dataclasses.replace(config, group_by_length=groups_by_length(config, task))
-    train_features = featurize(task, train_examples, tokenizer, config.max_seq_length, training=True)
+    group_by_length = groups_by_length(config, task)
+    config = dataclasses.replace(config, group_by_length=group_by_length)
+    max_seq_length = config.max_seq_length
+    assert max_seq_length is not None  # FinetuneConfig fills it in from the task's defaults
+    train_features = featurize(task, train_examples, tokenizer, max_seq_length, training=True)
     skipped = task.skipped
     if not train_features:
         raise DataError(f"{config.train_file}: no training features (every example was skipped)")
     dev_examples = dev_features = None
     if config.dev_file is not None:
         dev_examples = read_examples(task, config.dev_file)
-        dev_features = featurize(task, dev_examples, tokenizer, config.max_seq_length)
+        dev_features = featurize(task, dev_examples, tokenizer, max_seq_length)
 
     env = env or distributed.setup(config.train.device)
     config = dataclasses.replace(
@@ -488,10 +495,10 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
     )
     torch.manual_seed(config.train.seed)  # the fresh head's initialisation
     model = load_model(model_dir, head=task.head, ignore_mismatched_sizes=True, **task.config_updates())
-    if config.max_seq_length > model.config.max_position_embeddings:
+    assert isinstance(model, PreTrainedMixin)  # load_model builds bertkit's model classes
+    if max_seq_length > model.config.max_position_embeddings:
         raise ConfigError(
-            f"--max-seq-length {config.max_seq_length} exceeds the model's "
-            f"{model.config.max_position_embeddings} positions"
+            f"--max-seq-length {max_seq_length} exceeds the model's {model.config.max_position_embeddings} positions"
         )
     if tokenizer.vocab_size > model.config.vocab_size:
         raise CheckpointError(
@@ -500,7 +507,7 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
         )
     model.config.extra[CONFIG_KEY] = {
         "task": config.task,
-        "max_seq_length": config.max_seq_length,
+        "max_seq_length": max_seq_length,
         "task_options": _jsonable(config.task_options),
     }
     model.train()
@@ -512,7 +519,7 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
         config.train.micro_batch_size,
         collate,
         seed=config.train.seed,
-        group_by_length=config.group_by_length,
+        group_by_length=group_by_length,
         rank=env.rank,
         world_size=env.world_size,
     )
@@ -564,13 +571,13 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
         if env.is_main:
             notice(f"stopped by a signal; continue with --resume (state in {work})")
         return outcome
-    if best and best.get("predictions") is None and (work / "best").is_dir() and env.is_main:
+    if best and best.get("predictions") is None and (work / "best").is_dir() and env.is_main and dev is not None:
         # resumed without a better model since: predict dev again with the saved best weights
         from bertkit import weights
 
         weights.load_hf_state_dict(model, weights.read_state_dict(work / "best"), source=str(work / "best"))
         best["predictions"], _ = predict_features(
-            model, task, dev_examples, dev_features, batch_size=config.eval_batch_size, pad_id=tokenizer.pad_id
+            model, task, *dev, batch_size=config.eval_batch_size, pad_id=tokenizer.pad_id
         )
     if env.is_main:
         _write_output(config, output, work, model, tokenizer, task, outcome, best, dev_examples)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import torch
 from safetensors.torch import save_model
@@ -39,6 +39,9 @@ from bertkit.training.precision import resolve_precision
 from bertkit.training.state import STATE_FORMAT, find_resume, rng_state, seed_everything, set_rng_state
 from bertkit.weights import save_pretrained
 
+if TYPE_CHECKING:
+    from bertkit.training.sharding import Gathered
+
 
 class TrainingDiverged(BertkitError):
     """Too many consecutive updates had a non-finite loss or gradient."""
@@ -51,8 +54,10 @@ class TrainResult:
     step: int
     """Optimizer updates done in total (including those of earlier, resumed runs)."""
     stop_reason: str
-    """``max_steps``, ``max_time``, ``signal`` (SIGTERM/SIGINT: a checkpoint was written, resume later) or the
-    reason ``should_stop`` gave (``early_stopping`` in fine-tuning)."""
+    """Why the run ended: ``max_steps``; ``epochs`` (the epochs :meth:`TrainConfig.for_epoch` turned into
+    ``max_steps`` ran out first); ``max_time``; ``signal`` (SIGTERM/SIGINT: a checkpoint was written, resume
+    later); or the reason the ``should_stop`` hook gave on the main process (``early_stopping`` in fine-tuning),
+    which the other processes of a distributed run report as ``should_stop``."""
     checkpoint: Path | None
     """The last checkpoint written."""
     elapsed: float
@@ -137,6 +142,11 @@ class Trainer:
     ) -> None:
         """``flops_per_token``: training FLOPs per token, for the MFU column (with ``config.peak_flops``);
         ``env``: the process group, default :func:`distributed.setup` from ``torchrun``'s environment."""
+        if config.epochs is not None and config.max_steps is None:  # for_epoch sets max_steps whenever epochs is set
+            raise ConfigError(
+                f"epochs={config.epochs} needs the length of an epoch, which the loop does not know: train with "
+                "config.for_epoch(len(batches), world_size), which turns epochs into max_steps, or set max_steps"
+            )
         self.env = env = env or distributed.setup(config.device)
         self.batches, self.config, self.hooks = batches, config, hooks or Hooks()
         self.flops_per_token = flops_per_token
@@ -153,7 +163,7 @@ class Trainer:
         self.lr = 0.0
         self.bad_in_a_row = 0
         self.stop = _StopFlag()
-        self.gathered: Any = None  # under FSDP: the main process's full copy of the model (sharding.Gathered)
+        self.gathered: Gathered | None = None  # under FSDP: the main process's full copy of the model
 
         # Rank 0 decides, so that every process resumes from the same checkpoint.
         resume_from = distributed.broadcast_object(env, find_resume(config) if env.is_main else None)
@@ -313,7 +323,7 @@ class Trainer:
     def forward_backward(self, batch: Any, *, last: bool) -> Any:
         """Forward and backward of one micro-batch; gradients are synchronised on the ``last`` one only."""
         if self.sharded:  # reduce-scatter gradients on the last micro-batch only
-            self.bare.set_requires_gradient_sync(last)  # type: ignore[operator]  # a method fully_shard adds
+            sharding().set_gradient_sync(self.bare, last)
         with self.ddp.no_sync() if self.ddp is not None and not last else contextlib.nullcontext():
             with self.precision.autocast():
                 output = (self.ddp or self.bare)(**batch)

@@ -167,7 +167,8 @@ class MetricsLogger:
                 kept = [dict(r) for r in resume_history]
             self.history = kept
             atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in kept))
-        self._file = open(self.path, "a", encoding="utf-8")
+        # Open for the whole run, each record appended and flushed as it is logged; close() closes it.
+        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
         if tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter

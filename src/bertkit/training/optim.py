@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable
+from typing import overload
 
 import torch
 from torch import nn
@@ -31,7 +32,8 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
 
     Shared (tied) parameters appear once: ``named_parameters`` already de-duplicates them.
     """
-    decay, no_decay = [], []
+    decay: list[nn.Parameter] = []
+    no_decay: list[nn.Parameter] = []
     for name, param in model.named_parameters():
         if not param.requires_grad:
             continue
@@ -60,9 +62,15 @@ class Lamb(torch.optim.Optimizer):
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, bias_correction=bias_correction)
         super().__init__(params, defaults)
 
+    # As torch.optim.Optimizer.step: the closure's loss, None without a closure.
+    @overload
+    def step(self, closure: None = None) -> None: ...
+    @overload
+    def step(self, closure: Callable[[], float]) -> float: ...
+
     @torch.no_grad()
-    def step(self, closure: Callable | None = None):  # type: ignore[override]
-        loss = None
+    def step(self, closure: Callable[[], float] | None = None) -> float | None:
+        loss: float | None = None
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()

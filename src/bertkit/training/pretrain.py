@@ -16,10 +16,10 @@ import dataclasses
 import json
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -33,6 +33,9 @@ from bertkit.training.loop import TrainResult, train
 from bertkit.training.metrics import mfu_peak, notice, pretraining_flops_per_token
 from bertkit.training.precision import precision_name
 from bertkit.weights import save_pretrained
+
+if TYPE_CHECKING:
+    from bertkit.model import BertForPreTraining
 
 FINAL_DIR = "final"
 VERIFIED_DATA = "data-verified.json"
@@ -111,7 +114,9 @@ def pretraining_metrics(output: Any, batch: Mapping[str, torch.Tensor]) -> dict[
     }
 
 
-def make_evaluator(directory: str, batch_size: int, num_batches: int, device: torch.device):
+def make_evaluator(
+    directory: str, batch_size: int, num_batches: int, device: torch.device
+) -> Callable[[torch.nn.Module], dict[str, float]] | None:
     """``evaluate(model)``: MLM and NSP loss/accuracy over the first ``num_batches`` held-out batches.
 
     Losses are weighted by predictions (MLM) and sequences (NSP), so the result does not depend on how the
@@ -155,7 +160,7 @@ def make_evaluator(directory: str, batch_size: int, num_batches: int, device: to
 
 
 # ------------------------------------------------------------------------------------------ entry point
-def build_model(config: PretrainConfig, meta: Mapping[str, Any]):
+def build_model(config: PretrainConfig, meta: Mapping[str, Any]) -> BertForPreTraining:
     """A fresh ``BertForPreTraining`` sized for the dataset's tokenizer, or the ``init_from`` weights."""
     from bertkit import weights
     from bertkit.model import BertForPreTraining
@@ -287,6 +292,7 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
         env=env,
     )
     if env.is_main and result.stop_reason != "signal":
+        assert result.model is not None  # the main process holds the full model
         final = Path(config.output) / FINAL_DIR
         with atomic_directory(final) as staging:  # a crash mid-export keeps the previous final/
             save_pretrained(result.model, staging)  # unsharded (a gathered copy under FSDP)

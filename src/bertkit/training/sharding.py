@@ -24,7 +24,7 @@ from torch.distributed.checkpoint.state_dict import (
     get_optimizer_state_dict,
     set_optimizer_state_dict,
 )
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import FSDPModule, fully_shard
 
 _TO_MAIN = StateDictOptions(full_state_dict=True, cpu_offload=True)  # gathered on rank 0, empty elsewhere
 _FULL = StateDictOptions(full_state_dict=True)
@@ -44,6 +44,12 @@ def shard(model: nn.Module) -> nn.Module:
     # The loop only reads model outputs (mlm_logits is a view), never changes them in place.
     warnings.filterwarnings("ignore", message=r"FSDP2-wrapped module .* returned a view tensor")
     return model
+
+
+def set_gradient_sync(model: nn.Module, sync: bool) -> None:
+    """Whether the next backward of sharded ``model`` reduce-scatters its gradients (off while accumulating)."""
+    assert isinstance(model, FSDPModule)  # shard() made it one
+    model.set_requires_gradient_sync(sync)
 
 
 def full_optimizer_state(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
@@ -84,5 +90,7 @@ class Gathered:
         if self.copy is None:
             return None
         device = next(self.copy.parameters()).device
-        self.copy.load_state_dict({name: t.to(device) for name, t in state.items()})
+        self.copy.load_state_dict(
+            {name: t.to(device) if isinstance(t, torch.Tensor) else t for name, t in state.items()}
+        )
         return self.copy
