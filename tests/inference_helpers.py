@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import torch
@@ -47,3 +48,23 @@ def save_model(directory: Path, cls: type, tokenizer: Tokenizer, seed: int = 0, 
     model = cls(tiny_config(tokenizer, **overrides)).eval()
     save_pretrained(model, directory, tokenizer=tokenizer)
     return directory
+
+
+def write_squad(path: Path, contexts: list[tuple[str, list[tuple[str, str | None]]]]) -> Path:
+    """A SQuAD v1.1 file of ``(context, [(question, answer or None), ...])``; ids are ``q<context><question>``."""
+    paragraphs = [
+        {
+            "context": context,
+            "qas": [
+                {
+                    "id": f"q{i}{j}",
+                    "question": question,
+                    "answers": [] if answer is None else [{"text": answer, "answer_start": context.index(answer)}],
+                }
+                for j, (question, answer) in enumerate(qas)
+            ],
+        }
+        for i, (context, qas) in enumerate(contexts)
+    ]
+    path.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": paragraphs}]}), "utf-8")
+    return path

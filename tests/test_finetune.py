@@ -27,7 +27,7 @@ from bertkit.training.finetune import (
     make_task,
     training_batches,
 )
-from inference_helpers import make_tokenizer, save_model
+from inference_helpers import make_tokenizer, save_model, write_squad
 
 QUIET = {"tensorboard": False, "plot": False}
 
@@ -78,25 +78,7 @@ def data(tmp_path_factory) -> dict[str, Path]:
             [("who led the continental army ?", "george washington"), ("where did he live ?", "virginia")],
         ),
     ]
-    squad = {
-        "version": "1.1",
-        "data": [
-            {
-                "title": "t",
-                "paragraphs": [
-                    {
-                        "context": c,
-                        "qas": [
-                            {"id": f"q{i}{j}", "question": q, "answers": [{"text": a, "answer_start": c.index(a)}]}
-                            for j, (q, a) in enumerate(qas)
-                        ],
-                    }
-                    for i, (c, qas) in enumerate(contexts)
-                ],
-            }
-        ],
-    }
-    (root / "qa.json").write_text(json.dumps(squad), encoding="utf-8")
+    write_squad(root / "qa.json", contexts)
     return {"cls": root / "cls.tsv", "reg": root / "reg.tsv", "ner": root / "ner.txt", "qa": root / "qa.json"}
 
 

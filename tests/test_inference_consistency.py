@@ -18,7 +18,7 @@ from bertkit.cli import main  # noqa: E402
 from bertkit.model import BertModel  # noqa: E402
 from bertkit.serve import create_app  # noqa: E402
 from bertkit.training.finetune import FinetuneConfig, finetune  # noqa: E402
-from inference_helpers import make_tokenizer, save_model  # noqa: E402
+from inference_helpers import make_tokenizer, save_model, write_squad  # noqa: E402
 
 MAX_SEQ_LENGTH = 16
 QUIET = {"tensorboard": False, "plot": False}
@@ -157,48 +157,10 @@ def test_qa_predict_answer_and_service_agree_on_a_long_context(root, base):
             [("who led the army ?", "george washington"), ("where did he live ?", "virginia")],
         ),
     ]
-    data = {
-        "version": "1.1",
-        "data": [
-            {
-                "title": "t",
-                "paragraphs": [
-                    {
-                        "context": c,
-                        "qas": [
-                            {"id": f"q{i}{j}", "question": q, "answers": [{"text": a, "answer_start": c.index(a)}]}
-                            for j, (q, a) in enumerate(qas)
-                        ],
-                    }
-                    for i, (c, qas) in enumerate(contexts)
-                ],
-            }
-        ],
-    }
-    train = root / "squad.json"
-    train.write_text(json.dumps(data), encoding="utf-8")
+    train = write_squad(root / "squad.json", contexts)
     model = _finetune(base, "qa", train, root / "qa", task_options={"doc_stride": 4, "max_query_length": 6})
     _longer_than_saved(model, [LONG_CONTEXT])
-    inputs = root / "long.json"
-    inputs.write_text(
-        json.dumps(
-            {
-                "version": "1.1",
-                "data": [
-                    {
-                        "title": "t",
-                        "paragraphs": [
-                            {
-                                "context": LONG_CONTEXT,
-                                "qas": [{"id": f"q{i}", "question": q, "answers": []} for i, q in enumerate(QUESTIONS)],
-                            }
-                        ],
-                    }
-                ],
-            }
-        ),
-        encoding="utf-8",
-    )
+    inputs = write_squad(root / "long.json", [(LONG_CONTEXT, [(q, None) for q in QUESTIONS])])
 
     predicted = _predict(model, inputs, root / "qa.jsonl", "--task", "qa")
     answers = bertkit.answer(QUESTIONS, [LONG_CONTEXT] * len(QUESTIONS), model)
