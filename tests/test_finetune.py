@@ -736,3 +736,14 @@ def test_flat_options_fill_the_nested_train_config():
         FinetuneConfig(task="ner", model="m", train_file="t", output="o", micro_bach_size=4)
     with pytest.raises(ConfigError, match="'max_seq_length'"):  # a fine-tuning field is no training option
         FinetuneConfig(task="ner", model="m", train_file="t", output="o", train_options={"max_seq_length": 64})
+
+
+def test_none_means_the_task_default_for_every_keyword():
+    # Python callers (benchmarks, notebooks) pass their own unset options straight through as None.
+    config = FinetuneConfig(
+        task="qa", model="m", train_file="t", output="o", max_seq_length=None, lr=None, micro_batch_size=None
+    )
+    assert (config.max_seq_length, config.train.lr, config.train.micro_batch_size) == (384, 3e-5, 12)
+    assert config.eval_batch_size == 64 and config.group_by_length is None
+    given = FinetuneConfig(task="qa", model="m", train_file="t", output="o", max_seq_length=256, eval_batch_size=8)
+    assert (given.max_seq_length, given.eval_batch_size) == (256, 8)

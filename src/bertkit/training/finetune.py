@@ -151,7 +151,7 @@ class FinetuneConfig:
         for f in dataclasses.fields(self):
             if f.name in ("task", "model", "train_file", "output", "train"):
                 continue
-            if f.name in own:
+            if own.get(f.name) is not None:  # None, as for the training keys, means "the default"
                 setattr(self, f.name, own[f.name])
             elif f.default_factory is not dataclasses.MISSING:
                 setattr(self, f.name, f.default_factory())
