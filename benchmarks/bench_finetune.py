@@ -98,13 +98,13 @@ def peer_run(
     kwargs = {} if cls.__name__ == "BertForQuestionAnswering" else {"num_labels": num_labels}
     if problem_type:
         kwargs["problem_type"] = problem_type
-    device = torch.device(recipe.device)
+    device = torch.device(recipe.train.device)
     model = cls.from_pretrained(model_dir, **kwargs).to(device)
     model.train()
     no_decay = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
     decay = [p for n, p in model.named_parameters() if not ("bias" in n or "LayerNorm" in n)]
     optimizer = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}], lr=recipe.lr, eps=1e-6
+        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}], lr=recipe.train.lr, eps=1e-6
     )
     scheduler = transformers.get_linear_schedule_with_warmup(optimizer, int(0.1 * steps_total), steps_total)
     keys = [k for k in task.model_input_names if k in features[0]]
@@ -112,7 +112,7 @@ def peer_run(
     lengths = [len(f["input_ids"]) for f in features]
     step, epoch_seconds, evaluations, batches_seen = 0, [], [], []
     train_seconds = 0.0
-    batch_size = recipe.micro_batch_size
+    batch_size = recipe.train.micro_batch_size
     epochs = math.ceil(steps_total / math.ceil(len(features) / batch_size))
     for epoch in range(epochs):
         order = torch.randperm(len(features), generator=generator).tolist()
