@@ -315,3 +315,18 @@ def test_missing_optional_package_names_the_extra(module, suffix, extra, tmp_pat
     capsys.readouterr()
     assert main(["tokenizer", "train", "-i", str(path), "-o", str(tmp_path / "o")]) == 2
     assert f"bertkit[{extra}]" in one_error_line(capsys)
+
+
+SHARED = ROOT.parent / "shared" / "data" / "gutenberg" / "books"
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="shared data not present")
+def test_shared_books_compressed_read_as_the_originals(tmp_path):
+    books = sorted(p for p in SHARED.glob("*.txt"))[:2]
+    packed = [compress(book, suffix, tmp_path) for book, suffix in zip(books, (".gz", ".xz"))]
+    original, unpacked = CorpusStats(), CorpusStats()
+    expected = list(corpus_texts(books, None, original))
+    assert list(corpus_texts(packed, None, unpacked)) == expected
+    assert original.gutenberg_books == unpacked.gutenberg_books == 2
+    assert original.bytes == unpacked.bytes == sum(p.stat().st_size for p in books)
+    assert not any("*** START OF" in t or "END OF THE PROJECT GUTENBERG" in t for t in expected)
