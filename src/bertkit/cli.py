@@ -205,9 +205,9 @@ def _run_tokenizer_train(given: dict[str, Any]) -> None:
 def tokenizer_train_command() -> None:
     """Learn a BERT WordPiece vocabulary ([PAD] [UNK] [CLS] [SEP] [MASK] get ids 0-4) and save it.
 
-    The corpus is read as prepare-data reads it (text, JSONL, Parquet, compressed; Gutenberg boilerplate
-    stripped). Example: bertkit tokenizer train --input ../shared/data/gutenberg/books --vocab-size 8000
-    --output ./tok
+    The corpus is read as prepare-data reads it: text, JSONL, Parquet, compressed; Gutenberg boilerplate stripped.
+
+    Example: bertkit tokenizer train --input ../shared/data/gutenberg/books --vocab-size 8000 --output ./tok
     """
 
 
