@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Protocol
 import typer
 
 from bertkit.cli_options import (
+    ConfigOption,
     command_function,
     config_options,
     lazy_command,
@@ -22,6 +23,7 @@ from bertkit.cli_options import (
 from bertkit.errors import BertkitError
 
 if TYPE_CHECKING:  # the inference package imports torch, which `bertkit --help` should not pay for
+    from bertkit.data.corpus import CorpusOptions, CorpusStats
     from bertkit.inference import TextInput
 
 app = typer.Typer(
@@ -125,70 +127,157 @@ tokenizer_app = typer.Typer(help="Learn WordPiece vocabularies, or extend a mode
 app.add_typer(tokenizer_app, name="tokenizer")
 
 
-@tokenizer_app.command("train")
-def tokenizer_train_command(
-    *,
-    input: Annotated[list[str], typer.Option("--input", "-i", help="Text files or directories of *.txt (repeatable).")],
-    vocab_size: Annotated[
-        int, typer.Option("--vocab-size", help="Vocabulary size, the 5 special tokens included.")
-    ] = 30522,
-    output: Annotated[str, typer.Option("--output", "-o", help="Directory for vocab.txt, tokenizer.json and configs.")],
-    min_frequency: Annotated[int, typer.Option("--min-frequency", help="Drop merges seen fewer times.")] = 2,
-    lowercase: Annotated[
-        bool, typer.Option("--lowercase/--no-lowercase", help="Uncased (lowercase + strip accents).")
-    ] = True,
-) -> None:
-    """Learn a BERT WordPiece vocabulary ([PAD] [UNK] [CLS] [SEP] [MASK] get ids 0-4) and save it.
+def _corpus_cli() -> tuple[list[ConfigOption], dict[str, tuple[Any, Any]]]:
+    """The corpus options (format, text field, cleaning) of every command that reads a raw corpus, declared
+    once by ``CorpusOptions``: ``prepare-data``, ``tokenizer train``, ``tokenizer extend``."""
+    from bertkit.data.corpus import CorpusOptions
 
-    Example: bertkit tokenizer train --input ../shared/data/gutenberg/books --vocab-size 8000 --output ./tok
-    """
+    extra = {
+        "keep_gutenberg_boilerplate": (
+            Annotated[bool, typer.Option(help="Do not strip Project Gutenberg headers/footers.")],
+            False,
+        ),
+    }
+    return config_options([CorpusOptions], exclude={"strip_gutenberg"}), extra
+
+
+def _corpus_options(given: dict[str, Any]) -> CorpusOptions:
+    """The ``CorpusOptions`` of a command's parsed options (popped from ``given``)."""
+    from bertkit.data.corpus import CorpusOptions
+
+    corpus: dict[str, Any] = {"strip_gutenberg": not given.pop("keep_gutenberg_boilerplate")}
+    for f in dataclasses.fields(CorpusOptions):
+        value = given.pop(f.name, None)
+        if value is not None:
+            corpus[f.name] = value
+    return CorpusOptions(**corpus)
+
+
+def _corpus_warnings(stats: CorpusStats) -> None:
+    for line in stats.warnings():
+        print(f"bertkit: warning: {line}", file=sys.stderr)
+
+
+def _tokenizer_train_function() -> Callable[..., None]:
+    options, extra = _corpus_cli()
+    extra = {
+        "input": (
+            Annotated[
+                list[str],
+                typer.Option("--input", "-i", help="Corpus files, directories or globs (repeatable); see --format."),
+            ],
+            ...,
+        ),
+        "vocab_size": (
+            Annotated[int, typer.Option("--vocab-size", help="Vocabulary size, the 5 special tokens included.")],
+            30522,
+        ),
+        "output": (
+            Annotated[str, typer.Option("--output", "-o", help="Directory for vocab.txt, tokenizer.json and configs.")],
+            ...,
+        ),
+        "min_frequency": (Annotated[int, typer.Option("--min-frequency", help="Drop merges seen fewer times.")], 2),
+        "lowercase": (
+            Annotated[bool, typer.Option("--lowercase/--no-lowercase", help="Uncased (lowercase + strip accents).")],
+            True,
+        ),
+        **extra,
+    }
+    return command_function("tokenizer train", tokenizer_train_command.__doc__, options, extra, _run_tokenizer_train)
+
+
+def _run_tokenizer_train(given: dict[str, Any]) -> None:
+    from bertkit.data.corpus import CorpusStats, corpus_texts
     from bertkit.tokenizer import Tokenizer
 
-    tok = Tokenizer.train(input, vocab_size=vocab_size, min_frequency=min_frequency, lowercase=lowercase)
+    stats = CorpusStats()
+    texts = corpus_texts(given.pop("input"), _corpus_options(given), stats)
+    tok = Tokenizer.train(
+        texts, vocab_size=given["vocab_size"], min_frequency=given["min_frequency"], lowercase=given["lowercase"]
+    )
+    _corpus_warnings(stats)
+    output = given["output"]
     tok.save_pretrained(output)
     print(f"wrote a {tok.vocab_size}-token vocabulary to {output} (fingerprint {tok.fingerprint})", file=sys.stderr)
 
 
-@tokenizer_app.command("extend")
-def tokenizer_extend_command(
-    model: Annotated[str, typer.Option("--model", "-m", help="Model directory (Hugging Face layout) to extend.")],
-    output: Annotated[str, typer.Option("--output", "-o", help="Directory for the extended model (not --model).")],
-    tokens: Annotated[
-        str | None, typer.Option("--tokens", help="Text file: one word (or ##piece) to add per line.")
-    ] = None,
-    corpus: Annotated[
-        list[str] | None,
-        typer.Option("--corpus", help="Text files or directories to pick frequent split words from (repeatable)."),
-    ] = None,
-    max_new_tokens: Annotated[
-        int, typer.Option("--max-new-tokens", help="At most this many words from --corpus.")
-    ] = 1000,
-    min_frequency: Annotated[
-        int, typer.Option("--min-frequency", help="Corpus words seen fewer times are not added.")
-    ] = 20,
-    use_unused: Annotated[
-        bool,
-        typer.Option("--use-unused/--no-use-unused", help=r"Fill \[unusedN] slots before growing the vocabulary."),
-    ] = True,
-) -> None:
-    r"""Give a model's vocabulary new words (a domain's terms) before continued pre-training.
+@tokenizer_app.command("train", cls=lazy_command(_tokenizer_train_function))
+def tokenizer_train_command() -> None:
+    """Learn a BERT WordPiece vocabulary ([PAD] [UNK] [CLS] [SEP] [MASK] get ids 0-4) and save it.
 
-    New tokens fill \[unusedN] slots first, then new rows; each starts from the mean embedding of the pieces
-    the old vocabulary split it into. Example: bertkit tokenizer extend --model ./bert --corpus ./clinical
-    --max-new-tokens 500 --output ./bert-clinical
+    The corpus is read as prepare-data reads it: text, JSONL, Parquet, compressed; Gutenberg boilerplate stripped.
+
+    Example: bertkit tokenizer train --input ../shared/data/gutenberg/books --vocab-size 8000 --output ./tok
     """
+
+
+def _tokenizer_extend_function() -> Callable[..., None]:
+    options, extra = _corpus_cli()
+    extra = {
+        "model": (
+            Annotated[str, typer.Option("--model", "-m", help="Model directory (Hugging Face layout) to extend.")],
+            ...,
+        ),
+        "output": (
+            Annotated[str, typer.Option("--output", "-o", help="Directory for the extended model (not --model).")],
+            ...,
+        ),
+        "tokens": (
+            Annotated[str | None, typer.Option("--tokens", help="Text file: one word (or ##piece) to add per line.")],
+            None,
+        ),
+        "corpus": (
+            Annotated[
+                list[str] | None,
+                typer.Option(
+                    "--corpus",
+                    help="Corpus files, directories or globs to pick frequent split words from (repeatable); "
+                    "see --format.",
+                ),
+            ],
+            None,
+        ),
+        "max_new_tokens": (
+            Annotated[int, typer.Option("--max-new-tokens", help="At most this many words from --corpus.")],
+            1000,
+        ),
+        "min_frequency": (
+            Annotated[int, typer.Option("--min-frequency", help="Corpus words seen fewer times are not added.")],
+            20,
+        ),
+        "use_unused": (
+            Annotated[
+                bool,
+                typer.Option(
+                    "--use-unused/--no-use-unused", help=r"Fill \[unusedN] slots before growing the vocabulary."
+                ),
+            ],
+            True,
+        ),
+        **extra,
+    }
+    return command_function("tokenizer extend", tokenizer_extend_command.__doc__, options, extra, _run_tokenizer_extend)
+
+
+def _run_tokenizer_extend(given: dict[str, Any]) -> None:
+    from bertkit.data.corpus import CorpusStats
     from bertkit.vocab import REPORT_NAME, extend_vocabulary
 
+    tokens, output = given["tokens"], given["output"]
+    stats = CorpusStats()
     words = read_lines(tokens) if tokens else []
     report = extend_vocabulary(
-        model,
+        given["model"],
         output,
         tokens=words,
-        corpus=corpus or [],
-        max_new_tokens=max_new_tokens,
-        min_frequency=min_frequency,
-        use_unused=use_unused,
+        corpus=given["corpus"] or [],
+        max_new_tokens=given["max_new_tokens"],
+        min_frequency=given["min_frequency"],
+        use_unused=given["use_unused"],
+        corpus_options=_corpus_options(given),
+        corpus_stats=stats,
     )
+    _corpus_warnings(stats)
     for entry in report.added[:10]:
         seen = f", seen {entry.count:,} times" if entry.count is not None else ""
         print(f"  {entry.token} (id {entry.id}) was {' '.join(entry.pieces)}{seen}", file=sys.stderr)
@@ -204,6 +293,16 @@ def tokenizer_extend_command(
         f"bertkit prepare-data --tokenizer {output} ... and bertkit pretrain --init-from {output} ...",
         file=sys.stderr,
     )
+
+
+@tokenizer_app.command("extend", cls=lazy_command(_tokenizer_extend_function))
+def tokenizer_extend_command() -> None:
+    r"""Give a model's vocabulary new words (a domain's terms) before continued pre-training.
+
+    New tokens fill \[unusedN] slots first, then new rows; each starts from the mean embedding of the pieces
+    the old vocabulary split it into. Example: bertkit tokenizer extend --model ./bert --corpus ./clinical
+    --max-new-tokens 500 --output ./bert-clinical
+    """
 
 
 # ---------------------------------------------------------------------------------------- end of tokenizer block
@@ -882,14 +981,16 @@ def predict_command(
 
 # --------------------------------------------------------------------------------------------- data
 def _prepare_data_function() -> Callable[..., None]:
-    from bertkit.data import CorpusOptions, PrepareConfig
+    from bertkit.data import PrepareConfig
 
     block_mb = PrepareConfig.block_bytes / (1 << 20)  # the field's default
     options = config_options(
-        [PrepareConfig, CorpusOptions],
-        exclude={"block_bytes", "strip_gutenberg"},
+        [PrepareConfig],
+        exclude={"block_bytes"},
         flags={"tokenizer": ("--tokenizer", "-t"), "output": ("--output", "-o")},
     )
+    corpus_options, corpus_extra = _corpus_cli()
+    options += corpus_options
     extra = {
         "input": (
             Annotated[list[str], typer.Option("--input", "-i", help="Files, directories or globs (repeatable).")],
@@ -905,10 +1006,7 @@ def _prepare_data_function() -> Callable[..., None]:
             ],
             None,
         ),
-        "keep_gutenberg_boilerplate": (
-            Annotated[bool, typer.Option(help="Do not strip Project Gutenberg headers/footers.")],
-            False,
-        ),
+        **corpus_extra,
         "quiet": (Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")], False),
     }
     return command_function("prepare-data", prepare_data_command.__doc__, options, extra, _run_prepare_data)
@@ -917,21 +1015,18 @@ def _prepare_data_function() -> Callable[..., None]:
 def _run_prepare_data(given: dict[str, Any]) -> None:
     import logging
 
-    from bertkit.data import CorpusOptions, PrepareConfig, prepare_dataset
+    from bertkit.data import PrepareConfig, prepare_dataset
 
     logging.basicConfig(format="bertkit: warning: %(message)s", level=logging.WARNING)
     inputs, block_mb, quiet = given.pop("input"), given.pop("block_mb"), given.pop("quiet")
-    corpus: dict[str, Any] = {"strip_gutenberg": not given.pop("keep_gutenberg_boilerplate")}
-    corpus.update(
-        {f.name: given.pop(f.name) for f in dataclasses.fields(CorpusOptions) if given.get(f.name) is not None}
-    )
+    corpus = _corpus_options(given)
     options = {k: v for k, v in given.items() if v is not None}
     for required in ("tokenizer", "output"):
         if required not in options:
             fail(f"--{required} is required")
     if block_mb is not None:
         options["block_bytes"] = max(1, int(block_mb * (1 << 20)))
-    config = PrepareConfig(inputs=inputs, corpus=CorpusOptions(**corpus), **options)
+    config = PrepareConfig(inputs=inputs, corpus=corpus, **options)
     meta = prepare_dataset(config, progress=not quiet)
     train, held = meta["splits"]["train"], meta["splits"]["eval"]
     state = "complete" if meta["complete"] else f"{len(meta['blocks'])} of {meta['expected_blocks']} blocks so far"

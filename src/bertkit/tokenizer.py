@@ -43,7 +43,7 @@ import numpy as np
 from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from tokenizers import Tokenizer as _Backend
 
-from bertkit.errors import TokenizerError
+from bertkit.errors import BertkitError, TokenizerError
 from bertkit.io import atomic_write_text
 
 logger = logging.getLogger("bertkit.tokenizer")
@@ -425,9 +425,11 @@ class Tokenizer:
     ) -> Tokenizer:
         """Learn a WordPiece vocabulary from raw text with BERT's normalisation and splitting.
 
-        ``files_or_iterator`` is a path, a list of paths (files or directories of ``*.txt``), or an iterable
-        of text strings (e.g. lines; ``os.PathLike`` items are read as files). ``[PAD] [UNK] [CLS] [SEP]
-        [MASK]`` get ids 0-4. ``limit_alphabet`` caps the single characters kept (the rarest go to ``[UNK]``).
+        ``files_or_iterator`` is a path, a list of paths (plain UTF-8 text files or directories of ``*.txt``,
+        read line by line as they are), or an iterable of text strings (e.g. lines). For a real corpus (JSONL,
+        Parquet, compressed files, Gutenberg books) pass ``bertkit.data.corpus_texts(paths, options)``: the
+        reader ``bertkit tokenizer train`` and ``prepare-data`` use. ``[PAD] [UNK] [CLS] [SEP] [MASK]`` get ids
+        0-4. ``limit_alphabet`` caps the single characters kept (the rarest go to ``[UNK]``).
         """
         if vocab_size <= len(SPECIAL_TOKENS):
             raise TokenizerError(f"vocab_size must exceed the {len(SPECIAL_TOKENS)} special tokens, got {vocab_size}")
@@ -445,6 +447,8 @@ class Tokenizer:
                 backend.train(files, trainer=trainer)
             else:
                 backend.train_from_iterator(texts, trainer=trainer)
+        except BertkitError:  # raised by the text iterator (a corpus reader's one-line error): it stands
+            raise
         except Exception as exc:  # the Rust trainer raises plain Exceptions, e.g. on a binary file
             raise TokenizerError(f"cannot learn a vocabulary from the input: {exc}; give UTF-8 text files") from None
         vocab = backend.get_vocab(with_added_tokens=False)
@@ -935,9 +939,18 @@ def _training_inputs(source: Any) -> tuple[list[str] | None, Iterable[str] | Non
     return None, source
 
 
+# Files the Rust trainer would read as raw text, learning their syntax or compressed bytes.
+_NOT_PLAIN_TEXT = {".jsonl", ".ndjson", ".json", ".parquet", ".pq", ".gz", ".bz2", ".xz", ".lzma", ".zst"}
+
+
 def _expand_files(paths: Sequence[str | os.PathLike]) -> list[str]:
     files: list[str] = []
     for p in map(Path, paths):
+        if p.suffix.lower() in _NOT_PLAIN_TEXT:
+            raise TokenizerError(
+                f"{p} is not plain text; train on bertkit.data.corpus_texts([...]) (JSONL, Parquet, compressed "
+                f"corpora), as 'bertkit tokenizer train' does"
+            )
         if p.is_dir():
             found = sorted(str(f) for f in p.rglob("*.txt"))
             if not found:

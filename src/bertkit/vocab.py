@@ -34,7 +34,7 @@ from safetensors.torch import save_file
 from torch import Tensor
 
 from bertkit.config import BertConfig
-from bertkit.data.corpus import CorpusOptions, CorpusStats, expand_inputs, read_documents
+from bertkit.data.corpus import CorpusOptions, CorpusStats, corpus_texts
 from bertkit.errors import CheckpointError, ConfigError, TokenizerError
 from bertkit.io import atomic_directory
 from bertkit.tokenizer import UNK, Tokenizer
@@ -107,11 +107,6 @@ def frequent_split_words(
     return [AddedToken(word, -1, pieces, count) for _, word, count, pieces in scored[:max_words]]
 
 
-def _corpus_texts(inputs: Sequence[str]) -> Iterable[str]:
-    for document in read_documents(expand_inputs(inputs), CorpusOptions(), CorpusStats()):
-        yield from document.texts
-
-
 def _piece_mean(rows: Tensor, piece_ids: list[int]) -> Tensor:
     return rows[piece_ids].mean(dim=0) if piece_ids else rows.mean(dim=0)
 
@@ -138,9 +133,14 @@ def extend_vocabulary(
     max_new_tokens: int = 1000,
     min_frequency: int = 20,
     use_unused: bool = True,
+    corpus_options: CorpusOptions | None = None,
+    corpus_stats: CorpusStats | None = None,
 ) -> VocabularyExtension:
     """Add ``tokens`` (and up to ``max_new_tokens`` frequent split words of ``corpus`` files) to the model
-    directory ``model``, writing the extended model to ``output`` (see the module doc for slots and init)."""
+    directory ``model``, writing the extended model to ``output`` (see the module doc for slots and init).
+
+    ``corpus`` is read as ``prepare-data`` reads it (:func:`bertkit.data.corpus_texts`: formats, compression,
+    ``corpus_options`` for the format, text field and cleaning); ``corpus_stats`` receives what was read."""
     source, output = Path(model), Path(output)
     if source.resolve() == output.resolve():
         raise ConfigError(f"the output {output} is the model directory itself; write the extended model elsewhere")
@@ -162,7 +162,9 @@ def extend_vocabulary(
         elif all(a.token != word for a in new):
             new.append(AddedToken(word, -1, tokenizer.word_pieces(word.removeprefix("##"))))
     if corpus:
-        picked = frequent_split_words(tokenizer, _corpus_texts(corpus), max_new_tokens + len(new), min_frequency)
+        picked = frequent_split_words(
+            tokenizer, corpus_texts(corpus, corpus_options, corpus_stats), max_new_tokens + len(new), min_frequency
+        )
         chosen = {a.token for a in new}
         new += [a for a in picked if a.token not in chosen][:max_new_tokens]
 

@@ -5,7 +5,14 @@ See ``docs/data.md`` for the formats, the algorithm and its one deliberate devia
 
 from typing import Any
 
-from bertkit.data.corpus import CorpusOptions, CorpusStats, expand_inputs, read_documents, split_sentences
+from bertkit.data.corpus import (
+    CorpusOptions,
+    CorpusStats,
+    corpus_texts,
+    expand_inputs,
+    read_documents,
+    split_sentences,
+)
 from bertkit.data.instances import Instance, create_instances, create_instances_from_document, truncate_seq_pair
 from bertkit.data.masking import MaskingSpec, mask_tokens
 from bertkit.data.prepare import PrepareConfig, prepare_dataset
@@ -32,6 +39,7 @@ __all__ = [
     "PretrainingCollator",
     "PretrainingDataset",
     "PretrainingLoader",
+    "corpus_texts",
     "create_instances",
     "create_instances_from_document",
     "expand_inputs",
