@@ -275,7 +275,7 @@ def _read_json_array(path: Path, text: str) -> tuple[list[str], list[Row]]:
 def _object_rows(source: str | Path, items: Sequence[Any], unit: str) -> tuple[list[str], list[Row]]:
     columns: dict[str, None] = {}
     rows: list[Row] = []
-    for number, obj in enumerate(items):
+    for number, obj in enumerate(items, start=1):
         if not isinstance(obj, dict):
             raise DataError(f"{source}: {unit} {number}: expected a JSON object, got {type(obj).__name__}")
         fields = _stringify(obj)
