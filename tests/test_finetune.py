@@ -780,7 +780,7 @@ def test_headerless_training_file_keeps_every_row_and_reports_it(base, tmp_path,
 
 def test_predict_and_evaluate_report_rows_and_truncation(base, data, tmp_path, capsys):
     output = tmp_path / "cls"
-    finetune(
+    result = finetune(
         FinetuneConfig(
             task="classification",
             model=str(base),
@@ -788,10 +788,13 @@ def test_predict_and_evaluate_report_rows_and_truncation(base, data, tmp_path, c
             output=str(output),
             max_steps=1,
             max_seq_length=5,
+            max_train_examples=20,
             progress=False,
             train_options=QUIET,
         )
     )
+    assert result.data["train"]["used"] == 20 and result.data["train"]["read"] == 25
+    assert result.data["train"]["skipped"] == {"header line": 1, "beyond --max-train-examples": 4}
     capsys.readouterr()
     jsonl = tmp_path / "in.json"  # a JSON array, read by its content
     jsonl.write_text(

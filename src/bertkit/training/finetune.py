@@ -516,9 +516,11 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
     train_examples = read_examples(task, config.train_file, training=True, **reading)
     train_report = task.report
     if config.max_train_examples is not None and len(train_examples) > config.max_train_examples:
-        if train_report is not None:
-            train_report.skip("beyond --max-train-examples", len(train_examples) - config.max_train_examples)
-            train_report.used = config.max_train_examples
+        dropped = train_examples[config.max_train_examples :]
+        if train_report is not None:  # counted in the report's unit (a CoNLL report counts word lines)
+            count = sum(len(e.words) for e in dropped) if train_report.unit == "lines" else len(dropped)
+            train_report.skip("beyond --max-train-examples", count)
+            train_report.used -= count
         train_examples = train_examples[: config.max_train_examples]
     task.fit_labels(train_examples)
     group_by_length = groups_by_length(config, task)
