@@ -283,3 +283,15 @@ def test_truncation_is_counted(tmp_path):
     windows = ClassificationTask(long_text="windows")
     windows.featurize(examples, tokenizer, 16)
     assert windows.truncated == 0  # split into windows, not cut
+
+
+def test_real_sst2_without_its_header_keeps_every_row(tmp_path):
+    source = DATA / "sst2" / "dev.tsv"
+    if not source.is_file():
+        pytest.skip(f"{source} is absent")
+    lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
+    path = tmp_path / "noheader.tsv"
+    path.write_text("".join(lines[1:]), encoding="utf-8")
+    task = ClassificationTask(text_column=0, label_column=1)
+    assert pairs(task.read(path)) == pairs(ClassificationTask().read(source))
+    assert task.report.used == 872 and "no header" in task.report.line()
