@@ -747,3 +747,89 @@ def test_none_means_the_task_default_for_every_keyword():
     assert config.eval_batch_size == 64 and config.group_by_length is None
     given = FinetuneConfig(task="qa", model="m", train_file="t", output="o", max_seq_length=256, eval_batch_size=8)
     assert (given.max_seq_length, given.eval_batch_size) == (256, 8)
+
+
+# ------------------------------------------------------------------------------------------ data formats and reports
+def test_headerless_training_file_keeps_every_row_and_reports_it(base, tmp_path, capsys):
+    rows = [(t, "pos") for t in POSITIVE] + [(t, "neg") for t in NEGATIVE]
+    train = tmp_path / "headerless.tsv"
+    train.write_text("".join(f"{t}\t{label}\n" for t, label in rows * 2), encoding="utf-8")
+    dev = tmp_path / "dev.parquet"
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"0": [t for t, _ in rows], "1": [label for _, label in rows]}), dev)
+    output = tmp_path / "out"
+    args = ["finetune", "--task", "classification", "--model", base, "--train", train, "--dev", dev]
+    args += ["--text-column", "0", "--label-column", "1", "--output", output, "--max-steps", "1"]
+    args += ["--no-progress", "--no-tensorboard", "--no-plot"]
+    code, _, err = run_cli([*args, "--max-seq-length", "5"], capsys)
+    assert code == 0, err
+    assert f"{train} (tsv): read 24 rows, used 24, skipped 0; no header" in err
+    assert f"{dev} (parquet): read 12 rows, used 12, skipped 0" in err
+    assert "of 24 examples were cut at max_seq_length 5" in err
+    metrics = json.loads((output / "metrics.json").read_text())
+    assert metrics["data"]["train"]["used"] == 24 and metrics["data"]["train"]["skipped"] == {}
+    assert metrics["data"]["train"]["truncated"] > 0 and metrics["data"]["dev"]["format"] == "parquet"
+
+    code, _, err = run_cli([*args, "--header", "--overwrite"], capsys)
+    assert code == 0, err
+    train_data = json.loads((output / "metrics.json").read_text())["data"]["train"]
+    assert train_data["used"] == 23 and train_data["skipped"] == {"header line": 1}
+
+
+def test_predict_and_evaluate_report_rows_and_truncation(base, data, tmp_path, capsys):
+    output = tmp_path / "cls"
+    result = finetune(
+        FinetuneConfig(
+            task="classification",
+            model=str(base),
+            train_file=str(data["cls"]),
+            output=str(output),
+            max_steps=1,
+            max_seq_length=5,
+            max_train_examples=20,
+            progress=False,
+            train_options=QUIET,
+        )
+    )
+    assert result.data["train"]["used"] == 20 and result.data["train"]["read"] == 25
+    assert result.data["train"]["skipped"] == {"header line": 1, "beyond --max-train-examples": 4}
+    capsys.readouterr()
+    jsonl = tmp_path / "in.json"  # a JSON array, read by its content
+    jsonl.write_text(
+        json.dumps([{"sentence": "the lazy film was bad", "label": "neg"}, {"sentence": "good", "label": "pos"}])
+    )
+    code, out, err = run_cli(["evaluate", "--model", output, "--data", jsonl], capsys)
+    assert code == 0 and "accuracy" in json.loads(out), err
+    assert f"{jsonl} (json): read 2 rows, used 2, skipped 0" in err
+    assert "1 of 2 examples were cut at max_seq_length 5" in err
+    text = tmp_path / "in.txt"
+    text.write_text('sentence,label\n"good, good film",pos\n')
+    code, _, err = run_cli(
+        ["predict", "--model", output, "--input", text, "--format", "csv", "--output", tmp_path / "p.jsonl"], capsys
+    )
+    assert code == 0, err
+    assert json.loads((tmp_path / "p.jsonl").read_text())["text"] == "good, good film"
+    assert f"{text} (csv): read 2 rows, used 1, skipped 1 (1 header line)" in err
+
+
+@pytest.mark.parametrize(
+    "extra, where",
+    [
+        (["--format", "xls"], "unknown table format 'xls'"),
+        (["--format", "csv", "--task", "ner"], "--format csv: the ner task reads conll files only"),
+        (["--train", "hf:only-a-name"], "hf:NAME:SPLIT"),
+        (["--train", "{dir}"], "a directory without .arrow files"),
+        (["--task", "ner", "--train", "{cls}"], "cls.tsv:2: a field with spaces"),
+    ],
+)
+def test_reading_errors_exit_2_with_one_line(base, data, tmp_path, capsys, extra, where):
+    (tmp_path / "empty").mkdir()
+    args = ["finetune", "--task", "classification", "--model", base, "--train", data["cls"]]
+    extra = [x.format(dir=tmp_path / "empty", cls=data["cls"]) for x in extra]
+    code, _, err = run_cli([*args, *extra, "--output", tmp_path / "out", "--no-progress"], capsys)
+    lines = [line for line in err.splitlines() if line.startswith("bertkit: error:")]
+    assert code == 2 and len(lines) == 1, err
+    assert where in lines[0]
+    assert not (tmp_path / "out").exists()

@@ -802,6 +802,22 @@ TaskOption = Annotated[
     typer.Option("--task", "-t", help="classification | regression | ner | qa (default: the model's)."),
 ]
 MaxSeqLengthOption = Annotated[int | None, typer.Option(help="Longest feature in tokens (default: as in training).")]
+FormatOption = Annotated[
+    str | None,
+    typer.Option(
+        help="tsv | csv | jsonl | json | parquet | arrow (a datasets save_to_disk directory) | hf "
+        "(hf:NAME[:CONFIG]:SPLIT) (default: from the path)."
+    ),
+]
+HeaderOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--header/--no-header", help="Whether a TSV/CSV file's first line names its columns (default: detected)."
+    ),
+]
+TagColumnOption = Annotated[
+    int | None, typer.Option(help="ner: 0-based column of the tag (default: the last; as in training).")
+]
 
 
 def _task_options(
@@ -867,6 +883,10 @@ _FINETUNE_TASK_OPTIONS = {
         Annotated[int | None, typer.Option(help="qa: tokens between the starts of context windows (default: 128).")],
         None,
     ),
+    "tag_column": (
+        Annotated[int | None, typer.Option(help="ner: 0-based column of the tag (default: the last).")],
+        None,
+    ),
 }
 
 
@@ -915,6 +935,9 @@ def evaluate_command(
     text_column: TextColumnOption = None,
     text_pair_column: PairColumnOption = None,
     label_column: LabelColumnOption = None,
+    tag_column: TagColumnOption = None,
+    format: FormatOption = None,
+    header: HeaderOption = None,
     max_seq_length: MaxSeqLengthOption = None,
     batch_size: Annotated[int, typer.Option(help="Features per forward pass.")] = 64,
     predictions: Annotated[
@@ -933,11 +956,13 @@ def evaluate_command(
         model,
         data,
         task=task,
-        task_options=_task_options(text_column, text_pair_column, label_column),
+        task_options=_task_options(text_column, text_pair_column, label_column, tag_column=tag_column),
         max_seq_length=max_seq_length,
         batch_size=batch_size,
         device=device,
         predictions_dir=predictions,
+        format=format,
+        header=header,
     )
     _print_json(scores)
 
@@ -952,6 +977,8 @@ def predict_command(
     task: TaskOption = None,
     text_column: TextColumnOption = None,
     text_pair_column: PairColumnOption = None,
+    format: FormatOption = None,
+    header: HeaderOption = None,
     max_seq_length: MaxSeqLengthOption = None,
     batch_size: Annotated[int, typer.Option(help="Features per forward pass.")] = 64,
     device: Annotated[str, typer.Option(help="cpu | cuda | cuda:N.")] = "cpu",
@@ -972,6 +999,8 @@ def predict_command(
         max_seq_length=max_seq_length,
         batch_size=batch_size,
         device=device,
+        format=format,
+        header=header,
     )
     print(f"wrote {count} predictions to {output}", file=sys.stderr)
 

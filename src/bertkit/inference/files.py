@@ -20,7 +20,7 @@ from bertkit.inference.loading import TASK_PIPELINES, Loaded, load
 from bertkit.tasks import HEAD_TO_TASK
 from bertkit.tasks.base import write_jsonl
 from bertkit.tasks.runner import predict_features
-from bertkit.training.finetune import read_examples
+from bertkit.training.finetune import featurize, read_examples
 
 
 def load_finetuned(
@@ -63,16 +63,20 @@ def evaluate_model(
     batch_size: int = 64,
     device: str | torch.device = "cpu",
     predictions_dir: str | os.PathLike | None = None,
+    format: str | None = None,
+    header: bool | None = None,
 ) -> dict[str, float]:
     """Metrics of a fine-tuned model on a labelled file (the task's ``evaluate``); optionally also write the
-    task's prediction files into ``predictions_dir``."""
+    task's prediction files into ``predictions_dir``. ``format``/``header``: how to read ``data`` (default:
+    from its path; the header detected). What was read and how many examples were cut at the model's
+    ``max_seq_length`` go to stderr, one line each."""
     loaded = (
         model
         if isinstance(model, Loaded)
         else load_finetuned(model, task=task, task_options=task_options, max_seq_length=max_seq_length, device=device)
     )
-    examples = read_examples(loaded.task, data)
-    features = loaded.task.featurize(examples, loaded.tokenizer, loaded.max_length)
+    examples = read_examples(loaded.task, data, format=format, header=header)
+    features = featurize(loaded.task, examples, loaded.tokenizer, loaded.max_length, report=True)
     predictions, _ = predict_features(
         loaded.model, loaded.task, examples, features, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id
     )
@@ -94,21 +98,24 @@ def predict(
     max_seq_length: int | None = None,
     batch_size: int = 64,
     device: str | torch.device = "cpu",
+    format: str | None = None,
+    header: bool | None = None,
 ) -> int:
     """Write one JSON line per input example of ``input`` (in the task's format; labels are ignored) to
     ``output``, atomically; return the number of lines.
 
     Rows (the task's ``prediction_rows``): classification ``{index, text[, text_pair], label, score,
     probabilities}`` (regression: ``score``); NER ``{index, words, tags, scores, entities}`` (``scores``:
-    probability of each word's tag); QA ``{index, id, question, answer, score, nbest}``.
+    probability of each word's tag); QA ``{index, id, question, answer, score, nbest}``. ``format`` and
+    ``header`` as for :func:`evaluate_model`; the same two report lines go to stderr.
     """
     loaded = (
         model
         if isinstance(model, Loaded)
         else load_finetuned(model, task=task, task_options=task_options, max_seq_length=max_seq_length, device=device)
     )
-    examples = read_examples(loaded.task, input, labeled=False)
-    features = loaded.task.featurize(examples, loaded.tokenizer, loaded.max_length)
+    examples = read_examples(loaded.task, input, labeled=False, format=format, header=header)
+    features = featurize(loaded.task, examples, loaded.tokenizer, loaded.max_length, report=True)
     predictions, rows = predict_features(
         loaded.model, loaded.task, examples, features, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id
     )

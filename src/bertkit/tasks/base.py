@@ -17,8 +17,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from bertkit.errors import DataError
+from bertkit.errors import ConfigError, DataError
 from bertkit.io import atomic_open
+from bertkit.tasks.readers import ReadReport
 
 Feature = dict[str, Any]
 """One model input: the head's keyword arguments as lists of ints, plus bookkeeping keys (``example_index``...)."""
@@ -39,6 +40,10 @@ class Task(Protocol):
     skipped: int
     """Training examples the last ``read`` and ``featurize`` dropped, counted (SQuAD answers that do not
     align with their text); 0 for tasks that refuse bad input instead."""
+    report: ReadReport | None
+    """What the last ``read`` read, used and skipped, and why."""
+    truncated: int
+    """Examples the last ``featurize`` cut to fit ``max_seq_length``."""
 
     @property
     def batch_by_length(self) -> bool:
@@ -46,8 +51,17 @@ class Task(Protocol):
         the length, as a regression score may)."""
         ...
 
-    def read(self, path: str | os.PathLike, *, labeled: bool = True, training: bool = False) -> list:
-        """Examples of ``path``; ``training`` lets a task check training-only constraints."""
+    def read(
+        self,
+        path: str | os.PathLike,
+        *,
+        labeled: bool = True,
+        training: bool = False,
+        format: str | None = None,
+        header: bool | None = None,
+    ) -> list:
+        """Examples of ``path``; ``training`` lets a task check training-only constraints; ``format`` and
+        ``header`` choose how a table is read (tasks with one file format refuse another)."""
         ...
 
     def fit_labels(self, examples: Sequence) -> None: ...
@@ -84,6 +98,12 @@ class Task(Protocol):
         self, examples: Sequence, features: Sequence[Feature], rows: Sequence, predictions: Any
     ) -> list[dict[str, Any]]:
         """One JSON-ready object per example for ``bertkit predict``, with the prediction and its scores."""
+
+
+def only_format(format: str | None, own: str, task: str) -> None:
+    """Refuse a ``--format`` other than the one format task ``task`` reads."""
+    if format is not None and format != own:
+        raise ConfigError(f"--format {format}: the {task} task reads {own} files only")
 
 
 class LabelMap:

@@ -1,4 +1,4 @@
-"""Sentence and sentence-pair classification and regression (GLUE-style) on TSV, CSV or JSONL tables.
+"""Sentence and sentence-pair classification and regression (GLUE-style) on tables in any of the readers' formats.
 
 Columns: ``text_column``, optional ``text_pair_column`` and ``label_column``; by default the first present of
 the usual names (GLUE's ``sentence``/``sentence1``/``#1 String``, ``sentence2``/``#2 String``, ``label``/
@@ -40,7 +40,7 @@ from bertkit.tasks.base import (
     window_starts,
     write_jsonl,
 )
-from bertkit.tasks.readers import pick_column, read_table
+from bertkit.tasks.readers import ReadReport, pick_column, read_table
 
 TEXT_COLUMNS = ("sentence", "sentence1", "#1 String", "text", "text_a", "premise", "question", "sentence_a")
 PAIR_COLUMNS = ("sentence2", "#2 String", "text_pair", "text_b", "hypothesis", "sentence_b")
@@ -88,7 +88,9 @@ class ClassificationTask:
     """``None``: use a default pair column if present; ``""``: single text even if the file has a pair."""
     label_column: str | int | None = None
     format: str | None = None
-    """``tsv``, ``csv`` or ``jsonl``; ``None`` guesses from the suffix."""
+    """``tsv``, ``csv``, ``jsonl``, ``json``, ``parquet``, ``arrow`` or ``hf``; ``None`` guesses from the path."""
+    header: bool | None = None
+    """Whether a TSV/CSV file's first line names the columns; ``None`` detects it (and reports how)."""
     regression: bool | None = None
     """``None``: decided by ``fit_labels`` from the training labels (see the module docstring)."""
     long_text: str = "truncate"
@@ -104,6 +106,10 @@ class ClassificationTask:
     )
     skipped: int = field(default=0, init=False)
     """Always 0: only SQuAD training data skips (and counts) examples."""
+    report: ReadReport | None = field(default=None, init=False, repr=False)
+    """What the last ``read`` read, used and skipped."""
+    truncated: int = field(default=0, init=False)
+    """Examples the last ``featurize`` cut at ``max_seq_length`` (``long_text="truncate"``)."""
 
     def __post_init__(self) -> None:
         if self.long_text not in ("truncate", "windows"):
@@ -122,10 +128,26 @@ class ClassificationTask:
         return not self.regression
 
     def read(
-        self, path: str | os.PathLike, *, labeled: bool = True, training: bool = False
+        self,
+        path: str | os.PathLike,
+        *,
+        labeled: bool = True,
+        training: bool = False,
+        format: str | None = None,
+        header: bool | None = None,
     ) -> list[ClassificationExample]:
-        """Examples of a table; with ``labeled=False`` the label column is ignored (GLUE test files)."""
-        columns, rows = read_table(path, self.format)
+        """Examples of a table; with ``labeled=False`` the label column is ignored (GLUE test files).
+        ``format`` and ``header`` override the task's own."""
+        wanted = [c for c in (self.text_column, self.text_pair_column, self.label_column) if isinstance(c, str)]
+        names = [c for c in wanted if c and not c.isdigit()] + [*TEXT_COLUMNS, *PAIR_COLUMNS, *LABEL_COLUMNS]
+        self.report = ReadReport(str(path), "")
+        columns, rows = read_table(
+            path,
+            format or self.format,
+            header=self.header if header is None else header,
+            names=names,
+            report=self.report,
+        )
         text = pick_column(path, columns, self.text_column, TEXT_COLUMNS, "text")
         pair = None
         if self.text_pair_column != "":
@@ -222,10 +244,12 @@ class ClassificationTask:
         for i, ids in zip(paired, tokenizer.ids_batch([examples[i].text_pair for i in paired]) if paired else []):
             ids_b[i] = ids
         features: list[Feature] = []
+        self.truncated = 0
         for index, (example, a, b) in enumerate(zip(examples, ids_a, ids_b)):
             room = max_seq_length - (2 if b is None else 3)
             label = self._label_id(example)
             if self.long_text == "truncate" or len(a) + len(b or ()) <= room:
+                self.truncated += len(a) + len(b or ()) > room
                 a, b = truncate_pair(a, b, room)
                 windows = [(a, b)]
             else:

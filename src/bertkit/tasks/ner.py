@@ -31,8 +31,8 @@ import torch
 from bertkit.errors import ConfigError, DataError
 from bertkit.io import atomic_open
 from bertkit.tasks import metrics
-from bertkit.tasks.base import Feature, LabelMap, pad_and_stack, to_numpy_rows, write_jsonl
-from bertkit.tasks.readers import read_text_file
+from bertkit.tasks.base import Feature, LabelMap, only_format, pad_and_stack, to_numpy_rows, write_jsonl
+from bertkit.tasks.readers import ReadReport, read_text_file
 
 IGNORE_INDEX = -100
 
@@ -59,12 +59,22 @@ class NerPrediction:
     entities: list[dict[str, Any]]
 
 
-def read_conll(path: str | os.PathLike, *, labeled: bool = True) -> list[NerExample]:
-    """Sentences of a CoNLL column file. With ``labeled=False`` only the first column (the word) is used,
-    so a file of bare words (one column) can be tagged.
+def read_conll(
+    path: str | os.PathLike,
+    *,
+    labeled: bool = True,
+    tag_column: int | None = None,
+    report: ReadReport | None = None,
+) -> list[NerExample]:
+    """Sentences of a CoNLL column file: the word first, the tag in the last column or in ``tag_column``
+    (0-based). A line with a tab is split on tabs, any other on runs of spaces. With ``labeled=False`` only
+    the first column (the word) is used, so a file of bare words (one column) can be tagged. ``report`` (when
+    given) counts the lines used and the ``-DOCSTART-`` lines skipped.
     """
     path = Path(path)
     lines = read_text_file(path).splitlines()
+    report = report if report is not None else ReadReport(str(path), "conll")
+    report.format, report.unit = "conll", "lines"
     examples: list[NerExample] = []
     words: list[str] = []
     tags: list[str] = []
@@ -79,13 +89,19 @@ def read_conll(path: str | os.PathLike, *, labeled: bool = True) -> list[NerExam
         tags.clear()
 
     for number, line in enumerate(lines, start=1):
-        columns = line.split()
-        if not columns:
+        columns = [c.strip() for c in line.split("\t")] if "\t" in line else line.split()
+        if not any(columns):
             flush()
             continue
         if columns[0] == "-DOCSTART-":
+            report.skip("-DOCSTART- lines")
             flush()
             continue
+        if any(" " in c for c in columns):
+            raise DataError(
+                f"{path}:{number}: a field with spaces ({next(c for c in columns if ' ' in c)[:40]!r}): this looks "
+                f"like a table of sentences, not CoNLL with one word per line; for a table use --task classification"
+            )
         if width is None:
             width, width_line = len(columns), number
             if labeled and width < 2:
@@ -93,15 +109,19 @@ def read_conll(path: str | os.PathLike, *, labeled: bool = True) -> list[NerExam
                     f"{path}:{number}: one column only; a labelled CoNLL file needs the word "
                     f"first and the tag last (or read it unlabelled)"
                 )
+            if labeled and tag_column is not None and not 0 < tag_column < width:
+                raise DataError(f"{path}:{number}: --tag-column {tag_column} is not among columns 1..{width - 1}")
         elif len(columns) != width:
             raise DataError(f"{path}:{number}: {len(columns)} columns, but line {width_line} has {width}")
         if not words:
             first_line = number
         words.append(columns[0])
-        tags.append(columns[-1])
+        tags.append(columns[-1] if tag_column is None or not labeled else columns[tag_column])
+        report.used += 1
     flush()
     if not examples:
         raise DataError(f"{path}: no sentences found (the file is empty or has only -DOCSTART- lines)")
+    report.notes.append(f"{len(examples)} sentences")
     return examples
 
 
@@ -113,6 +133,8 @@ class NerTask:
     """Tokens between the starts of the windows of a sentence too long for one sequence."""
     label_map: LabelMap | None = None
     main_metric: str = "f1"
+    tag_column: int | None = None
+    """0-based column of the tag; ``None``: the last column."""
 
     name: str = field(default="ner", init=False)
     head: str = field(default="BertForTokenClassification", init=False)
@@ -122,13 +144,28 @@ class NerTask:
     skipped: int = field(default=0, init=False)
     """Always 0: only SQuAD training data skips (and counts) examples."""
     batch_by_length: bool = field(default=True, init=False)
+    report: ReadReport | None = field(default=None, init=False, repr=False)
+    """What the last ``read`` read, used and skipped."""
+    truncated: int = field(default=0, init=False)
+    """Sentences the last ``featurize`` cut (a word longer than a whole sequence keeps only what fits)."""
 
     def __post_init__(self) -> None:
         if self.window_stride < 1:
             raise ConfigError(f"window_stride must be at least 1, got {self.window_stride}")
 
-    def read(self, path: str | os.PathLike, *, labeled: bool = True, training: bool = False) -> list[NerExample]:
-        return read_conll(path, labeled=labeled)
+    def read(
+        self,
+        path: str | os.PathLike,
+        *,
+        labeled: bool = True,
+        training: bool = False,
+        format: str | None = None,
+        header: bool | None = None,
+    ) -> list[NerExample]:
+        """Sentences of a CoNLL file (the only format of this task)."""
+        only_format(format, "conll", "ner")
+        self.report = ReadReport(str(path), "conll")
+        return read_conll(path, labeled=labeled, tag_column=self.tag_column, report=self.report)
 
     def fit_labels(self, examples: Sequence[NerExample]) -> None:
         self.label_map = LabelMap.fit(tag for e in examples for tag in (e.tags or ()))
@@ -169,7 +206,9 @@ class NerTask:
         flat_ids = tokenizer.ids_batch(flat) if flat else []
         features: list[Feature] = []
         cursor = 0
+        self.truncated = 0
         for index, example in enumerate(examples):
+            self.truncated += any(len(ids) > room for ids in flat_ids[cursor : cursor + len(example.words)])
             word_ids = [ids[:room] for ids in flat_ids[cursor : cursor + len(example.words)]]
             cursor += len(example.words)
             tag_ids = None

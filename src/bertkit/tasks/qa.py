@@ -40,8 +40,8 @@ import torch
 
 from bertkit.errors import ConfigError, DataError
 from bertkit.tasks import metrics
-from bertkit.tasks.base import Feature, max_context, pad_and_stack, window_starts, write_json
-from bertkit.tasks.readers import read_text_file
+from bertkit.tasks.base import Feature, max_context, only_format, pad_and_stack, window_starts, write_json
+from bertkit.tasks.readers import ReadReport, read_text_file
 
 logger = logging.getLogger(__name__)
 
@@ -172,6 +172,11 @@ class QuestionAnsweringTask:
     """Training questions skipped by the last ``read`` (misaligned answers) and ``featurize`` (answer not
     covered by any token)."""
 
+    report: ReadReport | None = field(default=None, init=False, repr=False)
+    """What the last ``read`` read, used and skipped."""
+    truncated: int = field(default=0, init=False)
+    """Questions the last ``featurize`` cut at ``max_query_length`` (contexts are split into windows)."""
+
     name: str = field(default="qa", init=False)
     head: str = field(default="BertForQuestionAnswering", init=False)
     batch_by_length: bool = field(default=True, init=False)
@@ -184,10 +189,21 @@ class QuestionAnsweringTask:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
 
-    def read(self, path: str | os.PathLike, *, labeled: bool = True, training: bool = False) -> list[SquadExample]:
+    def read(
+        self,
+        path: str | os.PathLike,
+        *,
+        labeled: bool = True,
+        training: bool = False,
+        format: str | None = None,
+        header: bool | None = None,
+    ) -> list[SquadExample]:
         """Examples of a SQuAD file; ``training=True`` checks and skips misaligned answers (counted in
         ``skipped``)."""
+        only_format(format, "squad", "qa")
         examples, self.skipped, version_2 = read_squad(path, training=training, strict=self.strict)
+        self.report = ReadReport(str(path), "squad", unit="questions", used=len(examples))
+        self.report.skip("answers not found at answer_start", self.skipped)
         if self.version_2_with_negative is None and version_2:
             self.version_2_with_negative = True
         return examples
@@ -223,6 +239,7 @@ class QuestionAnsweringTask:
         questions = tokenizer.ids_batch([e.question for e in examples])
         features: list[Feature] = []
         uncovered = 0
+        self.truncated = sum(len(q) > self.max_query_length for q in questions)
         for index, (example, question) in enumerate(zip(examples, questions)):
             question = question[: self.max_query_length]
             context = encoded[example.context]

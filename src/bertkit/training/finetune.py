@@ -111,6 +111,11 @@ class FinetuneConfig:
     """The loop's options; ``train.output_dir`` is ``<output>.partial``."""
     dev_file: str | None = None
     """Labelled dev data: evaluated after each epoch; its main metric picks the saved model."""
+    format: str | None = None
+    """How to read the train and dev data: ``tsv``, ``csv``, ``jsonl``, ``json``, ``parquet``, ``arrow``
+    (a datasets save_to_disk directory) or ``hf`` (``hf:NAME[:CONFIG]:SPLIT``); default: from the path."""
+    header: bool | None = None
+    """Whether the first line of a TSV/CSV file names its columns; default: detected, and reported."""
     task_options: dict[str, Any] = field(default_factory=dict)
     """Options of the task class (``text_column``, ``text_pair_column``, ``label_column``, ``main_metric``,
     ``doc_stride``, ``window_stride``, ``long_text``...); see ``docs/finetuning.md``."""
@@ -217,21 +222,52 @@ def make_task(name: str, options: Mapping[str, Any] | None = None) -> Task:
     return get_task(name, **options)
 
 
-def read_examples(task: Task, path: str | os.PathLike, *, training: bool = False, labeled: bool = True) -> list:
-    """Examples of ``path``; SQuAD training files check (and skip, counted) misaligned answers."""
-    if not Path(path).is_file():
-        raise DataError(f"{path}: no such file")
-    examples = task.read(path, labeled=labeled, training=training)
+def read_examples(
+    task: Task,
+    path: str | os.PathLike,
+    *,
+    training: bool = False,
+    labeled: bool = True,
+    format: str | None = None,
+    header: bool | None = None,
+    quiet: bool = False,
+) -> list:
+    """Examples of ``path``; SQuAD training files check (and skip, counted) misaligned answers. The task's
+    report of what was read, used and skipped (``task.report``) goes to stderr as one line unless ``quiet``."""
+    examples = task.read(path, labeled=labeled, training=training, format=format, header=header)
     if not examples:
         raise DataError(f"{path}: no examples found (is the file empty?)")
+    if task.report is not None and not quiet:
+        notice(task.report.line())
     return examples
 
 
 def featurize(
-    task: Task, examples: Sequence, tokenizer: Any, max_seq_length: int, *, training: bool = False
+    task: Task,
+    examples: Sequence,
+    tokenizer: Any,
+    max_seq_length: int,
+    *,
+    training: bool = False,
+    report: bool = False,
 ) -> list[dict[str, Any]]:
-    """Task features; SQuAD training features carry the answer positions."""
-    return task.featurize(examples, tokenizer, max_seq_length, training=training)
+    """Task features; SQuAD training features carry the answer positions. ``report``: one line on stderr
+    when some examples were cut at ``max_seq_length`` (the count is also in ``task.truncated``)."""
+    features = task.featurize(examples, tokenizer, max_seq_length, training=training)
+    if report and task.truncated:
+        notice(truncation_line(task, len(examples), max_seq_length))
+    return features
+
+
+def truncation_line(task: Task, examples: int, max_seq_length: int) -> str:
+    """``12 of 872 examples were cut at max_seq_length 128 ...``: what was cut and the option that avoids it."""
+    if task.name == "qa":
+        return (
+            f"{task.truncated} of {examples} questions were cut at max_query_length "
+            f"{getattr(task, 'max_query_length', '?')} (raise --max-query-length)"
+        )
+    fix = "raise --max-seq-length" + (", or use long_text='windows'" if task.name == "classification" else "")
+    return f"{task.truncated} of {examples} examples were cut at max_seq_length {max_seq_length} ({fix})"
 
 
 # ------------------------------------------------------------------------------------------ batches
@@ -277,6 +313,8 @@ class FinetuneResult:
     num_train_features: int = 0
     skipped_train_examples: int = 0
     """SQuAD training questions skipped because their answer did not align (counted, the convention)."""
+    data: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """What was read of ``train`` and ``dev``: rows read, used, skipped by reason, truncated examples."""
 
 
 # ------------------------------------------------------------------------------------------ fine-tuning
@@ -472,22 +510,42 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
     # ------------------------------------------------------------ read and check everything first
     task = make_task(config.task, config.task_options)
     tokenizer = _load_tokenizer(model_dir)
-    train_examples = read_examples(task, config.train_file, training=True)
-    if config.max_train_examples is not None:
+    # one report line per file, from the first process only (the loop's environment comes later)
+    quiet = os.environ.get("RANK", "0") != "0"
+    reading: dict[str, Any] = {"format": config.format, "header": config.header, "quiet": quiet}
+    train_examples = read_examples(task, config.train_file, training=True, **reading)
+    train_report = task.report
+    if config.max_train_examples is not None and len(train_examples) > config.max_train_examples:
+        dropped = train_examples[config.max_train_examples :]
+        if train_report is not None:  # counted in the report's unit (a CoNLL report counts word lines)
+            count = sum(len(e.words) for e in dropped) if train_report.unit == "lines" else len(dropped)
+            train_report.skip("beyond --max-train-examples", count)
+            train_report.used -= count
         train_examples = train_examples[: config.max_train_examples]
     task.fit_labels(train_examples)
     group_by_length = groups_by_length(config, task)
     config = dataclasses.replace(config, group_by_length=group_by_length)
     max_seq_length = config.max_seq_length
     assert max_seq_length is not None  # FinetuneConfig fills it in from the task's defaults
-    train_features = featurize(task, train_examples, tokenizer, max_seq_length, training=True)
+    skipped_reading = task.skipped
+    train_features = featurize(task, train_examples, tokenizer, max_seq_length, training=True, report=True)
     skipped = task.skipped
     if not train_features:
         raise DataError(f"{config.train_file}: no training features (every example was skipped)")
+    data: dict[str, dict[str, Any]] = {}
+    if train_report is not None:
+        train_report.skip("examples with no usable features", skipped - skipped_reading)
+        train_report.used -= skipped - skipped_reading
+        train_report.truncated = task.truncated
+        data["train"] = train_report.to_dict()
     dev_examples = dev_features = None
     if config.dev_file is not None:
-        dev_examples = read_examples(task, config.dev_file)
-        dev_features = featurize(task, dev_examples, tokenizer, max_seq_length)
+        dev_examples = read_examples(task, config.dev_file, **reading)
+        dev_report = task.report
+        dev_features = featurize(task, dev_examples, tokenizer, max_seq_length, report=True)
+        if dev_report is not None:
+            dev_report.truncated = task.truncated
+            data["dev"] = dev_report.to_dict()
 
     env = env or distributed.setup(config.train.device)
     config = dataclasses.replace(
@@ -566,6 +624,7 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
         num_train_examples=len(train_examples),
         num_train_features=len(train_features),
         skipped_train_examples=skipped,
+        data=data,
     )
     if result.stop_reason == "signal":
         if env.is_main:
@@ -632,6 +691,7 @@ def _write_output(
             "skipped_examples": outcome.skipped_train_examples,
             "final_loss": train_records[-1].get("loss") if train_records else None,
         },
+        "data": outcome.data,
     }
     atomic_write_text(staging / "metrics.json", json.dumps(summary, indent=2) + "\n")
     atomic_write_text(staging / "finetune_config.json", json.dumps(config.to_dict(), indent=2, default=str) + "\n")

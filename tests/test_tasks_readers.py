@@ -1,0 +1,297 @@
+"""Labelled data in every format: the same examples as the TSV, header handling, reports, CoNLL, errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from bertkit.errors import ConfigError, DataError
+from bertkit.tasks import ClassificationTask, NerTask
+from bertkit.tasks.readers import detect_header, parse_hub_name, read_table
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+ROWS = [("a fine, quiet film", "1"), ('he said "meh"', "0"), ("commas, and 'quotes'", "1"), ("the end", "0")]
+
+
+def pairs(examples) -> list[tuple[str, str | None]]:
+    return [(e.text, e.label) for e in examples]
+
+
+def write_formats(root: Path, rows: list[tuple[str, str]]) -> dict[str, Path]:
+    """The same table as TSV, CSV, JSONL and a JSON array (labels as numbers where they are)."""
+    root.mkdir(parents=True, exist_ok=True)
+    records = [{"sentence": t, "label": int(label) if label.isdigit() else label} for t, label in rows]
+    paths = {name: root / f"d.{name}" for name in ("tsv", "csv", "jsonl", "json")}
+    paths["tsv"].write_text("sentence\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in rows), encoding="utf-8")
+    with paths["csv"].open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["sentence", "label"])
+        writer.writerows(rows)
+    paths["jsonl"].write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    paths["json"].write_text(json.dumps(records, indent=1), encoding="utf-8")
+    return paths
+
+
+def write_columnar(root: Path, rows: list[tuple[str, str]]) -> dict[str, Path]:
+    """Parquet, a single Arrow file and a ``datasets.save_to_disk`` directory of the same table."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    table = pa.table({"sentence": [t for t, _ in rows], "label": [int(label) for _, label in rows]})
+    out = {"parquet": root / "d.parquet", "arrow": root / "d.arrow"}
+    pq.write_table(table, out["parquet"])
+    with pa.OSFile(str(out["arrow"]), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    datasets = pytest.importorskip("datasets")
+    datasets.Dataset(table).save_to_disk(str(root / "saved"), num_shards=2)
+    out["saved"] = root / "saved"
+    return out
+
+
+# ------------------------------------------------------------------------------------------ formats
+
+
+def test_every_text_format_gives_the_same_examples_as_the_tsv(tmp_path):
+    paths = write_formats(tmp_path, ROWS)
+    expected = pairs(ClassificationTask().read(paths["tsv"]))
+    assert expected == ROWS
+    for name, path in paths.items():
+        task = ClassificationTask()
+        assert pairs(task.read(path)) == ROWS, name
+        assert task.report is not None and task.report.used == len(ROWS)
+
+
+def test_columnar_formats_give_the_same_examples_as_the_tsv(tmp_path):
+    for name, path in write_columnar(tmp_path, ROWS).items():
+        task = ClassificationTask()
+        assert pairs(task.read(path)) == ROWS, name
+        assert task.report.line().startswith(f"{path} (")
+        assert "read 4 rows, used 4, skipped 0" in task.report.line()
+
+
+def test_real_sst2_in_every_format_equals_the_tsv(tmp_path):
+    source = DATA / "sst2" / "dev.tsv"
+    if not source.is_file():
+        pytest.skip(f"{source} is absent")
+    tsv = ClassificationTask().read(source)
+    rows = pairs(tsv)
+    assert len(rows) == 872
+    paths = {**write_formats(tmp_path, rows), **write_columnar(tmp_path, rows)}
+    for name, path in paths.items():
+        assert pairs(ClassificationTask().read(path)) == rows, name
+
+
+def test_format_overrides_the_suffix(tmp_path):
+    csv_as_txt = tmp_path / "quoted.txt"  # .txt would be read as TSV
+    csv_as_txt.write_text('sentence,label\n"one, two",1\n"three",0\n', encoding="utf-8")
+    assert pairs(ClassificationTask().read(csv_as_txt, format="csv")) == [("one, two", "1"), ("three", "0")]
+    assert pairs(ClassificationTask(format="csv").read(csv_as_txt)) == [("one, two", "1"), ("three", "0")]
+    jsonl = tmp_path / "rows.data"
+    jsonl.write_text('{"sentence": "x", "label": 1}\n', encoding="utf-8")
+    assert pairs(ClassificationTask().read(jsonl, format="jsonl")) == [("x", "1")]
+    with pytest.raises(DataError, match=r"rows\.data: cannot tell the format .* --format"):
+        ClassificationTask().read(jsonl)
+    with pytest.raises(DataError, match="unknown table format 'xls'"):
+        ClassificationTask().read(jsonl, format="xls")
+
+
+# ------------------------------------------------------------------------------------------ headers
+
+
+def headerless(tmp_path: Path, n: int = 300) -> Path:
+    path = tmp_path / "headerless.tsv"
+    path.write_text("".join(f"review number {i} is {'good' if i % 2 else 'bad'}\t{i % 2}\n" for i in range(n)))
+    return path
+
+
+def test_headerless_tsv_keeps_every_row(tmp_path):
+    path = headerless(tmp_path)
+    task = ClassificationTask(text_column=0, label_column=1)
+    examples = task.read(path)
+    assert len(examples) == 300 and examples[0].text == "review number 0 is bad"
+    assert task.report.used == 300 and task.report.skipped == {}
+    assert "no header" in task.report.line() and "--header" in task.report.line()
+    forced = ClassificationTask(text_column=0, label_column=1)
+    assert len(forced.read(path, header=True)) == 299
+    assert forced.report.skipped == {"header line": 1}
+
+
+def test_header_detection_and_the_explicit_flag(tmp_path):
+    named = tmp_path / "named.tsv"
+    named.write_text("review\tstars\nnice\t5\nawful\t1\n")
+    task = ClassificationTask(text_column="review", label_column="stars")
+    assert pairs(task.read(named)) == [("nice", "5"), ("awful", "1")]
+    assert task.report.skipped == {"header line": 1} and "first line is a header" in task.report.line()
+    as_data = ClassificationTask(text_column=0, label_column=1, header=False)
+    assert pairs(as_data.read(named)) == [("review", "stars"), ("nice", "5"), ("awful", "1")]
+    assert detect_header([["text", "label"], ["a", "0"], ["b", "1"]])[0] is True  # a word over numbers
+    assert detect_header([["a", "pos"], ["b", "neg"], ["c", "pos"]])[0] is False  # a label that recurs
+    assert detect_header([["sentence"], ["a"]], ["sentence"]) == (True, "it names column 'sentence'")
+
+
+def test_blank_lines_are_counted_not_silent(tmp_path):
+    path = tmp_path / "gaps.tsv"
+    path.write_text("sentence\tlabel\na\t1\n\nb\t0\n\n")
+    task = ClassificationTask()
+    assert len(task.read(path)) == 2
+    assert task.report.skipped == {"header line": 1, "blank lines": 2}
+    assert task.report.read == 5
+    assert "read 5 rows, used 2, skipped 3 (2 blank lines, 1 header line); first line is a header" in task.report.line()
+
+
+# ------------------------------------------------------------------------------------------ errors
+
+
+def test_missing_optional_packages_name_the_extra(tmp_path, monkeypatch):
+    path = tmp_path / "d.parquet"
+    path.write_bytes(b"PAR1")
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    with pytest.raises(ConfigError, match=r"pip install 'bertkit\[parquet\]'"):
+        read_table(path)
+    monkeypatch.undo()
+    pytest.importorskip("pyarrow")
+    monkeypatch.setitem(sys.modules, "datasets", None)
+    with pytest.raises(ConfigError, match=r"pip install 'bertkit\[datasets\]'"):
+        read_table("hf:glue:sst2:train")
+
+
+def test_bad_columnar_inputs(tmp_path):
+    pytest.importorskip("pyarrow")
+    with pytest.raises(DataError, match="no such file or directory"):
+        read_table(tmp_path / "absent.parquet")
+    bad = tmp_path / "bad.parquet"
+    bad.write_text("not parquet")
+    with pytest.raises(DataError, match=r"bad\.parquet: not a readable Parquet file"):
+        read_table(bad)
+    empty = tmp_path / "empty_dir"
+    empty.mkdir()
+    with pytest.raises(DataError, match=r"a directory without \.arrow files"):
+        read_table(empty)
+    for spec in ("hf:glue", "hf:a:b:c:d", "hf::train"):
+        with pytest.raises(DataError, match="hf:NAME:SPLIT"):
+            parse_hub_name(spec)
+    assert parse_hub_name("hf:glue:sst2:validation") == ("glue", "sst2", "validation")
+    assert parse_hub_name("hf:org/name:train") == ("org/name", None, "train")
+
+
+def test_dataset_dict_directory_asks_for_a_split(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    pytest.importorskip("pyarrow")
+    dd = datasets.DatasetDict({"train": datasets.Dataset.from_dict({"sentence": ["a"], "label": [1]})})
+    dd.save_to_disk(str(tmp_path / "dd"))
+    with pytest.raises(DataError, match=r"dd: a dataset with splits train; give one split's directory"):
+        ClassificationTask().read(tmp_path / "dd")
+    assert pairs(ClassificationTask().read(tmp_path / "dd" / "train")) == [("a", "1")]
+
+
+@pytest.fixture
+def offline_datasets(tmp_path, monkeypatch):
+    """``datasets`` with its cache in ``tmp_path`` and the hub offline."""
+    datasets = pytest.importorskip("datasets")
+    pytest.importorskip("pyarrow")
+    import huggingface_hub.constants
+
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True, raising=False)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "cache")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    return datasets
+
+
+def test_hub_names_load_a_local_dataset_offline(tmp_path, offline_datasets):
+    local = tmp_path / "local_ds"
+    local.mkdir()
+    paths = write_formats(tmp_path / "src", ROWS)
+    (local / "train.csv").write_bytes(paths["csv"].read_bytes())
+    task = ClassificationTask()
+    assert pairs(task.read(f"hf:{local}:train")) == ROWS
+    assert task.report.format == "hf" and task.report.used == len(ROWS)
+
+
+def test_hub_name_offline_and_not_cached_is_one_line(offline_datasets):
+    with pytest.raises(DataError) as error:
+        ClassificationTask().read("hf:nobody-here/no-such-dataset:train")
+    message = str(error.value)
+    assert "\n" not in message and "offline and not in the cache" in message
+    assert message.startswith("hf:nobody-here/no-such-dataset:train: cannot load")
+
+
+# ------------------------------------------------------------------------------------------ CoNLL
+
+
+def test_conll_any_columns_tag_column_tabs_and_docstart(tmp_path):
+    spaced = tmp_path / "five.txt"
+    spaced.write_text("-DOCSTART- -X- -X- O\n\nEU NNP B-NP x B-ORG\nrejects VBZ B-VP x O\n\nPeter NNP B-NP x B-PER\n")
+    task = NerTask()
+    examples = task.read(spaced)
+    assert [e.tags for e in examples] == [["B-ORG", "O"], ["B-PER"]]
+    assert task.report.skipped == {"-DOCSTART- lines": 1} and task.report.used == 3
+    assert "2 sentences" in task.report.line()
+    chunks = NerTask(tag_column=2).read(spaced)
+    assert [e.tags for e in chunks] == [["B-NP", "B-VP"], ["B-NP"]]
+    tabbed = tmp_path / "tabs.tsv"
+    tabbed.write_text("EU\tB-ORG\nrejects\tO\n\nPeter\tB-PER\n")
+    assert [(e.words, e.tags) for e in NerTask().read(tabbed)] == [
+        (["EU", "rejects"], ["B-ORG", "O"]),
+        (["Peter"], ["B-PER"]),
+    ]
+    with pytest.raises(DataError, match=r"five\.txt:3: --tag-column 9 is not among columns 1\.\.4"):
+        NerTask(tag_column=9).read(spaced)
+    with pytest.raises(ConfigError, match="--format csv: the ner task reads conll files only"):
+        NerTask().read(spaced, format="csv")
+
+
+def test_a_classification_table_given_to_ner_names_the_line(tmp_path):
+    table = tmp_path / "cls.tsv"
+    table.write_text("sentence\tlabel\nhide new secretions from the parental units\t0\n")
+    with pytest.raises(DataError, match=r"cls\.tsv:2: a field with spaces .* --task classification"):
+        NerTask().read(table)
+
+
+def test_real_conll_report(tmp_path):
+    path = DATA / "conll2003" / "valid.txt"
+    if not path.is_file():
+        pytest.skip(f"{path} is absent")
+    task = NerTask()
+    examples = task.read(path)
+    docstarts = sum(line.startswith("-DOCSTART-") for line in path.read_text().splitlines())
+    assert task.report.skipped == {"-DOCSTART- lines": docstarts}
+    assert task.report.used == sum(len(e.words) for e in examples)
+    assert f"{len(examples)} sentences" in task.report.line()
+    assert [e.tags for e in NerTask(tag_column=3).read(path)] == [e.tags for e in examples]
+
+
+# ------------------------------------------------------------------------------------------ truncation
+
+
+def test_truncation_is_counted(tmp_path):
+    from inference_helpers import make_tokenizer
+
+    tokenizer = make_tokenizer(tmp_path / "tok")
+    task = ClassificationTask()
+    examples = task.read(write_formats(tmp_path, [("good " * 40, "1"), ("bad", "0")])["tsv"])
+    task.featurize(examples, tokenizer, 16)
+    assert task.truncated == 1
+    task.featurize(examples, tokenizer, 128)
+    assert task.truncated == 0
+    windows = ClassificationTask(long_text="windows")
+    windows.featurize(examples, tokenizer, 16)
+    assert windows.truncated == 0  # split into windows, not cut
+
+
+def test_real_sst2_without_its_header_keeps_every_row(tmp_path):
+    source = DATA / "sst2" / "dev.tsv"
+    if not source.is_file():
+        pytest.skip(f"{source} is absent")
+    lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
+    path = tmp_path / "noheader.tsv"
+    path.write_text("".join(lines[1:]), encoding="utf-8")
+    task = ClassificationTask(text_column=0, label_column=1)
+    assert pairs(task.read(path)) == pairs(ClassificationTask().read(source))
+    assert task.report.used == 872 and "no header" in task.report.line()
