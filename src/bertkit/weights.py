@@ -29,6 +29,7 @@ from torch import Tensor, nn
 
 from bertkit.config import CONFIG_NAME, BertConfig
 from bertkit.errors import CheckpointError, ConfigError
+from bertkit.hub import resolve_model
 from bertkit.io import atomic_path
 from bertkit.model import HEAD_CLASSES, BertModel
 from bertkit.tf_checkpoint import checkpoint_index, read_tf_checkpoint
@@ -505,9 +506,10 @@ def load_model(
 
     ``head`` is a bertkit class or its name (``"BertForSequenceClassification"``...); None picks the first of
     ``config.architectures``. ``config_overrides`` replace config fields. The model is returned in eval mode,
-    as ``transformers`` does; call ``.train()`` to fine-tune.
+    as ``transformers`` does; call ``.train()`` to fine-tune. ``path`` may also be a Hugging Face hub id
+    (``org/name@revision``, see ``bertkit.hub``).
     """
-    path = Path(path)
+    path = resolve_model(path)
     if not path.exists():  # .../bert_model.ckpt, Google's way to name a checkpoint, is no file itself
         path = checkpoint_index(path) or path
     if not path.exists():
@@ -550,7 +552,7 @@ def convert_checkpoint(
 ) -> nn.Module:
     """Rewrite a checkpoint bertkit reads (Google's TensorFlow release, ``pytorch_model.bin``, shards) as a
     Hugging Face-layout directory: ``config.json``, ``model.safetensors`` and the tokenizer files. Returns the model."""
-    source, output = Path(source), Path(output)
+    source, output = resolve_model(source), Path(output)
     directory = source if source.is_dir() else source.parent
     if output.resolve() == directory.resolve():
         raise CheckpointError(f"output {output} is the source directory; write the converted model somewhere else")

@@ -16,6 +16,7 @@ import torch
 
 from bertkit.config import BertConfig
 from bertkit.errors import CheckpointError
+from bertkit.hub import resolve_model
 from bertkit.inference.loading import TASK_PIPELINES, Loaded, load
 from bertkit.tasks import HEAD_TO_TASK
 from bertkit.tasks.base import write_jsonl
@@ -36,7 +37,7 @@ def load_finetuned(
 
     Raises ``CheckpointError`` when the directory holds no task head or its head was never trained.
     """
-    path = Path(path)
+    path = resolve_model(path)
     if not path.is_dir():
         raise CheckpointError(f"--model {path} is not a directory; give a fine-tuned model directory")
     config = BertConfig.load(path)
