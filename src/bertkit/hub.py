@@ -76,10 +76,13 @@ def download(name: str) -> Path:
         raise CheckpointError(
             f"{name} is not a local directory; to load it from the Hugging Face hub, pip install 'bertkit[hub]'"
         ) from None
-    where = {"revision": revision or None, "cache_dir": os.environ.get("HF_HUB_CACHE") or None}
+    cache = os.environ.get("HF_HUB_CACHE") or None
 
     def fetch(patterns: list[str]) -> Path:
-        return Path(snapshot_download(repo, allow_patterns=patterns, local_files_only=offline(), **where))
+        folder = snapshot_download(
+            repo, revision=revision or None, cache_dir=cache, allow_patterns=patterns, local_files_only=offline()
+        )
+        return Path(folder)
 
     try:
         folder = fetch(METADATA + SAFETENSORS)
@@ -103,7 +106,9 @@ def download(name: str) -> Path:
     except RevisionNotFoundError:
         raise CheckpointError(f"{repo} has no revision {revision!r} on the Hugging Face hub") from None
     except HfHubHTTPError as exc:
-        raise CheckpointError(f"downloading {name} from the Hugging Face hub failed: {str(exc).splitlines()[0]}") from None
+        raise CheckpointError(
+            f"downloading {name} from the Hugging Face hub failed: {str(exc).splitlines()[0]}"
+        ) from None
     if not (folder / "config.json").is_file() and not (folder / "bert_config.json").is_file():
         raise CheckpointError(f"{name} on the Hugging Face hub has no config.json: it is not a model bertkit reads")
     return folder

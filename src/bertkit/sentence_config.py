@@ -36,7 +36,7 @@ class SentenceConfig:
     """``cls``, ``mean`` or ``max``."""
     normalize: bool
     """Whether vectors are L2-normalised (a ``Normalize`` module)."""
-    max_seq_length: int | None
+    max_seq_length: int | None = None
     """Longest input in tokens, specials included; ``None``: the model's length."""
     unsupported: tuple[str, ...] = ()
     """Modules bertkit does not run (``Dense``...): its vectors are then not the checkpoint's."""
