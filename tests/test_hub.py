@@ -130,3 +130,29 @@ def test_without_huggingface_hub_the_error_names_the_extra(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_hub)
     with pytest.raises(CheckpointError, match=r"pip install 'bertkit\[hub\]'"):
         resolve_model("org/name")
+
+
+def test_finetune_and_predict_take_hub_ids(models, tmp_path, capsys):
+    train = tmp_path / "train.tsv"
+    rows = [("the movie was good", 1), ("a bad film", 0), ("good story", 1), ("bad king", 0)] * 4
+    train.write_text("sentence\tlabel\n" + "".join(f"{text}\t{label}\n" for text, label in rows))
+    output = tmp_path / "fine"
+    args = ["finetune", "--task", "classification", "--model", "org/name@v2", "--train", str(train)]
+    assert main([*args, "--output", str(output), "--epochs", "1", "--no-progress"]) == 0
+    add_snapshot(models["cache"], "org/fine", "c" * 40, output, ref="main")
+    predictions = tmp_path / "predictions.jsonl"
+    args = ["predict", "--model", "org/fine", "--input", str(train), "--output", str(predictions)]
+    assert main(args) == 0, capsys.readouterr().err
+    assert len(predictions.read_text().splitlines()) == len(rows)
+
+
+def test_pretrain_init_from_and_tokenizer_extend_take_hub_ids(models, tmp_path, capsys):
+    from bertkit.training.pretrain import PretrainConfig
+
+    config = PretrainConfig(data=str(tmp_path), output=str(tmp_path / "run"), init_from="org/name@v2")
+    assert config.init_from == str(resolve_model("org/name@v2")) and Path(config.init_from).is_dir()
+    words = tmp_path / "words.txt"
+    words.write_text("zebra\n")
+    args = ["tokenizer", "extend", "--model", "org/name", "--tokens", str(words), "--output", str(tmp_path / "ext")]
+    assert main(args) == 0, capsys.readouterr().err
+    assert "zebra" in (tmp_path / "ext" / "vocab.txt").read_text()
