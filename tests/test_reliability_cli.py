@@ -176,7 +176,7 @@ DIR_ARGS = [
 CONTRADICTIONS = [
     (
         "embed-pooling",
-        ["embed", "--model", "{model}", "--input", "{lines}", "--output", "{OUT}.npy", "--pooling", "max"],
+        ["embed", "--model", "{model}", "--input", "{lines}", "--output", "{OUT}.npy", "--pooling", "sum"],
     ),
     ("embed-output", ["embed", "--model", "{model}", "--input", "{lines}", "--output", "{OUT}.txt"]),
     (

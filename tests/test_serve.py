@@ -144,7 +144,7 @@ BAD_REQUESTS = [
     ("/fill-mask", b'{"texts": ["' + b", " * 140 + b'[MASK]"]}', 413, "143 tokens"),
     ("/next-sentence", b'{"pairs": [["only one"]]}', 422, "pairs.0"),
     ("/next-sentence", b'{"pairs": [["a", "b", "c"]]}', 422, "pairs.0"),
-    ("/embed", b'{"texts": ["a"], "pooling": "max"}', 422, "pooling"),
+    ("/embed", b'{"texts": ["a"], "pooling": "sum"}', 422, "pooling"),
     ("/attention", b'{"text": "' + b"cat " * 40 + b'"}', 413, "at most 32"),
     ("/attention", b'{"text": null}', 422, "text"),
 ]

@@ -35,6 +35,8 @@ _EXPORTS: dict[str, str] = {
     "load_model": "bertkit.weights",
     "save_pretrained": "bertkit.weights",
     "convert_checkpoint": "bertkit.weights",
+    "SentenceConfig": "bertkit.sentence_config",
+    "resolve_model": "bertkit.hub",
     "read_tf_checkpoint": "bertkit.tf_checkpoint",
     # pre-training data
     "PrepareConfig": "bertkit.data",

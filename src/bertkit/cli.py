@@ -109,9 +109,10 @@ def tokenize_command(
     """
     import json
 
+    from bertkit.hub import resolve_model
     from bertkit.tokenizer import Tokenizer
 
-    enc = Tokenizer.from_pretrained(model).encode(text, pair)
+    enc = Tokenizer.from_pretrained(resolve_model(model)).encode(text, pair)
     if json_output:
         keys = ("tokens", "ids", "type_ids", "offsets", "word_ids", "special_tokens_mask")
         print(json.dumps({k: getattr(enc, k) for k in keys}, ensure_ascii=False))
@@ -261,13 +262,14 @@ def _tokenizer_extend_function() -> Callable[..., None]:
 
 def _run_tokenizer_extend(given: dict[str, Any]) -> None:
     from bertkit.data.corpus import CorpusStats
+    from bertkit.hub import resolve_model
     from bertkit.vocab import REPORT_NAME, extend_vocabulary
 
     tokens, output = given["tokens"], given["output"]
     stats = CorpusStats()
     words = read_lines(tokens) if tokens else []
     report = extend_vocabulary(
-        given["model"],
+        resolve_model(given["model"]),
         output,
         tokens=words,
         corpus=given["corpus"] or [],
@@ -330,7 +332,9 @@ def read_lines(path: str) -> list[str]:
 
 
 # Options shared by the inference commands.
-ModelOption = Annotated[str, typer.Option("--model", "-m", help="Model directory (Hugging Face layout).")]
+ModelOption = Annotated[
+    str, typer.Option("--model", "-m", help="Model directory (Hugging Face layout) or hub id (org/name@revision).")
+]
 InputOption = Annotated[
     str | None, typer.Option("--input", "-i", help="Text file with one input per line; - for stdin.")
 ]
@@ -353,16 +357,29 @@ def embed_command(
     output: Annotated[
         str, typer.Option("--output", "-o", help="Where to write the embeddings (.npy, float32, one row per line).")
     ],
-    pooling: Annotated[str, typer.Option(help="cls | mean: how token vectors become one vector per line.")] = "cls",
+    pooling: Annotated[
+        str | None,
+        typer.Option(
+            help="cls | mean | max: how token vectors become one vector per line (default: the checkpoint's "
+            "sentence-transformers pooling, else cls)."
+        ),
+    ] = None,
     layers: Annotated[str, typer.Option(help="Comma-separated hidden layers to concatenate, -1 = last.")] = "-1",
     batch_size: Annotated[int, typer.Option(help="Texts per forward pass.")] = 32,
     max_length: Annotated[
         int | None,
         typer.Option(
-            help="Truncate inputs to this many tokens (default: its fine-tuning length, else the model's maximum)."
+            help="Truncate inputs to this many tokens (default: the checkpoint's sentence-transformers length, "
+            "else its fine-tuning length, else the model's maximum)."
         ),
     ] = None,
-    normalize: Annotated[bool, typer.Option(help="L2-normalise every vector.")] = False,
+    normalize: Annotated[
+        bool | None,
+        typer.Option(
+            "--normalize/--no-normalize",
+            help="L2-normalise every vector (default: as the checkpoint's sentence-transformers modules, else not).",
+        ),
+    ] = None,
     long_text: Annotated[
         str, typer.Option(help="truncate | windows: embed longer texts whole, in overlapping windows.")
     ] = "truncate",
@@ -372,29 +389,48 @@ def embed_command(
 
     Example: bertkit embed --model ./minilm --input sentences.txt --output vectors.npy --pooling mean --layers -1,-2
     """
+    import warnings
+
     import numpy as np
 
+    from bertkit.errors import TruncationWarning
     from bertkit.inference import embed, load
+    from bertkit.inference.encoder import embed_settings
     from bertkit.io import atomic_path
 
     if not output.endswith(".npy"):
         fail(f"--output must end with .npy, got {output}")
-    if pooling not in ("cls", "mean"):
-        fail(f"--pooling must be cls or mean, got {pooling}")
+    if pooling not in (None, "cls", "mean", "max"):
+        fail(f"--pooling must be cls, mean or max, got {pooling}")
     texts = [_text_or_pair(line) for line in read_lines(input)]
     loaded = load(model, head="BertModel")
-    vectors = embed(
-        texts,
-        loaded,
-        pooling=pooling,
-        layers=layers,
-        batch_size=batch_size,
-        max_length=max_length,
-        normalize=normalize,
-        progress=True,
-        long_text=long_text,
-        window_stride=window_stride,
-    )
+    settings = embed_settings(loaded, pooling, normalize, max_length)
+    source = " (from the checkpoint's sentence-transformers files)" if settings.from_checkpoint else ""
+    print(f"bertkit: embedding with {settings.describe()}{source}", file=sys.stderr)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", TruncationWarning)
+        vectors = embed(
+            texts,
+            loaded,
+            pooling=settings.pooling,
+            layers=layers,
+            batch_size=batch_size,
+            max_length=settings.max_length,
+            normalize=settings.normalize,
+            progress=True,
+            long_text=long_text,
+            window_stride=window_stride,
+        )
+    for warning in caught:
+        if isinstance(warning.message, TruncationWarning):
+            cut = warning.message
+            print(
+                f"bertkit: {cut.count} of {cut.total} inputs were longer than {cut.max_length} tokens and were cut "
+                f"(--long-text windows embeds single texts whole)",
+                file=sys.stderr,
+            )
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     with atomic_path(output) as tmp:
         np.save(tmp, vectors.astype(np.float32))
     print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} embeddings to {output}", file=sys.stderr)
@@ -645,10 +681,17 @@ def serve_command(
 
     Example: bertkit serve --model ./bert --port 8000, then open http://127.0.0.1:8000/
     """
+    from bertkit.inference import load
+    from bertkit.inference.encoder import embed_settings
     from bertkit.serve import ServeLimits, serve
 
+    loaded = load(model)
+    if loaded.sentence_config is not None and not loaded.sentence_config.unsupported:
+        print(
+            f"bertkit: /embed defaults to {embed_settings(loaded).describe()} (sentence-transformers)", file=sys.stderr
+        )
     serve(
-        model,
+        loaded,
         host=host,
         port=port,
         limits=ServeLimits(batch_size=batch_size, max_items=max_items, request_timeout_s=timeout),
@@ -702,6 +745,19 @@ def convert_command(
         str,
         typer.Option(help="auto (the heads the checkpoint holds) | encoder | a class name like BertForMaskedLM."),
     ] = "auto",
+    sentence_transformers: Annotated[
+        str | None,
+        typer.Option(
+            help="cls | mean | max: also write sentence-transformers files with this pooling, so the output loads "
+            "in SentenceTransformer (default: keep the source's, if any)."
+        ),
+    ] = None,
+    normalize: Annotated[
+        bool, typer.Option(help="With --sentence-transformers: the vectors are L2-normalised (a Normalize module).")
+    ] = False,
+    max_seq_length: Annotated[
+        int | None, typer.Option(help="With --sentence-transformers: longest input (default: the model's).")
+    ] = None,
 ) -> None:
     """Rewrite a checkpoint as a Hugging Face-layout directory (config.json, model.safetensors, tokenizer files).
 
@@ -709,9 +765,17 @@ def convert_command(
     TensorFlow, and pytorch_model.bin or sharded checkpoints. Example: bertkit convert --model
     ./uncased_L-12_H-768_A-12 --output ./bert-base-uncased
     """
+    from bertkit.sentence_config import SentenceConfig
     from bertkit.weights import convert_checkpoint
 
-    converted = convert_checkpoint(model, output, head={"auto": None, "encoder": "BertModel"}.get(head, head))
+    if sentence_transformers is None and (normalize or max_seq_length is not None):
+        fail("--normalize and --max-seq-length describe sentence vectors: give --sentence-transformers POOLING too")
+    sentence = (
+        SentenceConfig(sentence_transformers, normalize, max_seq_length) if sentence_transformers is not None else None
+    )
+    converted = convert_checkpoint(
+        model, output, head={"auto": None, "encoder": "BertModel"}.get(head, head), sentence=sentence
+    )
     print(f"wrote {output} ({type(converted).__name__}); it loads in bertkit and in transformers", file=sys.stderr)
 
 

@@ -22,3 +22,12 @@ class CheckpointError(BertkitError, ValueError):
 
 class DataError(BertkitError, ValueError):
     """An input data file is missing, malformed or inconsistent."""
+
+
+class TruncationWarning(UserWarning):
+    """Some inputs were longer than the model's input length and were cut; ``count`` of ``total`` inputs,
+    at ``max_length`` tokens."""
+
+    def __init__(self, message: str, count: int, total: int, max_length: int):
+        super().__init__(message)
+        self.count, self.total, self.max_length = count, total, max_length

@@ -29,8 +29,10 @@ from torch import Tensor, nn
 
 from bertkit.config import CONFIG_NAME, BertConfig
 from bertkit.errors import CheckpointError, ConfigError
+from bertkit.hub import resolve_model
 from bertkit.io import atomic_path
 from bertkit.model import HEAD_CLASSES, BertModel
+from bertkit.sentence_config import SentenceConfig, read_sentence_config, write_sentence_config
 from bertkit.tf_checkpoint import checkpoint_index, read_tf_checkpoint
 from bertkit.tokenizer import Tokenizer
 
@@ -443,9 +445,15 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, Tensor]:
     )
 
 
-def save_pretrained(model: nn.Module, directory: str | os.PathLike, tokenizer: Any = None) -> Path:
+def save_pretrained(
+    model: nn.Module, directory: str | os.PathLike, tokenizer: Any = None, *, sentence: SentenceConfig | None = None
+) -> Path:
     """Write ``config.json`` (``model_type: bert``, ``architectures: [<class>]``) and ``model.safetensors``
-    under Hugging Face names, each atomically, plus ``tokenizer.save_pretrained(directory)`` when given."""
+    under Hugging Face names, each atomically, plus ``tokenizer.save_pretrained(directory)`` when given.
+
+    ``sentence`` (e.g. ``SentenceConfig("mean", normalize=True, max_seq_length=256)``) also writes the
+    sentence-transformers files (``modules.json``...), so the directory loads in ``SentenceTransformer`` as it
+    is and ``embed`` uses that pooling by default; its ``max_seq_length`` defaults to the model's positions."""
     bert, _ = encoder_and_prefix(model)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -459,6 +467,9 @@ def save_pretrained(model: nn.Module, directory: str | os.PathLike, tokenizer: A
     config.save(directory)
     if tokenizer is not None:
         tokenizer.save_pretrained(directory)
+    if sentence is not None:
+        length = sentence.max_seq_length or config.max_position_embeddings
+        write_sentence_config(directory, dataclasses.replace(sentence, max_seq_length=length), config.hidden_size)
     return directory
 
 
@@ -505,9 +516,10 @@ def load_model(
 
     ``head`` is a bertkit class or its name (``"BertForSequenceClassification"``...); None picks the first of
     ``config.architectures``. ``config_overrides`` replace config fields. The model is returned in eval mode,
-    as ``transformers`` does; call ``.train()`` to fine-tune.
+    as ``transformers`` does; call ``.train()`` to fine-tune. ``path`` may also be a Hugging Face hub id
+    (``org/name@revision``, see ``bertkit.hub``).
     """
-    path = Path(path)
+    path = resolve_model(path)
     if not path.exists():  # .../bert_model.ckpt, Google's way to name a checkpoint, is no file itself
         path = checkpoint_index(path) or path
     if not path.exists():
@@ -546,14 +558,25 @@ def load_model(
 
 
 def convert_checkpoint(
-    source: str | os.PathLike, output: str | os.PathLike, head: str | type | None = None
+    source: str | os.PathLike,
+    output: str | os.PathLike,
+    head: str | type | None = None,
+    *,
+    sentence: SentenceConfig | None = None,
 ) -> nn.Module:
     """Rewrite a checkpoint bertkit reads (Google's TensorFlow release, ``pytorch_model.bin``, shards) as a
-    Hugging Face-layout directory: ``config.json``, ``model.safetensors`` and the tokenizer files. Returns the model."""
-    source, output = Path(source), Path(output)
+    Hugging Face-layout directory: ``config.json``, ``model.safetensors`` and the tokenizer files. Returns the model.
+    ``sentence`` writes sentence-transformers files (see ``save_pretrained``); by default the source's are kept."""
+    source, output = resolve_model(source), Path(output)
     directory = source if source.is_dir() else source.parent
     if output.resolve() == directory.resolve():
         raise CheckpointError(f"output {output} is the source directory; write the converted model somewhere else")
     model = load_model(source, head)
-    save_pretrained(model, output, Tokenizer.from_pretrained(directory))
+    sentence = sentence or read_sentence_config(directory)
+    if sentence is not None and sentence.unsupported:
+        raise CheckpointError(
+            f"{directory}/modules.json has {', '.join(sentence.unsupported)}, which bertkit does not write; "
+            f"give --sentence-transformers POOLING to describe the converted model's sentence vectors"
+        )
+    save_pretrained(model, output, Tokenizer.from_pretrained(directory), sentence=sentence)
     return model

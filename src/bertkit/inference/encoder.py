@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -10,9 +11,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, TruncationWarning
 from bertkit.inference.inputs import TextInput, check_texts, encode, input_length
 from bertkit.inference.loading import Loaded, as_loaded
+from bertkit.sentence_config import SentenceConfig
 from bertkit.tasks.base import Feature, max_context, window_starts
 from bertkit.tasks.runner import run_batches
 from bertkit.tokenizer import Encoding
@@ -59,12 +61,52 @@ def _join_windows(windows: Sequence[_TextWindow], states: Sequence[torch.Tensor]
     context (as SQuAD does); ``cls`` pooling averages the windows' ``[CLS]`` vectors."""
     if pooling == "cls":
         return torch.stack([state[0] for state in states]).mean(0)
+    if pooling == "max":
+        return torch.cat(list(states)).max(0).values  # the maximum over every token of every window
     spans = [(w.start, len(w.ids) - 2) for w in windows]
     n_content = spans[-1][0] + spans[-1][1]
     best = max_context(n_content, spans)
     rows = [states[0][0]] + [states[best[t]][t - spans[best[t]][0] + 1] for t in range(n_content)] + [states[-1][-1]]
     tokens = torch.stack(rows)
     return tokens.mean(0) if pooling == "mean" else tokens
+
+
+@dataclass(frozen=True)
+class EmbedSettings:
+    """How ``embed`` makes one vector per text: the caller's options, else the checkpoint's
+    sentence-transformers files, else ``cls`` pooling, no normalisation and the model's length."""
+
+    pooling: str
+    normalize: bool
+    max_length: int
+    from_checkpoint: bool
+    """Whether a sentence-transformers ``modules.json`` gave any default."""
+
+    def describe(self) -> str:
+        return f"pooling {self.pooling}, {'normalized' if self.normalize else 'not normalized'}, " + (
+            f"max length {self.max_length}"
+        )
+
+
+def embed_settings(
+    loaded: Loaded, pooling: str | None = None, normalize: bool | None = None, max_length: int | None = None
+) -> EmbedSettings:
+    """The settings ``embed`` runs with on ``loaded`` for these options (``None``: the default)."""
+    sentence = loaded.sentence_config if None in (pooling, normalize, max_length) else None
+    if sentence is not None and sentence.unsupported and (pooling is None or normalize is None):
+        raise BertkitError(
+            f"the model's modules.json has {', '.join(sentence.unsupported)}, which bertkit does not run; "
+            f"give the pooling and normalisation yourself (--pooling, --normalize/--no-normalize) to embed with "
+            f"the encoder alone"
+        )
+    default = sentence or SentenceConfig("cls", False, None)
+    chosen_length = max_length or default.max_seq_length
+    return EmbedSettings(
+        pooling or default.pooling,
+        default.normalize if normalize is None else normalize,
+        input_length(loaded, chosen_length),
+        sentence is not None,
+    )
 
 
 def parse_layers(spec: str | Sequence[int]) -> list[int]:
@@ -82,11 +124,11 @@ def embed(
     texts: Sequence[TextInput],
     model: str | os.PathLike | Loaded,
     *,
-    pooling: str = "cls",
+    pooling: str | None = None,
     layers: str | Sequence[int] = (-1,),
     batch_size: int = 32,
     max_length: int | None = None,
-    normalize: bool = False,
+    normalize: bool | None = None,
     progress: bool = False,
     long_text: str = "truncate",
     window_stride: int = 128,
@@ -94,8 +136,11 @@ def embed(
     """Contextual embeddings, one row per text (or ``(text_a, text_b)`` pair).
 
     ``pooling``: ``cls`` (the final hidden state of ``[CLS]``; not a trained sentence vector unless the
-    model was trained for it), ``mean`` (average over real tokens, as sentence-transformers) or
-    ``none`` (token vectors are not pooled: returns an object array of ``[tokens, width]`` arrays).
+    model was trained for it), ``mean`` (average over real tokens, as sentence-transformers), ``max``
+    (element-wise maximum over real tokens) or ``none`` (token vectors are not pooled: returns an object
+    array of ``[tokens, width]`` arrays). ``pooling``, ``normalize`` and ``max_length`` default to what a
+    sentence-transformers checkpoint says (``modules.json``, ``1_Pooling/config.json``,
+    ``sentence_bert_config.json``), else to ``cls``, ``False`` and the model's length (``embed_settings``).
     ``layers``: hidden layers to use, counted like Python indices over the embedding output and the L
     layers (``-1`` the last); several layers are concatenated in the given order.
     ``normalize``: L2-normalise each row (for cosine similarity).
@@ -104,14 +149,19 @@ def embed(
     ``window_stride`` tokens apart and takes each token's vector from the window where it has the most
     context (``mean`` and ``none`` then cover the whole text; ``cls`` is the mean of the windows' ``[CLS]``
     vectors). Pairs are always truncated.
+
+    Inputs cut at the length are counted: a ``bertkit.errors.TruncationWarning`` (``warnings.warn``) says
+    how many, with the number in its ``count`` attribute.
     """
-    if pooling not in ("cls", "mean", "none"):
-        raise BertkitError(f"pooling must be cls, mean or none, got {pooling!r}")
+    if pooling not in (None, "cls", "mean", "max", "none"):
+        raise BertkitError(f"pooling must be cls, mean, max or none, got {pooling!r}")
     if long_text not in ("truncate", "windows"):
         raise BertkitError(f"long_text must be truncate or windows, got {long_text!r}")
     if window_stride < 1:
         raise BertkitError(f"window_stride must be at least 1, got {window_stride}")
     loaded = as_loaded(model, head="BertModel")
+    settings = embed_settings(loaded, pooling, normalize, max_length)
+    pooling, normalize, max_length = settings.pooling, settings.normalize, settings.max_length
     layer_ids = parse_layers(layers)
     num_states = loaded.config.num_hidden_layers + 1
     for layer in layer_ids:
@@ -120,7 +170,7 @@ def embed(
                 f"layer {layer} does not exist: the model has {num_states - 1} layers (use -1 for the last)"
             )
     encoder = loaded.encoder
-    encodings = encode(loaded, list(texts), max_length, truncation=long_text == "truncate")
+    encodings = _encode_counting(loaded, list(texts), max_length, truncation=long_text == "truncate")
     pieces = [(i, _feature(e.ids, e.type_ids)) for i, e in enumerate(encodings)]  # (text index, model input)
     if long_text == "windows":
         limit = input_length(loaded, max_length)
@@ -135,7 +185,12 @@ def embed(
         hidden = torch.cat(states, dim=-1).float()
         mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
         lengths = inputs["attention_mask"].sum(1).tolist()
-        pooled = hidden[:, 0] if pooling == "cls" else (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+        if pooling == "cls":
+            pooled = hidden[:, 0]
+        elif pooling == "max":  # padding never wins the maximum
+            pooled = hidden.masked_fill(mask == 0, torch.finfo(hidden.dtype).min).max(1).values
+        else:
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
         return [
             hidden[row, : lengths[row]].cpu() if pooling == "none" or feature["window"] else pooled[row].cpu()
             for row, feature in enumerate(chunk)
@@ -169,6 +224,28 @@ def embed(
         return result
     width = len(layer_ids) * loaded.config.hidden_size
     return np.stack(arrays) if arrays else np.zeros((0, width), dtype=np.float32)
+
+
+def _encode_counting(loaded: Loaded, texts: list[TextInput], max_length: int, truncation: bool) -> list[Encoding]:
+    """``encode`` of ``texts``, warning (``TruncationWarning``) with the number of inputs that were cut."""
+    whole = encode(loaded, texts, max_length, truncation=False)  # pairs are cut even so
+    cut = [i for i, e in enumerate(whole) if truncation and len(e.ids) > max_length]
+    for i, text in enumerate(texts):  # was a pair cut? encode it whole to see
+        if isinstance(text, tuple) and len(loaded.tokenizer.encode(text[0], text[1]).ids) > max_length:
+            cut.append(i)
+    cut = sorted(set(cut))
+    if truncation and cut:
+        shorter = encode(loaded, [texts[i] for i in cut], max_length, truncation=True)
+        whole = list(whole)
+        for i, encoding in zip(cut, shorter):
+            whole[i] = encoding
+    if cut:
+        message = (
+            f"{len(cut)} of {len(texts)} inputs were longer than {max_length} tokens and were cut "
+            f"(long_text='windows' embeds single texts whole)"
+        )
+        warnings.warn(TruncationWarning(message, len(cut), len(texts), max_length), stacklevel=4)
+    return whole
 
 
 # ------------------------------------------------------------------------------------------ attentions

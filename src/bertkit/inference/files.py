@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from bertkit.config import BertConfig
 from bertkit.errors import CheckpointError
+from bertkit.hub import resolve_model
 from bertkit.inference.loading import TASK_PIPELINES, Loaded, load
 from bertkit.tasks import HEAD_TO_TASK
 from bertkit.tasks.base import write_jsonl
@@ -36,7 +36,7 @@ def load_finetuned(
 
     Raises ``CheckpointError`` when the directory holds no task head or its head was never trained.
     """
-    path = Path(path)
+    path = resolve_model(path)
     if not path.is_dir():
         raise CheckpointError(f"--model {path} is not a directory; give a fine-tuned model directory")
     config = BertConfig.load(path)

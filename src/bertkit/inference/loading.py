@@ -21,7 +21,9 @@ import torch
 
 from bertkit.config import BertConfig
 from bertkit.errors import BertkitError, ConfigError
+from bertkit.hub import resolve_model
 from bertkit.model import HEAD_CLASSES
+from bertkit.sentence_config import SentenceConfig, read_sentence_config
 from bertkit.tasks import HEAD_TO_TASK, Task
 from bertkit.tokenizer import Tokenizer
 from bertkit.training.finetune import CONFIG_KEY, make_task
@@ -121,6 +123,9 @@ class Loaded:
     settings: Settings | None = None
     """How the model is run; by default what its config saved (nothing, for a model that was not fine-tuned)."""
     cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    directory: Path | None = None
+    """The model directory it was loaded from (None when built in memory): where its sentence-transformers
+    files are read."""
 
     def __post_init__(self) -> None:
         if self.settings is None:
@@ -142,6 +147,15 @@ class Loaded:
         assert self.settings is not None
         default = DEFAULT_LENGTHS.get(head_name(self.model) or "", self.max_positions)
         return min(self.settings.max_seq_length or default, self.max_positions)
+
+    @property
+    def sentence_config(self) -> SentenceConfig | None:
+        """The checkpoint's sentence-transformers settings (pooling, normalisation, length: ``embed``'s
+        defaults); None for a model without ``modules.json``."""
+        if "sentence" not in self.cache:
+            self.cache["sentence"] = read_sentence_config(self.directory) if self.directory else None
+        config: SentenceConfig | None = self.cache["sentence"]
+        return config
 
     @property
     def task(self) -> Task:
@@ -228,8 +242,9 @@ def load(
 
     ``head`` names the class to build (e.g. ``"BertModel"``, ``"BertForMaskedLM"``); by default the one
     recorded in ``config.json``. ``task``, ``task_options`` and ``max_seq_length`` override what the model
-    was fine-tuned with.
+    was fine-tuned with. ``path`` may also be a Hugging Face hub id (``org/name@revision``, see ``bertkit.hub``).
     """
+    path = resolve_model(path)
     model = load_model(path, head=head).to(device).eval()
     tokenizer = Tokenizer.from_pretrained(path)
     config = cast(BertConfig, model.config)
@@ -239,7 +254,7 @@ def load(
             f"{config.vocab_size} embeddings; the tokenizer files belong to another model"
         )
     settings = Settings.saved(config).override(task=task, task_options=task_options, max_seq_length=max_seq_length)
-    return Loaded(model, tokenizer, checkpoint_tensor_names(path), settings)
+    return Loaded(model, tokenizer, checkpoint_tensor_names(path), settings, directory=path if path.is_dir() else None)
 
 
 def as_loaded(model: str | os.PathLike | Loaded, head: str | None = None) -> Loaded:

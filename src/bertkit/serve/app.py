@@ -63,8 +63,10 @@ class NextSentenceRequest(_Strict):
 
 class EmbedRequest(_Strict):
     texts: list[Text] = Field(min_length=1)
-    pooling: Literal["cls", "mean"] = "mean"
-    normalize: bool = False
+    pooling: Literal["cls", "mean", "max"] | None = Field(
+        None, description="Default: the checkpoint's sentence-transformers pooling, else mean."
+    )
+    normalize: bool | None = Field(None, description="Default: as the checkpoint's sentence-transformers modules.")
 
 
 class ClassifyRequest(_Strict):
@@ -429,12 +431,14 @@ def _add_pipelines(app: FastAPI, service: Service) -> None:
 
             return {"results": await service.run(("next_sentence",), run, request.pairs)}
 
-    @app.post("/embed", response_model=EmbedResponse, summary="One vector per text (cls or mean pooling).")
+    @app.post("/embed", response_model=EmbedResponse, summary="One vector per text (cls, mean or max pooling).")
     async def embed(request: EmbedRequest) -> dict:
         service.check_count(request.texts)
         service.check_chars(request.texts)
         service.check_tokens(request.texts)
-        pooling, normalize = request.pooling, request.normalize
+        default = loaded.sentence_config
+        pooling = request.pooling or (default.pooling if default else "mean")
+        normalize = request.normalize
 
         def run(texts: list[str]) -> list:
             return inference.embed(texts, loaded, pooling=pooling, normalize=normalize, batch_size=batch).tolist()

@@ -36,6 +36,7 @@ import torch
 
 from bertkit.data.batches import Ordering, RandomOrder, ResumableBatches
 from bertkit.errors import CheckpointError, ConfigError, DataError
+from bertkit.hub import resolve_model
 from bertkit.io import atomic_write_text
 from bertkit.model import PreTrainedMixin
 from bertkit.tasks import Task, get_task
@@ -502,7 +503,7 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
     """Fine-tune ``config.model`` on ``config.train_file`` and write ``config.output``; see the module doc."""
     from bertkit.weights import load_model
 
-    model_dir = Path(config.model)
+    model_dir = resolve_model(config.model)
     if not model_dir.is_dir():
         raise CheckpointError(f"--model {model_dir} is not a directory; give a Hugging Face-layout BERT directory")
     output = _check_output(config)

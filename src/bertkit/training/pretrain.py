@@ -25,6 +25,7 @@ import torch
 
 from bertkit.config import PRESETS, BertConfig
 from bertkit.errors import ConfigError, DataError
+from bertkit.hub import resolve_model
 from bertkit.io import atomic_directory, atomic_write_text
 from bertkit.training import distributed
 from bertkit.training.config import TrainConfig, split_options
@@ -73,6 +74,8 @@ class PretrainConfig:
             raise ConfigError("eval_batches and num_workers must be >= 0")
         if not Path(self.data).is_dir():
             raise DataError(f"--data {self.data} is not a directory; prepare one with `bertkit prepare-data`")
+        if self.init_from is not None:  # a hub name becomes its cached snapshot
+            self.init_from = str(resolve_model(self.init_from))
         if self.init_from is not None and not Path(self.init_from).exists():
             raise ConfigError(f"--init-from {self.init_from} does not exist")
         if self.init_from is None and self.model_config not in PRESETS and not Path(self.model_config).exists():
