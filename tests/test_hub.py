@@ -156,3 +156,18 @@ def test_pretrain_init_from_and_tokenizer_extend_take_hub_ids(models, tmp_path, 
     args = ["tokenizer", "extend", "--model", "org/name", "--tokens", str(words), "--output", str(tmp_path / "ext")]
     assert main(args) == 0, capsys.readouterr().err
     assert "zebra" in (tmp_path / "ext" / "vocab.txt").read_text()
+
+
+def test_prepare_data_and_the_demo_take_hub_ids(models, tmp_path, capsys):
+    from bertkit.data import PrepareConfig, prepare_dataset
+    from bertkit.demo import _reference_model
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sat on the mat.\nthe dog sat on the log.\n\na bird flew over the tree.\nit sang.\n")
+    by_name = prepare_dataset(PrepareConfig(inputs=[str(corpus)], output=str(tmp_path / "a"), tokenizer="org/name"))
+    by_path = prepare_dataset(
+        PrepareConfig(inputs=[str(corpus)], output=str(tmp_path / "b"), tokenizer=str(models["first"]))
+    )
+    assert by_name is not None and by_path is not None
+    assert (tmp_path / "a" / "tokenizer" / "vocab.txt").read_bytes() == (models["first"] / "vocab.txt").read_bytes()
+    assert _reference_model("org/name@v2") == str(resolve_model("org/name@v2"))

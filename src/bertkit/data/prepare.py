@@ -49,6 +49,7 @@ from bertkit.data.instances import create_instances
 from bertkit.data.masking import MaskingSpec, continuation_table, derive_seed, static_masker
 from bertkit.data.shards import block_name, index_dataset, pack_instances, read_json, write_block
 from bertkit.errors import DataError
+from bertkit.hub import resolve_model
 from bertkit.io import atomic_path
 from bertkit.tokenizer import Tokenizer
 
@@ -69,7 +70,7 @@ class PrepareConfig:
     output: str
     """Dataset directory to write (shards, ``dataset.json``, a copy of the tokenizer)."""
     tokenizer: str
-    """Tokenizer directory or file, as ``Tokenizer.from_pretrained`` takes."""
+    """Tokenizer directory or file, as ``Tokenizer.from_pretrained`` takes, or a model's hub id (``org/name``)."""
     max_seq_length: int = 128
     """Longest instance, special tokens included."""
     short_seq_prob: float = 0.1
@@ -266,7 +267,7 @@ def prepare_dataset(config: PrepareConfig, *, progress: bool = True) -> dict[str
     if output.exists() and not output.is_dir():
         raise DataError(f"--output {output} exists and is not a directory")
     files = expand_inputs(config.inputs)
-    tokenizer = Tokenizer.from_pretrained(config.tokenizer)
+    tokenizer = Tokenizer.from_pretrained(resolve_model(config.tokenizer))
     created = not output.exists()  # removed again if the inputs turn out to hold no text
     output.mkdir(parents=True, exist_ok=True)
     tokenizer_dir = output / TOKENIZER_DIR
