@@ -1,0 +1,48 @@
+"""docs/results.md is generated from benchmarks/results/*.json: the committed page must match its raw results."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_script():
+    spec = importlib.util.spec_from_file_location("results_page", ROOT / "benchmarks" / "results_page.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["results_page"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_committed_results_page_equals_what_the_script_writes():
+    page = load_script()
+    committed = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    assert committed == page.render(), "docs/results.md is out of date: run python benchmarks/results_page.py"
+    assert page.main(["--check"]) == 0
+
+
+def test_every_row_links_an_existing_raw_result_and_reads_its_figures():
+    page = load_script()
+    text = page.render()
+    for area, sources in page.AREAS:
+        assert f"## {area}" in text
+        for name, _ in sources:
+            assert (ROOT / "benchmarks" / "results" / name).is_file(), name
+            assert f"(../benchmarks/results/{name})" in text
+    # A figure comes from its file: the train-step speed-up of the first size, as the JSON holds it.
+    step = json.loads((ROOT / "benchmarks" / "results" / "train_step_cpu_quiet.json").read_text())
+    assert f"| {step['results'][0]['speedup']:.2f}x |" in text
+
+
+def test_check_fails_when_the_page_drifts(tmp_path, monkeypatch):
+    page = load_script()
+    stale = tmp_path / "results.md"
+    stale.write_text(page.render().replace("2.89x", "3.50x", 1), encoding="utf-8")
+    assert "2.89x" in page.render()
+    monkeypatch.setattr(page, "PAGE", stale)
+    assert page.main(["--check"]) == 1
