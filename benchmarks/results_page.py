@@ -270,6 +270,14 @@ CONTEXT: dict[str, dict[str, str]] = {
         "command": "python benchmarks/bench_train_step.py --sizes mini small base --steps 8 "
         "--output benchmarks/results/train_step_cpu_quiet.json"
     },
+    "train_step_cpu_mini_at_5d433fb.json": {
+        "command": "python benchmarks/bench_train_step.py --sizes mini --steps 8 "
+        "--output benchmarks/results/train_step_cpu_mini_at_5d433fb.json"
+    },
+    "train_step_cpu_mini_at_8e8c7a0.json": {
+        "command": "python benchmarks/bench_train_step.py --sizes mini --steps 8 "
+        "--output benchmarks/results/train_step_cpu_mini_at_8e8c7a0.json"
+    },
     "inference.json": {"command": "python benchmarks/bench_inference.py --repeats 2"},
     "serve_load.json": {"command": "python benchmarks/bench_serve_load.py"},
     "reliability_serve_abuse.json": {
@@ -282,7 +290,14 @@ CONTEXT: dict[str, dict[str, str]] = {
 Extractor = Callable[[str], list[tuple[str, Row]]]
 
 AREAS: list[tuple[str, list[tuple[str, Extractor]]]] = [
-    ("Pre-training step", [("train_step_cpu_quiet.json", train_step_rows)]),
+    (
+        "Pre-training step",
+        [
+            ("train_step_cpu_quiet.json", train_step_rows),
+            ("train_step_cpu_mini_at_5d433fb.json", train_step_rows),
+            ("train_step_cpu_mini_at_8e8c7a0.json", train_step_rows),
+        ],
+    ),
     ("Data preparation", [("prepare_data.json", prepare_rows), ("prepare_data_x10.json", prepare_rows)]),
     ("Tokenizer", [("tokenizer.json", tokenizer_rows)]),
     (
@@ -313,6 +328,8 @@ AREAS: list[tuple[str, list[tuple[str, Extractor]]]] = [
                 "finetune_full_squad_lr1e-4.json",
                 "finetune_squad_half_parity.json",
                 "finetune_squad_speed.json",
+                "finetune_mrpc_40steps_at_5d433fb.json",
+                "finetune_mrpc_40steps_at_7ac376d.json",
             ]
         ],
     ),
