@@ -20,7 +20,12 @@ uvicorn = pytest.importorskip("uvicorn", reason="the serve extra (uvicorn) is no
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (Python) is not installed")
 
 from bertkit import inference  # noqa: E402
-from bertkit.model import BertForMaskedLM, BertForTokenClassification  # noqa: E402
+from bertkit.model import (  # noqa: E402
+    BertForMaskedLM,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    BertModel,
+)
 from bertkit.serve import ServeLimits, create_app  # noqa: E402
 from inference_helpers import make_tokenizer, save_model  # noqa: E402
 
@@ -134,3 +139,63 @@ def test_entities_are_highlighted_and_errors_are_shown(tmp_path, tokenizer, brow
         page.wait_for_selector("#entities mark")  # tagging takes long texts (windowed)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "web-entities.png"), full_page=True)
+
+
+def test_classification_shows_the_label_names(tmp_path, tokenizer, browser):
+    names = {0: "negative", 1: "positive"}
+    loaded = inference.load(
+        save_model(tmp_path / "cls", BertForSequenceClassification, tokenizer, num_labels=2, id2label=names)
+    )
+    with torch.no_grad():
+        loaded.model.classifier.weight.zero_()
+        loaded.model.classifier.bias.copy_(torch.tensor([0.0, 3.0]))  # "positive", whatever the text
+    with Server(create_app(loaded, ServeLimits())) as server:
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(server.url + "/")
+        page.wait_for_selector("#model:has-text('labels: negative, positive')")
+        assert "[MASK]" not in page.input_value("#text") and page.get_attribute("#text", "placeholder")
+        assert "negative" in page.locator("#text-hint").inner_text()
+        assert page.locator("#similarity-card").is_hidden()  # the model has a task head
+        page.fill("#text", "a good movie")
+        page.click("#submit")
+        page.wait_for_selector("#class-best .label")
+        assert page.locator("#class-best .label").inner_text() == "positive"
+        assert page.locator("#classes .bar-row .name").all_inner_texts() == ["positive", "negative"]
+        assert not errors, errors
+
+
+def test_embedding_model_offers_sentence_similarity(tmp_path, tokenizer, browser):
+    loaded = inference.load(save_model(tmp_path / "encoder", BertModel, tokenizer))
+    sentences = ["the cat sat on the mat", "a dog went home", "the king and the queen"]
+    with Server(create_app(loaded, ServeLimits())) as server:
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(server.url + "/")
+        page.wait_for_selector("#model:has-text('BertModel')")
+        page.wait_for_selector("#similarity-card", state="visible")
+        assert "[MASK]" not in page.input_value("#text")
+        page.fill("#sentences", "only one")
+        page.click("#compare")
+        page.wait_for_selector("#status.error")  # one sentence: nothing to compare
+        page.fill("#sentences", "\n".join(sentences))
+        page.click("#compare")
+        page.wait_for_selector("#similarity td")
+        assert page.locator("#similarity td").count() == 9
+        shown = page.eval_on_selector_all(
+            "#similarity td", "cells => cells.map(c => [+c.dataset.i, +c.dataset.j, +c.dataset.value, c.innerText])"
+        )
+        vectors = inference.embed(sentences, loaded, pooling="mean", normalize=True)
+        for i, j, value, text in shown:
+            assert value == pytest.approx(float(vectors[i] @ vectors[j]), abs=1e-3)
+            assert float(text) == pytest.approx(value, abs=5e-4)
+        assert [v for i, j, v, _ in shown if i == j] == pytest.approx([1.0] * 3, abs=1e-4)
+        # The attention map works beside it.
+        page.fill("#text", "the cat sat on the mat")
+        page.click("#submit")
+        page.wait_for_selector("#attention-card[data-ready='true']")
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "web-similarity.png"), full_page=True)
+        assert not errors, errors

@@ -2,7 +2,7 @@
 "use strict";
 
 const $ = (id) => document.getElementById(id);
-const state = { pipelines: [], attention: null };
+const state = { pipelines: [], labels: [], attention: null };
 const ENTITY_COLOURS = ["#fde68a", "#bfdbfe", "#bbf7d0", "#fbcfe8", "#ddd6fe", "#fed7aa", "#a5f3fc"];
 const MASK = /\[mask\]/i;
 
@@ -54,18 +54,44 @@ async function init() {
       ` · can do ${info.pipelines.join(", ")}`;
     show("next-row", has("next-sentence"));
     show("question-row", has("answer"));
-    if (!has("fill-mask")) {
-      // An encoder without the MLM head: a plain sentence for the attention map and the task heads.
-      $("text-hint").textContent = "";
-      $("text").value = "George Washington lived in Mount Vernon, Virginia, and led the Continental Army.";
-      if (has("answer")) $("question").value = "Where did George Washington live?";
-    }
+    state.labels = m.labels || [];
+    if (has("classify") && state.labels.length) $("model").textContent += ` · labels: ${state.labels.join(", ")}`;
+    fitInputToTask();
   } catch (error) {
     setStatus(`Cannot reach the service: ${error.message}`, true);
   }
 }
 
 const has = (pipeline) => state.pipelines.includes(pipeline);
+// A model with no task head (a plain encoder, a sentence-embedding checkpoint): embeddings and attention only.
+const embeddingOnly = () => state.pipelines.every((p) => p === "embed" || p === "attention");
+
+// The example text, its hint and placeholder follow what the model does.
+const TASK_INPUTS = {
+  "fill-mask": ["The capital of France is [MASK].", "— put <code>[MASK]</code> where BERT should guess a word",
+    "A sentence with [MASK] where a word should go"],
+  classify: ["This film was a delight from start to finish.", "", "A text to classify"],
+  tag: ["George Washington lived in Mount Vernon, Virginia, and led the Continental Army.",
+    "— BERT marks the names it finds", "A text whose names and places to find"],
+  answer: ["George Washington lived in Mount Vernon, Virginia, and led the Continental Army.",
+    "— a passage; the question below is answered from it", "A passage that holds the answer"],
+  embed: ["A man is playing a guitar.", "— its attention map; compare sentences in the panel below",
+    "A sentence to see what BERT attends to"],
+};
+
+function fitInputToTask() {
+  const task = ["fill-mask", "classify", "tag", "answer"].find(has) || "embed";
+  const [value, hint, placeholder] = TASK_INPUTS[task];
+  $("text").value = value;
+  $("text").placeholder = placeholder;
+  $("text-hint").innerHTML = task === "classify" && state.labels.length
+    ? "— BERT labels it as one of " : hint;
+  if (task === "classify" && state.labels.length) {
+    $("text-hint").append(state.labels.map((l) => `“${l}”`).join(", "));
+  }
+  if (has("answer")) $("question").value = "Where did George Washington live?";
+  show("similarity-card", embeddingOnly());
+}
 
 // ------------------------------------------------------------------ the form
 async function analyse(event) {
@@ -125,6 +151,8 @@ async function runClassify(text) {
   const prediction = results[0];
   const box = $("classes");
   box.replaceChildren();
+  $("class-best").replaceChildren(prediction.label === null ? "" : el("span", { class: "label" }, prediction.label),
+    prediction.label === null ? "" : ` ${(100 * prediction.score).toFixed(1)}%`);
   if (prediction.probabilities) {
     const sorted = Object.entries(prediction.probabilities).sort((a, b) => b[1] - a[1]);
     for (const [label, p] of sorted) box.append(barRow(label, p));
@@ -175,6 +203,34 @@ async function runAnswer(question, context) {
   $("answer-alternatives").replaceChildren(...others.filter((a) => a.text).map((a) =>
     el("li", {}, `${a.text} (${(100 * a.score).toFixed(1)}%)`)));
   show("answer-card", true);
+}
+
+// ------------------------------------------------------------------ similarity
+async function runSimilarity(event) {
+  event.preventDefault();
+  const sentences = $("sentences").value.split("\n").map((s) => s.trim()).filter(Boolean);
+  if (sentences.length < 2) { setStatus("Give two or more sentences, one a line.", true); return; }
+  $("compare").disabled = true;
+  try {
+    // Unit-length vectors: their dot product is the cosine.
+    const { embeddings } = await post("/embed", { texts: sentences, normalize: true });
+    const cosine = (a, b) => a.reduce((sum, x, k) => sum + x * b[k], 0);
+    const header = el("tr", {}, el("th", {}, ""), ...sentences.map((_, j) => el("th", {}, `#${j + 1}`)));
+    const rows = sentences.map((sentence, i) => el("tr", {}, el("th", { class: "sentence", title: sentence },
+      `#${i + 1} ${sentence}`), ...sentences.map((_, j) => {
+      const value = cosine(embeddings[i], embeddings[j]);
+      return el("td", { "data-i": i, "data-j": j, "data-value": value,
+        style: `background:${colourFor(Math.max(0, value))};color:${value > 0.6 ? "white" : "inherit"}` },
+      value.toFixed(3));
+    })));
+    $("similarity").replaceChildren(el("table", { class: "matrix" }, el("thead", {}, header), el("tbody", {}, ...rows)));
+    setStatus("");
+  } catch (error) {
+    $("similarity").replaceChildren();
+    setStatus(error.message, true);
+  } finally {
+    $("compare").disabled = false;
+  }
 }
 
 // ------------------------------------------------------------------ attention
@@ -323,6 +379,7 @@ function drawLines(matrix) {
 }
 
 $("form").addEventListener("submit", analyse);
+$("similarity-form").addEventListener("submit", runSimilarity);
 $("layer").addEventListener("change", drawAttention);
 $("head").addEventListener("change", drawAttention);
 for (const radio of document.querySelectorAll('input[name="view"]')) radio.addEventListener("change", drawAttention);
