@@ -833,3 +833,25 @@ def test_reading_errors_exit_2_with_one_line(base, data, tmp_path, capsys, extra
     assert code == 2 and len(lines) == 1, err
     assert where in lines[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_label_names_name_the_0_1_labels(base, tmp_path, capsys):
+    from bertkit.inference import classify
+
+    rows = [(t, "1") for t in POSITIVE] + [(t, "0") for t in NEGATIVE]
+    table = tmp_path / "binary.tsv"
+    table.write_text("sentence\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in rows), encoding="utf-8")
+    output = tmp_path / "named"
+    common = ["finetune", "-t", "classification", "-m", base, "--train", table, "--dev", table]
+    common += ["--epochs", "1", "--micro-batch-size", "8", "--no-progress", "--no-tensorboard", "--no-plot"]
+    code, _, err = run_cli([*common, "-o", output, "--label-names", "negative,positive"], capsys)
+    assert code == 0, err
+    config = json.loads((output / "config.json").read_text())
+    assert config["id2label"] == {"0": "negative", "1": "positive"}
+    assert {p.label for p in classify(["good movie", "bad film"], str(output))} <= {"negative", "positive"}
+    assert set(classify("good movie", str(output)).probabilities) == {"negative", "positive"}
+    # A saved model with names still evaluates against data labelled by id.
+    assert 0.0 <= evaluate_model(output, table)["accuracy"] <= 1.0
+    code, _, err = run_cli([*common, "-o", tmp_path / "bad", "--label-names", "a,b,c"], capsys)
+    assert code == 2 and "--label-names gives 3 names for 2 labels (0, 1)" in err
+    assert not (tmp_path / "bad").exists()

@@ -951,6 +951,15 @@ _FINETUNE_TASK_OPTIONS = {
         Annotated[int | None, typer.Option(help="ner: 0-based column of the tag (default: the last).")],
         None,
     ),
+    "label_names": (
+        Annotated[
+            str | None,
+            typer.Option(
+                help="classification: names of the sorted labels, comma-separated, e.g. negative,positive for 0/1."
+            ),
+        ],
+        None,
+    ),
 }
 
 

@@ -5,7 +5,9 @@ the usual names (GLUE's ``sentence``/``sentence1``/``#1 String``, ``sentence2``/
 ``score``/``Quality``), so the GLUE files work as they are.
 
 Labels: any strings; the sorted distinct training labels (numbers sorted numerically) get ids 0..K-1 and are
-saved as ``config.id2label``. Regression (``num_labels == 1``, MSE) is chosen when every training label is a
+saved as ``config.id2label``. ``label_names`` renames them: the i-th name for the i-th sorted label (``0``/``1``
+data with ``label_names="negative,positive"``), so that predictions carry the names; a gold label given as an
+id (``0``/``1``) then still reads as its name when a saved model is evaluated. Regression (``num_labels == 1``, MSE) is chosen when every training label is a
 number and at least one is not a whole number (STS-B's ``3.800``), or explicitly with ``regression=True``.
 
 Long inputs, ``long_text="truncate"`` (default): Google BERT's rule, drop the last token of the longer text
@@ -97,6 +99,8 @@ class ClassificationTask:
     window_stride: int = 128
     main_metric: str | None = None
     """Defaults to ``accuracy`` (classification) or ``pearson`` (regression); ``f1`` or ``mcc`` also work."""
+    label_names: str | Sequence[str] | None = None
+    """Names of the sorted training labels, in order (a comma-separated string or a list); saved as ``id2label``."""
     label_map: LabelMap | None = None
 
     name: str = field(default="classification", init=False)
@@ -118,6 +122,13 @@ class ClassificationTask:
             raise ConfigError(f"window_stride must be at least 1, got {self.window_stride}")
         if self.main_metric is None:
             self.main_metric = "pearson" if self.regression else "accuracy"
+        if isinstance(self.label_names, str):
+            self.label_names = [name.strip() for name in self.label_names.split(",")]
+        if self.label_names is not None:
+            self.label_names = list(self.label_names)
+            if not all(self.label_names) or len(set(self.label_names)) != len(self.label_names):
+                raise ConfigError(f"--label-names must be distinct non-empty names, got {self.label_names}")
+        self._renamed: dict[str, str] = {}
 
     # ------------------------------------------------------------------------------------ reading
 
@@ -197,6 +208,30 @@ class ClassificationTask:
             self.label_map = None
         else:
             self.label_map = LabelMap.fit(labels)
+            if self.label_names is not None:
+                self._rename(self.label_map)
+        if self.regression and self.label_names is not None:
+            raise ConfigError("--label-names is for classification; these labels are regression scores")
+
+    def _rename(self, fitted: LabelMap) -> None:
+        names = list(self.label_names or ())
+        if len(names) != len(fitted):
+            raise ConfigError(
+                f"--label-names gives {len(names)} names for {len(fitted)} labels "
+                f"({', '.join(fitted.labels[:20])}): give one name per label, in sorted order"
+            )
+        self._renamed = dict(zip(fitted.labels, names))
+        self.label_map = LabelMap(names)
+
+    def _name(self, label: str) -> str:
+        """The label name of a raw gold label: renamed by ``label_names``, or an id of a model with names."""
+        if label in self._renamed:
+            return self._renamed[label]
+        known = self.label_map
+        by_id = known is not None and label not in known.index and label.isdigit() and int(label) < len(known)
+        if known is not None and by_id and not any(name.isdigit() for name in known.labels):
+            return known.labels[int(label)]
+        return label
 
     @property
     def num_labels(self) -> int:
@@ -273,7 +308,7 @@ class ClassificationTask:
             return float(example.label)
         if self.label_map is None:
             return None
-        return self.label_map.encode(example.label, example.where)
+        return self.label_map.encode(self._name(example.label), example.where)
 
     def collate(self, features: Sequence[Feature], pad_id: int = 0) -> dict[str, torch.Tensor]:
         names = [n for n in self.model_input_names if n in features[0]]
@@ -338,6 +373,7 @@ class ClassificationTask:
             }
             result["pearson_spearman"] = (result["pearson"] + result["spearman"]) / 2
             return result
+        gold = [self._name(label) for label in gold]
         pred = [p.label for p in predictions]
         result = {"accuracy": metrics.accuracy(pred, gold), "mcc": metrics.matthews_corrcoef(pred, gold)}
         label_map = self._fitted_label_map()

@@ -119,7 +119,7 @@ class FinetuneConfig:
     """Whether the first line of a TSV/CSV file names its columns; default: detected, and reported."""
     task_options: dict[str, Any] = field(default_factory=dict)
     """Options of the task class (``text_column``, ``text_pair_column``, ``label_column``, ``main_metric``,
-    ``doc_stride``, ``window_stride``, ``long_text``...); see ``docs/finetuning.md``."""
+    ``label_names``, ``doc_stride``, ``window_stride``, ``long_text``...); see ``docs/finetuning.md``."""
     max_seq_length: int | None = None
     """Longest feature in tokens, specials included."""
     group_by_length: bool | None = None
