@@ -374,3 +374,45 @@ def test_bad_input_exits_2_with_one_line_and_no_output(env, tmp_path, capsys, mo
     assert len(errors[0]) < 400, errors[0]
     leftovers = sorted(p.name for p in out.parent.glob("*")) if out.parent.exists() else []
     assert leftovers == [], f"partial output left behind: {leftovers}"
+
+
+# ------------------------------------------------------------------------------- evaluate --input / --data
+@pytest.fixture(scope="module")
+def classifier(env, tmp_path_factory) -> str:
+    from bertkit.model import BertForSequenceClassification
+    from bertkit.tokenizer import Tokenizer
+    from inference_helpers import save_model
+
+    root = tmp_path_factory.mktemp("classifier")
+    tok = Tokenizer.from_pretrained(env["tok"])
+    labels = {"id2label": {0: "neg", 1: "pos"}}
+    return str(save_model(root / "model", BertForSequenceClassification, tok, **labels))
+
+
+@pytest.mark.parametrize("flag", ["--input", "-i", "--data", "-d"])
+def test_evaluate_reads_input_or_its_data_alias(env, classifier, capsys, flag):
+    import json
+
+    code = main(["evaluate", "--model", classifier, flag, env["train"], "--task", "classification"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "accuracy" in json.loads(captured.out)
+
+
+def test_evaluate_help_shows_input_not_data(capsys):
+    from typer.testing import CliRunner
+
+    result = CliRunner().invoke(app, ["evaluate", "--help"], env={"COLUMNS": "120"})
+    assert result.exit_code == 0
+    assert "--input" in result.output and "--data" not in result.output
+
+
+@pytest.mark.parametrize(
+    "args,expected",
+    [([], "--input FILE"), (["--input", "{train}", "--data", "{lines}"], "--data is --input's alias")],
+    ids=["neither", "both-differ"],
+)
+def test_evaluate_input_mistakes_name_the_flag(env, classifier, capsys, args, expected):
+    code = main(["evaluate", "--model", classifier, *[a.format(**env) for a in args]])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("bertkit: error:") == 1 and expected in err, err

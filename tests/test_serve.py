@@ -272,3 +272,40 @@ def test_uvicorn_on_loopback(pretraining):
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
+
+
+# ------------------------------------------------------------------------------------- unknown routes, favicon
+def test_unknown_route_is_a_json_404_naming_the_routes(app):
+    from fastapi.testclient import TestClient
+
+    client = TestClient(app)
+    response = client.get("/foo")
+    assert response.status_code == 404 and response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert body["error"].startswith("no route GET /foo; routes: GET /, ")
+    assert body["routes"][0] == "GET /"
+    for route in ("GET /health", "GET /info", "POST /fill-mask", "POST /embed", "POST /attention", "GET /docs"):
+        assert route in body["routes"] and route in body["error"]
+    assert "POST /classify" not in body["routes"]  # a pretraining model has no classifier endpoint
+    assert "/favicon.ico" not in body["error"]
+    assert body["routes"].index("POST /embed") < body["routes"].index("GET /docs")  # the API before the docs
+
+    unsupported = client.post("/classify", json={"texts": ["a"]}).json()
+    assert unsupported["error"].startswith("no route POST /classify; routes:")
+    assert client.get("/static/missing.js").json()["error"].startswith("no route GET /static/missing.js")
+
+
+def test_unknown_route_lists_the_models_own_endpoints(dirs):
+    from fastapi.testclient import TestClient
+
+    routes = TestClient(create_app(dirs["classifier"], LIMITS)).get("/nope").json()["routes"]
+    assert "POST /classify" in routes and "POST /fill-mask" not in routes
+
+
+def test_favicon_is_served(app):
+    from fastapi.testclient import TestClient
+
+    response = TestClient(app).get("/favicon.ico")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("image/svg+xml") and response.text.startswith("<svg")
+    assert "/favicon.ico" not in call(app, "GET", "/openapi.json").json()["paths"]

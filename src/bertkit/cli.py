@@ -1003,7 +1003,10 @@ def finetune_command() -> None:
 @app.command("evaluate")
 def evaluate_command(
     model: Annotated[str, typer.Option("--model", "-m", help="Fine-tuned model directory.")],
-    data: Annotated[str, typer.Option("--data", "-d", help="Labelled file in the task's format.")],
+    input: Annotated[
+        str | None, typer.Option("--input", "-i", help="Labelled file in the task's format (required).")
+    ] = None,
+    data: Annotated[str | None, typer.Option("--data", "-d", hidden=True, help="Same as --input.")] = None,
     task: TaskOption = None,
     text_column: TextColumnOption = None,
     text_pair_column: PairColumnOption = None,
@@ -1020,14 +1023,20 @@ def evaluate_command(
 ) -> None:
     """Print a fine-tuned model's metrics on a labelled file as JSON.
 
-    Example: bertkit evaluate --model runs/sst2 --data sst2/dev.tsv
+    Example: bertkit evaluate --model runs/sst2 --input sst2/dev.tsv
     """
     from bertkit.inference import evaluate_model
 
+    # --data is the older name of --input, kept so existing scripts run; help shows only --input.
+    if input is not None and data is not None and input != data:
+        fail(f"give the labelled file once: --input {input} and --data {data} differ (--data is --input's alias)")
+    path = input if input is not None else data
+    if path is None:
+        fail("give the labelled file to evaluate on with --input FILE")
     _show_warnings()
     scores = evaluate_model(
         model,
-        data,
+        path,
         task=task,
         task_options=_task_options(text_column, text_pair_column, label_column, tag_column=tag_column),
         max_seq_length=max_seq_length,

@@ -1,4 +1,9 @@
-"""Crash-safe file writing: write to a temporary name in the same directory, then rename over the target."""
+"""Crash-safe file writing: write to a temporary name in the same directory, then rename over the target.
+
+``tempfile.mkstemp`` creates its file private (0600); before the rename each file gets the mode a plain
+``open`` would have given it (0666 less the umask: 0644 under umask 022), so outputs are as readable as
+any other file the user writes.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,25 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
+
+
+def _umask() -> int:
+    """The process umask. Linux reports it in /proc; elsewhere it is read by setting it, which briefly
+    changes it for other threads, so that is the fallback only."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return old
+
+
+def _give_normal_mode(path: str | os.PathLike) -> None:
+    os.chmod(path, 0o666 & ~_umask())
 
 
 @contextlib.contextmanager
@@ -27,6 +51,7 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None =
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
+        _give_normal_mode(tmp)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -56,6 +81,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        _give_normal_mode(tmp)  # after the writer, which may have made the file anew
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -24,7 +24,7 @@ from bertkit.serve.limits import ServeLimits
 try:
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import FileResponse, JSONResponse
+    from fastapi.responses import FileResponse, JSONResponse, Response
     from fastapi.staticfiles import StaticFiles
     from pydantic import BaseModel, ConfigDict, Field, StringConstraints
     from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -34,6 +34,14 @@ except ImportError as exc:  # pragma: no cover - the serve extra is optional
 logger = logging.getLogger("bertkit.serve")
 
 STATIC = Path(__file__).resolve().parent / "static"
+
+# A 16x16 "B" tab icon: browsers ask for /favicon.ico on every page, and a 404 there is noise in their console.
+FAVICON = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><rect width="16" height="16" rx="3" '
+    'fill="#2b59c3"/><text x="8" y="12.5" font-size="12" font-family="sans-serif" font-weight="bold" '
+    'text-anchor="middle" fill="#fff">B</text></svg>'
+)
+UNLISTED = {"/favicon.ico", "/docs/oauth2-redirect"}  # routes a 404 does not offer
 
 Text = Annotated[str, StringConstraints(min_length=1)]
 
@@ -352,6 +360,10 @@ def create_app(model: str | os.PathLike | Loaded, limits: ServeLimits | None = N
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 404 and exc.detail == "Not Found":  # the router's (or a static file's) own 404
+            routes = _routes(app)
+            message = f"no route {request.method} {request.url.path}; routes: {', '.join(routes)}"
+            return JSONResponse({"error": message, "routes": routes}, status_code=404, headers=exc.headers)
         return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
 
     @app.exception_handler(Exception)
@@ -367,6 +379,10 @@ def create_app(model: str | os.PathLike | Loaded, limits: ServeLimits | None = N
     async def info() -> dict[str, Any]:
         return service.info()
 
+    @app.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> Response:
+        return Response(FAVICON, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
+
     _add_pipelines(app, service)
 
     if STATIC.is_dir():
@@ -377,6 +393,23 @@ def create_app(model: str | os.PathLike | Loaded, limits: ServeLimits | None = N
             return FileResponse(STATIC / "index.html")
 
     return app
+
+
+def _routes(app: FastAPI) -> list[str]:
+    """``METHOD /path`` of every route a caller may use: the page, the API, then the docs and page files."""
+    routes: list[str] = []
+    for route in app.routes:
+        path = getattr(route, "path", "")
+        if path in UNLISTED:
+            continue
+        methods = sorted(getattr(route, "methods", None) or ())
+        if not methods:  # a mounted app: the web page's static files
+            routes.append(f"GET {path}/...")
+        for method in methods:
+            if method != "HEAD":
+                routes.append(f"{method} {path}")
+    aside = ("/openapi.json", "/docs", "/redoc", "/static/...")
+    return sorted(routes, key=lambda r: (r != "GET /", r.split(" ", 1)[1] in aside))  # stable: API order kept
 
 
 def _add_pipelines(app: FastAPI, service: Service) -> None:
