@@ -15,6 +15,7 @@ import typer
 
 from bertkit.cli_options import (
     ConfigOption,
+    ExampleLastCommand,
     command_function,
     config_options,
     lazy_command,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:  # the inference package imports torch, which `bertkit --help`
     from bertkit.inference import TextInput
 
 app = typer.Typer(
+    rich_markup_mode=None,
     name="bertkit",
     help="BERT from scratch: WordPiece, pre-training, fine-tuning, inference and Hugging Face interop.",
     no_args_is_help=True,
@@ -96,7 +98,7 @@ def _click_exceptions() -> tuple[tuple[type[_ShowsItself], ...], tuple[type[Exce
 
 
 # ---------------------------------------------------------------------------------------- tokenizer
-@app.command("tokenize")
+@app.command("tokenize", short_help="Show a text's WordPieces, ids and offsets.", cls=ExampleLastCommand)
 def tokenize_command(
     text: Annotated[str, typer.Argument(help="Text to tokenize.")],
     model: Annotated[str, typer.Option("--model", "-m", help="Model directory, vocab.txt or tokenizer.json.")],
@@ -105,7 +107,9 @@ def tokenize_command(
 ) -> None:
     """Show the WordPieces of a text: tokens, ids, segments and character offsets into the text.
 
-    Example: bertkit tokenize --model ./bert "Naïve café, 北京!" --json
+    \b
+    Example:
+      bertkit tokenize --model ./bert "Naïve café, 北京!" --json
     """
     import json
 
@@ -124,7 +128,9 @@ def tokenize_command(
         print(f"{i:>4}  {tok:<20} {id_:>6}  {seg:>3}  {start}:{end} {source[start:end]!r}")
 
 
-tokenizer_app = typer.Typer(help="Learn WordPiece vocabularies, or extend a model's.", no_args_is_help=True)
+tokenizer_app = typer.Typer(
+    rich_markup_mode=None, help="Learn WordPiece vocabularies, or extend a model's.", no_args_is_help=True
+)
 app.add_typer(tokenizer_app, name="tokenizer")
 
 
@@ -202,13 +208,18 @@ def _run_tokenizer_train(given: dict[str, Any]) -> None:
     print(f"wrote a {tok.vocab_size}-token vocabulary to {output} (fingerprint {tok.fingerprint})", file=sys.stderr)
 
 
-@tokenizer_app.command("train", cls=lazy_command(_tokenizer_train_function))
+@tokenizer_app.command(
+    "train", short_help="Learn a WordPiece vocabulary from a corpus.", cls=lazy_command(_tokenizer_train_function)
+)
 def tokenizer_train_command() -> None:
     """Learn a BERT WordPiece vocabulary ([PAD] [UNK] [CLS] [SEP] [MASK] get ids 0-4) and save it.
 
     The corpus is read as prepare-data reads it: text, JSONL, Parquet, compressed; Gutenberg boilerplate stripped.
 
-    Example: bertkit tokenizer train --input ../shared/data/gutenberg/books --vocab-size 8000 --output ./tok
+    \b
+    Example:
+      bertkit tokenizer train --input ../shared/data/gutenberg/books \\
+        --vocab-size 8000 --output ./tok
     """
 
 
@@ -297,13 +308,19 @@ def _run_tokenizer_extend(given: dict[str, Any]) -> None:
     )
 
 
-@tokenizer_app.command("extend", cls=lazy_command(_tokenizer_extend_function))
+@tokenizer_app.command(
+    "extend", short_help="Add a domain's words to a model's vocabulary.", cls=lazy_command(_tokenizer_extend_function)
+)
 def tokenizer_extend_command() -> None:
-    r"""Give a model's vocabulary new words (a domain's terms) before continued pre-training.
+    """Give a model's vocabulary new words (a domain's terms) before continued pre-training.
 
-    New tokens fill \[unusedN] slots first, then new rows; each starts from the mean embedding of the pieces
-    the old vocabulary split it into. Example: bertkit tokenizer extend --model ./bert --corpus ./clinical
-    --max-new-tokens 500 --output ./bert-clinical
+    New tokens fill [unusedN] slots first, then new rows; each starts from the mean embedding of the pieces
+    the old vocabulary split it into.
+
+    \b
+    Example:
+      bertkit tokenizer extend --model ./bert --corpus ./clinical \\
+        --max-new-tokens 500 --output ./bert-clinical
     """
 
 
@@ -348,7 +365,7 @@ def _text_or_pair(line: str) -> TextInput:
     return (first, second) if tab else line
 
 
-@app.command("embed")
+@app.command("embed", short_help="Embed texts as vectors (feature extraction).", cls=ExampleLastCommand)
 def embed_command(
     model: ModelOption,
     input: Annotated[
@@ -387,7 +404,10 @@ def embed_command(
 ) -> None:
     """Extract contextual embeddings (feature extraction) for one text per line into a .npy file.
 
-    Example: bertkit embed --model ./minilm --input sentences.txt --output vectors.npy --pooling mean --layers -1,-2
+    \b
+    Example:
+      bertkit embed --model ./minilm --input sentences.txt \\
+        --output vectors.npy --pooling mean --layers -1,-2
     """
     import warnings
 
@@ -453,7 +473,7 @@ def _print_json(obj: object) -> None:
     print(json.dumps(obj, ensure_ascii=False))
 
 
-@app.command("fill-mask")
+@app.command("fill-mask", short_help="Predict the words behind [MASK].", cls=ExampleLastCommand)
 def fill_mask_command(
     texts: Annotated[list[str] | None, typer.Argument(help="Texts with one or more [MASK].")] = None,
     *,
@@ -465,7 +485,9 @@ def fill_mask_command(
 ) -> None:
     """Predict the words hidden behind [MASK] (needs a model with its masked-LM head).
 
-    Example: bertkit fill-mask --model ./bert "Paris is the [MASK] of France."
+    \b
+    Example:
+      bertkit fill-mask --model ./bert "Paris is the [MASK] of France."
     """
     from bertkit.inference import fill_mask
 
@@ -481,7 +503,7 @@ def fill_mask_command(
                 print(f"  {label}{c.text:<16} {100 * c.score:6.2f}%  {c.sequence}")
 
 
-@app.command("next-sentence")
+@app.command("next-sentence", short_help="Score whether sentence B follows sentence A.", cls=ExampleLastCommand)
 def next_sentence_command(
     first: Annotated[str | None, typer.Argument(help="Sentence A.")] = None,
     second: Annotated[str | None, typer.Argument(help="Sentence B.")] = None,
@@ -493,8 +515,11 @@ def next_sentence_command(
 ) -> None:
     """Probability that sentence B follows sentence A (needs a pre-training model with its NSP head).
 
-    Example: bertkit next-sentence --model ./bert "I went home." "Then I slept."
     With --input, each line is A<TAB>B.
+
+    \b
+    Example:
+      bertkit next-sentence --model ./bert "I went home." "Then I slept."
     """
     from bertkit.inference import next_sentence
 
@@ -515,7 +540,7 @@ def next_sentence_command(
             print(f"{p:.4f}\t{a}\t{b}")
 
 
-@app.command("classify")
+@app.command("classify", short_help="Label texts or pairs with a fine-tuned classifier.", cls=ExampleLastCommand)
 def classify_command(
     texts: Annotated[list[str] | None, typer.Argument(help="Texts to classify (a TAB separates a pair).")] = None,
     *,
@@ -526,7 +551,9 @@ def classify_command(
 ) -> None:
     """Label texts or text pairs with a fine-tuned classifier (or score them, for regression).
 
-    Example: bertkit classify --model ./sst2-model --input reviews.txt --json
+    \b
+    Example:
+      bertkit classify --model ./sst2-model --input reviews.txt --json
     """
     from bertkit.inference import classify
 
@@ -549,7 +576,7 @@ def classify_command(
             print(f"{p.label}\t{p.score:.4f}\t{text}" + (f"\t{pair}" if pair is not None else ""))
 
 
-@app.command("tag")
+@app.command("tag", short_help="Tag words (entities) with a fine-tuned tagger.", cls=ExampleLastCommand)
 def tag_command(
     texts: Annotated[list[str] | None, typer.Argument(help="Texts to tag.")] = None,
     *,
@@ -560,7 +587,10 @@ def tag_command(
 ) -> None:
     """Find entities (or any word tags) with a fine-tuned token classifier; offsets are characters.
 
-    Example: bertkit tag --model ./ner-model "George Washington lived in Mount Vernon."
+    \b
+    Example:
+      bertkit tag --model ./ner-model \\
+        "George Washington lived in Mount Vernon."
     """
     from bertkit.inference import tag
 
@@ -576,7 +606,7 @@ def tag_command(
         print("".join(marked) + result.text[cursor:])
 
 
-@app.command("answer")
+@app.command("answer", short_help="Answer questions from a context (extractive QA).", cls=ExampleLastCommand)
 def answer_command(
     *,
     question: Annotated[str | None, typer.Option("--question", "-q", help="The question.")] = None,
@@ -595,7 +625,10 @@ def answer_command(
 ) -> None:
     """Answer questions from a context with a fine-tuned extractive QA model (long contexts are windowed).
 
-    Example: bertkit answer --model ./squad-model -q "Who led the army?" --context-file history.txt
+    \b
+    Example:
+      bertkit answer --model ./squad-model -q "Who led the army?" \\
+        --context-file history.txt
     """
     import json
     from pathlib import Path
@@ -640,7 +673,7 @@ def answer_command(
             print(f"{a.text or '(no answer)'}\t{100 * a.score:.1f}%\t{where}\t{q}")
 
 
-@app.command("attention")
+@app.command("attention", short_help="Show where each token attends, layer by layer.", cls=ExampleLastCommand)
 def attention_command(
     text: Annotated[str, typer.Argument(help="The text to look at.")],
     model: ModelOption,
@@ -651,7 +684,10 @@ def attention_command(
 ) -> None:
     """Show where each token attends in one layer (all layers and heads with --json).
 
-    Example: bertkit attention --model ./bert --layer 5 --head 2 "The cat sat on the mat."
+    \b
+    Example:
+      bertkit attention --model ./bert --layer 5 \\
+        --head 2 "The cat sat on the mat."
     """
     from bertkit.inference import attentions
 
@@ -668,7 +704,7 @@ def attention_command(
         print(f"{token:>14} -> " + ", ".join(f"{maps.tokens[j]} {row[j]:.2f}" for j in best))
 
 
-@app.command("serve")
+@app.command("serve", short_help="Serve a model over HTTP, with a web page.", cls=ExampleLastCommand)
 def serve_command(
     model: ModelOption,
     host: Annotated[str, typer.Option(help="Address to bind; the default serves this machine only.")] = "127.0.0.1",
@@ -679,7 +715,9 @@ def serve_command(
 ) -> None:
     """Serve the model over HTTP (JSON API with OpenAPI docs at /docs, web page at /).
 
-    Example: bertkit serve --model ./bert --port 8000, then open http://127.0.0.1:8000/
+    \b
+    Example:
+      bertkit serve --model ./bert --port 8000  # then open http://127.0.0.1:8000/
     """
     from bertkit.inference import load
     from bertkit.inference.encoder import embed_settings
@@ -698,11 +736,11 @@ def serve_command(
     )
 
 
-export_app = typer.Typer(help="Export a model to other runtimes.", no_args_is_help=True)
+export_app = typer.Typer(rich_markup_mode=None, help="Export a model to other runtimes.", no_args_is_help=True)
 app.add_typer(export_app, name="export")
 
 
-@export_app.command("onnx")
+@export_app.command("onnx", short_help="Export to ONNX (dynamic batch and length axes).", cls=ExampleLastCommand)
 def export_onnx_command(
     model: ModelOption,
     output: Annotated[str, typer.Option("--output", "-o", help="The .onnx file to write.")],
@@ -714,7 +752,9 @@ def export_onnx_command(
 ) -> None:
     """Export to ONNX with dynamic batch and sequence axes (inputs input_ids, token_type_ids, attention_mask).
 
-    Example: bertkit export onnx --model ./sst2-model --output sst2.onnx
+    \b
+    Example:
+      bertkit export onnx --model ./sst2-model --output sst2.onnx
     """
     from bertkit.export import check_onnx_installed, export_onnx, output_names, verify_onnx
     from bertkit.weights import load_model
@@ -730,7 +770,7 @@ def export_onnx_command(
             fail(f"the exported graph differs from the model by {diff:.2e} (more than 1e-4)")
 
 
-@app.command("convert")
+@app.command("convert", short_help="Rewrite a checkpoint in Hugging Face layout.", cls=ExampleLastCommand)
 def convert_command(
     model: Annotated[
         str,
@@ -762,8 +802,12 @@ def convert_command(
     """Rewrite a checkpoint as a Hugging Face-layout directory (config.json, model.safetensors, tokenizer files).
 
     Reads Google's TensorFlow BERT releases (bert_config.json, vocab.txt, bert_model.ckpt.*) without
-    TensorFlow, and pytorch_model.bin or sharded checkpoints. Example: bertkit convert --model
-    ./uncased_L-12_H-768_A-12 --output ./bert-base-uncased
+    TensorFlow, and pytorch_model.bin or sharded checkpoints.
+
+    \b
+    Example:
+      bertkit convert --model ./uncased_L-12_H-768_A-12 \\
+        --output ./bert-base-uncased
     """
     from bertkit.sentence_config import SentenceConfig
     from bertkit.weights import convert_checkpoint
@@ -831,12 +875,16 @@ def _run_pretrain(given: dict[str, Any]) -> None:
         raise typer.Exit(130)
 
 
-@app.command("pretrain", cls=lazy_command(_pretrain_function))
+@app.command("pretrain", short_help="Pre-train BERT (masked LM + next sentence).", cls=lazy_command(_pretrain_function))
 def pretrain_command() -> None:
     """Pre-train BERT (masked LM + next sentence) on a prepared dataset; resumable, multi-process with torchrun.
 
-    Example: bertkit pretrain --data data/wiki128 --model-config mini --output runs/mini --global-batch-size 256
-    --micro-batch-size 64 --lr 1e-4 --warmup-steps 1000 --max-steps 20000 --save-every 1000 --eval-every 1000
+    \b
+    Example:
+      bertkit pretrain --data data/wiki128 --model-config mini \\
+        --output runs/mini --global-batch-size 256 --micro-batch-size 64 \\
+        --lr 1e-4 --warmup-steps 1000 --max-steps 20000 --save-every 1000 \\
+        --eval-every 1000
     """
 
 
@@ -991,16 +1039,21 @@ def _run_finetune(given: dict[str, Any]) -> None:
         _print_json(result.metrics)
 
 
-@app.command("finetune", cls=lazy_command(_finetune_function))
+@app.command(
+    "finetune", short_help="Fine-tune for classification, regression, NER or QA.", cls=lazy_command(_finetune_function)
+)
 def finetune_command() -> None:
     """Fine-tune a BERT model for classification, regression, NER or SQuAD-style QA.
 
-    Example: bertkit finetune --task classification --model ./minilm --train sst2/train.tsv --dev sst2/dev.tsv
-    --output runs/sst2 --epochs 3 --lr 5e-5 --micro-batch-size 32
+    \b
+    Example:
+      bertkit finetune --task classification --model ./minilm \\
+        --train sst2/train.tsv --dev sst2/dev.tsv --output runs/sst2 \\
+        --epochs 3 --lr 5e-5 --micro-batch-size 32
     """
 
 
-@app.command("evaluate")
+@app.command("evaluate", short_help="Print a fine-tuned model's metrics on labelled data.", cls=ExampleLastCommand)
 def evaluate_command(
     model: Annotated[str, typer.Option("--model", "-m", help="Fine-tuned model directory.")],
     input: Annotated[
@@ -1023,7 +1076,9 @@ def evaluate_command(
 ) -> None:
     """Print a fine-tuned model's metrics on a labelled file as JSON.
 
-    Example: bertkit evaluate --model runs/sst2 --input sst2/dev.tsv
+    \b
+    Example:
+      bertkit evaluate --model runs/sst2 --input sst2/dev.tsv
     """
     from bertkit.inference import evaluate_model
 
@@ -1049,7 +1104,7 @@ def evaluate_command(
     _print_json(scores)
 
 
-@app.command("predict")
+@app.command("predict", short_help="Write a fine-tuned model's predictions as JSON lines.", cls=ExampleLastCommand)
 def predict_command(
     model: Annotated[str, typer.Option("--model", "-m", help="Fine-tuned model directory.")],
     input: Annotated[
@@ -1067,7 +1122,10 @@ def predict_command(
 ) -> None:
     """Write one JSON line per input row, sentence or question, with the predicted label/tags/answer and scores.
 
-    Example: bertkit predict --model runs/sst2 --input sst2/test.tsv --output predictions.jsonl
+    \b
+    Example:
+      bertkit predict --model runs/sst2 --input sst2/test.tsv \\
+        --output predictions.jsonl
     """
     from bertkit.inference import predict
 
@@ -1148,17 +1206,24 @@ def _run_prepare_data(given: dict[str, Any]) -> None:
     )
 
 
-@app.command("prepare-data", cls=lazy_command(_prepare_data_function))
+@app.command(
+    "prepare-data",
+    short_help="Turn a corpus into MLM+NSP pre-training shards.",
+    cls=lazy_command(_prepare_data_function),
+)
 def prepare_data_command() -> None:
     """Turn a raw corpus into sharded, memory-mapped MLM+NSP pre-training data (BERT's algorithm, all cores).
 
-    Example: bertkit prepare-data --input ../shared/data/gutenberg/books --tokenizer ./tok --output ./data128
-    --max-seq-length 128 --dupe-factor 5 --masking static --seed 1 --workers 8
+    \b
+    Example:
+      bertkit prepare-data --input ../shared/data/gutenberg/books \\
+        --tokenizer ./tok --output ./data128 --max-seq-length 128 \\
+        --dupe-factor 5 --masking static --seed 1 --workers 8
     """
 
 
 # --------------------------------------------------------------------------------------------- demo
-@app.command("demo")
+@app.command("demo", short_help="Run the end-to-end demo on the shipped data.", cls=ExampleLastCommand)
 def demo_command(
     output: Annotated[str, typer.Option(help="Run directory (replaced if it exists).")] = "runs/demo",
     corpus: Annotated[str, typer.Option(help="Raw text to pre-train on.")] = "data/corpus",
@@ -1195,7 +1260,10 @@ def demo_command(
 ) -> None:
     """Train a vocabulary, pre-train a small BERT on the shipped books, compare fill-mask and fine-tuning.
 
-    Example: bertkit demo --output runs/demo --pretrain-time 12m --finetune-examples 1000 --finetune-seeds 1,2,3
+    \b
+    Example:
+      bertkit demo --output runs/demo --pretrain-time 12m \\
+        --finetune-examples 1000 --finetune-seeds 1,2,3
     """
     from bertkit.demo import DemoConfig, run_demo
 

@@ -155,6 +155,23 @@ def command_function(
     return command
 
 
+class ExampleLastCommand(TyperCommand):
+    """A command whose ``--help`` ends with the docstring's example, after the options.
+
+    The example is the docstring's last paragraph, written as ``\\b`` + ``Example:`` so that click keeps its
+    lines (each short enough for 80 columns) instead of re-wrapping them.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        head, marker, example = (self.help or "").partition(EXAMPLE_MARKER)
+        if marker and self.epilog is None:
+            self.help, self.epilog = head.rstrip(), marker + example
+
+
+EXAMPLE_MARKER = "\b\nExample:"
+
+
 def lazy_command(build: Callable[[], Callable[..., None]]) -> type[TyperCommand]:
     """A command class for ``app.command(cls=...)`` whose options come from ``build()`` on first use.
 
@@ -166,14 +183,15 @@ def lazy_command(build: Callable[[], Callable[..., None]]) -> type[TyperCommand]
     def real() -> Any:
         function = build()
         single = typer.Typer(
+            rich_markup_mode=None,
             add_completion=False,
             pretty_exceptions_enable=False,
             context_settings={"help_option_names": ["-h", "--help"]},
         )
-        single.command()(function)
+        single.command(cls=ExampleLastCommand)(function)
         return typer.main.get_command(single)
 
-    class LazyCommand(TyperCommand):
+    class LazyCommand(ExampleLastCommand):
         def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
             return real().make_context(info_name, args, parent=parent, **extra)
 
