@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import typer
-
 from typer.core import TyperGroup
 
 from bertkit.cli import app, main

@@ -397,7 +397,7 @@ def test_embed_long_texts_in_windows_covers_every_token_with_its_best_context(lo
     cls = embed([long_text], model, pooling="cls", long_text="windows", max_length=16, window_stride=6, normalize=True)
     expected = np.mean([window_states(s)[0] for s in starts], axis=0)
     np.testing.assert_allclose(cls[0], expected / np.linalg.norm(expected), atol=1e-5)
-    with pytest.raises(BertkitError, match="long_text must be truncate or windows"):
+    with pytest.raises(BertkitError, match=r"long_text\) must be truncate or windows"):
         embed([short], model, long_text="slide")
 
 

@@ -416,3 +416,43 @@ def test_evaluate_input_mistakes_name_the_flag(env, classifier, capsys, args, ex
     code = main(["evaluate", "--model", classifier, *[a.format(**env) for a in args]])
     err = capsys.readouterr().err
     assert code == 2 and err.count("bertkit: error:") == 1 and expected in err, err
+
+
+# ------------------------------------------------------------------------- option mistakes name their flag
+FINETUNE = ["finetune", "--task", "classification", "--model", "{model}", "--train", "{train}", "--output", "{OUT}"]
+OPTION_MISTAKES = [
+    ([*FINETUNE, "--warmup-ratio", "2"], "--warmup-ratio"),
+    ([*FINETUNE, "--max-seq-length", "2"], "--max-seq-length"),
+    ([*FINETUNE, "--global-batch-size", "8", "--grad-accum-steps", "2"], "--global-batch-size"),
+    (
+        ["pretrain", "--data", "{data}", "--model-config", "tiny", "--weight-decay", "-1", "--output", "{OUT}"],
+        "--weight-decay",
+    ),
+    (["fill-mask", "--model", "{model}", "--top-k", "0", "the [MASK] sat"], "--top-k"),
+    (
+        [
+            "embed",
+            "--model",
+            "{model}",
+            "--input",
+            "{lines}",
+            "--output",
+            "{OUT}.npy",
+            "--window-stride",
+            "0",
+            "--long-text",
+            "windows",
+        ],
+        "--window-stride",
+    ),
+]
+
+
+@pytest.mark.parametrize("template,flag", OPTION_MISTAKES, ids=[flag for _, flag in OPTION_MISTAKES])
+def test_option_mistakes_name_the_flag_to_change(env, tmp_path, capsys, template, flag):
+    values = {**env, "OUT": str(tmp_path / "out")}
+    args = [part.format(**values) for part in template]
+    code = main(args)
+    err = capsys.readouterr().err
+    assert code == 2, err[-500:]
+    assert flag in err.strip().splitlines()[-1], err[-500:]

@@ -145,7 +145,7 @@ def extend_vocabulary(
     if source.resolve() == output.resolve():
         raise ConfigError(f"the output {output} is the model directory itself; write the extended model elsewhere")
     if max_new_tokens < 0 or min_frequency < 1:
-        raise ConfigError("max_new_tokens must be >= 0 and min_frequency >= 1")
+        raise ConfigError("--max-new-tokens must be >= 0 and --min-frequency >= 1")
     if not tokens and not corpus:
         raise ConfigError("nothing to add: give tokens (a file with one per line) and/or a corpus to pick words from")
     tokenizer = Tokenizer.from_pretrained(source)

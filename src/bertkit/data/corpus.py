@@ -98,7 +98,7 @@ class CorpusOptions:
         if self.format not in FORMATS:
             raise DataError(f"unknown corpus format {self.format!r}; choose one of {', '.join(FORMATS)}")
         if self.max_document_bytes < 1:
-            raise DataError("max_document_bytes must be positive")
+            raise DataError("--max-document-bytes must be positive")
 
 
 @dataclass

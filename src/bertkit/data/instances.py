@@ -80,7 +80,7 @@ def create_instances_from_document(
     document = all_documents[document_index]
     max_num_tokens = max_seq_length - 3
     if max_num_tokens < 2:
-        raise DataError(f"max_seq_length must be at least 5 (3 special tokens + A + B), got {max_seq_length}")
+        raise DataError(f"--max-seq-length must be at least 5 (3 special tokens + A + B), got {max_seq_length}")
     target_seq_length = max_num_tokens
     short = False
     if rng.random() < short_seq_prob:

@@ -59,9 +59,9 @@ class MaskingSpec:
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.masked_lm_prob <= 1.0:
-            raise DataError(f"masked_lm_prob must be in [0, 1], got {self.masked_lm_prob}")
+            raise DataError(f"--masked-lm-prob must be in [0, 1], got {self.masked_lm_prob}")
         if self.max_predictions_per_seq < 0:
-            raise DataError(f"max_predictions_per_seq must be >= 0, got {self.max_predictions_per_seq}")
+            raise DataError(f"--max-predictions-per-seq must be >= 0, got {self.max_predictions_per_seq}")
         if self.whole_word_mask and self.is_continuation is None:
             raise DataError("whole-word masking needs the continuation table of the vocabulary")
 

@@ -156,9 +156,9 @@ def embed(
     if pooling not in (None, "cls", "mean", "max", "none"):
         raise BertkitError(f"pooling must be cls, mean, max or none, got {pooling!r}")
     if long_text not in ("truncate", "windows"):
-        raise BertkitError(f"long_text must be truncate or windows, got {long_text!r}")
+        raise BertkitError(f"--long-text (long_text) must be truncate or windows, got {long_text!r}")
     if window_stride < 1:
-        raise BertkitError(f"window_stride must be at least 1, got {window_stride}")
+        raise BertkitError(f"--window-stride (window_stride) must be at least 1, got {window_stride}")
     loaded = as_loaded(model, head="BertModel")
     settings = embed_settings(loaded, pooling, normalize, max_length)
     pooling, normalize, max_length = settings.pooling, settings.normalize, settings.max_length
@@ -175,7 +175,7 @@ def embed(
     if long_text == "windows":
         limit = input_length(loaded, max_length)
         if limit < 3:
-            raise BertkitError(f"max_length {limit} leaves no room for text between [CLS] and [SEP]")
+            raise BertkitError(f"--max-length (max_length) {limit} leaves no room for text between [CLS] and [SEP]")
         pieces = _cut_windows(encodings, limit, window_stride, loaded.tokenizer.cls_id, loaded.tokenizer.sep_id)
 
     def forward(inputs: dict[str, torch.Tensor], chunk: list[Feature]) -> list[torch.Tensor]:
@@ -242,7 +242,7 @@ def _encode_counting(loaded: Loaded, texts: list[TextInput], max_length: int, tr
     if cut:
         message = (
             f"{len(cut)} of {len(texts)} inputs were longer than {max_length} tokens and were cut "
-            f"(long_text='windows' embeds single texts whole)"
+            f"(--long-text windows embeds single texts whole)"
         )
         warnings.warn(TruncationWarning(message, len(cut), len(texts), max_length), stacklevel=4)
     return whole

@@ -192,7 +192,7 @@ def answer(
     most 30 tokens).
     """
     if top_k < 1:
-        raise BertkitError(f"top_k must be at least 1, got {top_k}")
+        raise BertkitError(f"--top-k (top_k) must be at least 1, got {top_k}")
     loaded = for_pipeline("answer", model)
     questions, contexts = paired_texts(question, context, "question", "context")
     seq_len = input_length(loaded, max_length)

@@ -116,7 +116,7 @@ def fill_mask(
     every candidate reads as text; special and ``[unused]`` tokens are never proposed.
     """
     if top_k < 1:
-        raise BertkitError(f"top_k must be at least 1, got {top_k}")
+        raise BertkitError(f"--top-k (top_k) must be at least 1, got {top_k}")
     loaded = for_pipeline("fill_mask", model)
     items = as_list(texts, "texts")
     check_texts(items)

@@ -117,9 +117,9 @@ class ClassificationTask:
 
     def __post_init__(self) -> None:
         if self.long_text not in ("truncate", "windows"):
-            raise ConfigError(f"long_text must be 'truncate' or 'windows', got {self.long_text!r}")
+            raise ConfigError(f"--long-text must be truncate or windows, got {self.long_text!r}")
         if self.window_stride < 1:
-            raise ConfigError(f"window_stride must be at least 1, got {self.window_stride}")
+            raise ConfigError(f"--window-stride must be at least 1, got {self.window_stride}")
         if self.main_metric is None:
             self.main_metric = "pearson" if self.regression else "accuracy"
         if isinstance(self.label_names, str):
@@ -272,7 +272,7 @@ class ClassificationTask:
     ) -> list[Feature]:
         """Model inputs; ``labels`` is present when the examples are labelled and the labels are fitted."""
         if max_seq_length < 5:
-            raise ConfigError(f"max_seq_length {max_seq_length} leaves no room for text")
+            raise ConfigError(f"--max-seq-length {max_seq_length} leaves no room for text; raise it")
         ids_a = tokenizer.ids_batch([e.text for e in examples])
         ids_b: list[list[int] | None] = [None] * len(examples)
         paired = [i for i, e in enumerate(examples) if e.text_pair is not None]

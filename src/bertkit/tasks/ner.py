@@ -151,7 +151,7 @@ class NerTask:
 
     def __post_init__(self) -> None:
         if self.window_stride < 1:
-            raise ConfigError(f"window_stride must be at least 1, got {self.window_stride}")
+            raise ConfigError(f"--window-stride must be at least 1, got {self.window_stride}")
 
     def read(
         self,
@@ -201,7 +201,7 @@ class NerTask:
         """
         room = max_seq_length - 2
         if room < 1:
-            raise ConfigError(f"max_seq_length {max_seq_length} leaves no room for words")
+            raise ConfigError(f"--max-seq-length {max_seq_length} leaves no room for words; raise it")
         flat = [w for e in examples for w in e.words]
         flat_ids = tokenizer.ids_batch(flat) if flat else []
         features: list[Feature] = []

@@ -231,8 +231,8 @@ class QuestionAnsweringTask:
         room = max_seq_length - min(self.max_query_length, max_seq_length) - 3
         if room < 1:
             raise ConfigError(
-                f"max_seq_length {max_seq_length} leaves no room for the context after a "
-                f"{self.max_query_length}-token question; lower max_query_length"
+                f"--max-seq-length {max_seq_length} leaves no room for the context after a "
+                f"{self.max_query_length}-token question; raise it, or lower max_query_length in the config file"
             )
         contexts = list(dict.fromkeys(e.context for e in examples))
         encoded = dict(zip(contexts, tokenizer.encode_batch(contexts, add_special_tokens=False)))

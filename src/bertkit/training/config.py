@@ -180,15 +180,17 @@ class TrainConfig:
             if value is not None and (not isinstance(value, int) or value < 0):
                 raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
         if self.global_batch_size is not None and self.grad_accum_steps is not None:
-            raise ConfigError("give global_batch_size or grad_accum_steps, not both (one is derived from the other)")
+            raise ConfigError(
+                "give --global-batch-size or --grad-accum-steps, not both (one is derived from the other)"
+            )
         if self.warmup_steps is not None and self.warmup_ratio is not None:
-            raise ConfigError("give warmup_steps or warmup_ratio, not both")
+            raise ConfigError("give --warmup-steps or --warmup-ratio, not both")
         if self.warmup_ratio is not None and not 0 <= self.warmup_ratio < 1:
-            raise ConfigError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+            raise ConfigError(f"--warmup-ratio must be in [0, 1), got {self.warmup_ratio}")
         if self.lr <= 0:
             raise ConfigError(f"lr must be positive, got {self.lr}")
         if self.weight_decay < 0:
-            raise ConfigError(f"weight_decay must be >= 0, got {self.weight_decay}")
+            raise ConfigError(f"--weight-decay must be >= 0, got {self.weight_decay}")
         if self.optimizer not in OPTIMIZERS:
             raise ConfigError(f"unknown optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
         if self.schedule not in SCHEDULES:
@@ -196,17 +198,17 @@ class TrainConfig:
         if self.precision not in PRECISIONS:
             raise ConfigError(f"unknown precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}")
         if self.max_time is not None and self.max_time <= 0:
-            raise ConfigError(f"max_time must be positive, got {self.max_time}")
+            raise ConfigError(f"--max-time must be positive, got {self.max_time}")
         if self.epochs is not None and not self.epochs > 0:
             raise ConfigError(f"epochs must be positive, got {self.epochs}")
         if self.max_steps is None and self.max_time is None and self.epochs is None:
-            raise ConfigError("set max_steps, max_time or epochs: the run needs an end")
+            raise ConfigError("set --max-steps, --max-time or --epochs: the run needs an end")
         if self.max_steps_from not in ("max_steps", "epochs"):
             raise ConfigError(f"max_steps_from must be 'max_steps' or 'epochs', got {self.max_steps_from!r}")
         if self.best_mode not in ("max", "min"):
             raise ConfigError(f"best_mode must be 'max' or 'min', got {self.best_mode!r}")
         if self.clip_grad_norm is not None and self.clip_grad_norm < 0:
-            raise ConfigError(f"clip_grad_norm must be >= 0, got {self.clip_grad_norm}")
+            raise ConfigError(f"--clip-grad-norm must be >= 0, got {self.clip_grad_norm}")
 
     # ------------------------------------------------------------------------------ derived values
     def accumulation(self, world_size: int = 1) -> int:

@@ -71,7 +71,7 @@ class PretrainConfig:
             self.train = TrainConfig.from_dict(dict(self.train))
         self.train.output_dir = Path(self.output)
         if self.eval_batches < 0 or self.num_workers < 0:
-            raise ConfigError("eval_batches and num_workers must be >= 0")
+            raise ConfigError("--eval-batches and --num-workers must be >= 0")
         if not Path(self.data).is_dir():
             raise DataError(f"--data {self.data} is not a directory; prepare one with `bertkit prepare-data`")
         if self.init_from is not None:  # a hub name becomes its cached snapshot
