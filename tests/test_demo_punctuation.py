@@ -14,7 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_each_word_is_tagged_with_the_mark_that_followed_it():
-    tagged = tag_words("\u201cWell, Mr. Holmes\u2014what do you think?\u201d said he. \u201cI don\u2019t know!\u201d Yes; so")
+    tagged = tag_words(
+        "\u201cWell, Mr. Holmes\u2014what do you think?\u201d said he. \u201cI don\u2019t know!\u201d Yes; so"
+    )
     assert tagged == [
         ("well", COMMA),
         ("mr", NONE),  # an abbreviation's period belongs to the word
@@ -45,7 +47,10 @@ def test_a_mark_standing_alone_goes_to_the_word_before_it():
 def test_windows_skip_headings_and_drop_the_short_tail():
     paragraphs = ["CHAPTER I", "One two three. Four five six, seven eight nine ten eleven"]
     windows = book_windows(paragraphs, window_words=4)
-    assert [[word for word, _ in w] for w in windows] == [["one", "two", "three", "four"], ["five", "six", "seven", "eight"]]
+    assert [[word for word, _ in w] for w in windows] == [
+        ["one", "two", "three", "four"],
+        ["five", "six", "seven", "eight"],
+    ]
     assert windows[0][2] == ("three", PERIOD) and windows[1][1] == ("six", COMMA)
 
 
@@ -73,7 +78,9 @@ def test_the_builder_writes_disjoint_conll_splits_of_fixed_windows(tmp_path):
     tags = {line.split()[1] for block in train for line in block.splitlines()}
     assert tags == {NONE, COMMA, PERIOD, QUESTION}
     assert sum(splits.tag_counts.values()) == 70 * 10
-    again = build_punctuation_data([str(books)], tmp_path / "again", window_words=10, train_examples=50, dev_examples=20)
+    again = build_punctuation_data(
+        [str(books)], tmp_path / "again", window_words=10, train_examples=50, dev_examples=20
+    )
     assert again.train.read_bytes() == splits.train.read_bytes()  # the same seed, the same files
 
 

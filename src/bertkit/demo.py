@@ -521,7 +521,7 @@ def _punctuation_section(config: DemoConfig, finetuned: dict[str, list[Any]], pu
         "comma, period and question mark; a word without a mark is not a hit) on the dev windows after the last "
         "epoch, in points.",
         "",
-        *_comparison(config.finetune_seeds, pre, rnd, metric="f1"),
+        *_comparison(config.finetune_seeds, pre, rnd, metric="f1", seed_label="seed {}"),
     ]
     per_class = ["COMMA", "PERIOD", "QUESTION"]
     lines += [
@@ -573,8 +573,11 @@ def _epochs(count: float) -> str:
     return f"{count:g} epoch" + ("" if count == 1 else "s")
 
 
-def _comparison(seeds: tuple[int, ...], pre: list[Any], rnd: list[Any], metric: str = "accuracy") -> list[str]:
-    """A table of a dev metric per seed, pre-trained vs random start, its mean row and a verdict line."""
+def _comparison(
+    seeds: tuple[int, ...], pre: list[Any], rnd: list[Any], metric: str = "accuracy", seed_label: str = "{}"
+) -> list[str]:
+    """A table of a dev metric per seed, pre-trained vs random start, its mean row and a verdict line.
+    ``seed_label`` formats the first cell of a seed's row."""
     import statistics
 
     lines = [
@@ -584,7 +587,7 @@ def _comparison(seeds: tuple[int, ...], pre: list[Any], rnd: list[Any], metric: 
     for seed, a, b in zip(seeds, pre, rnd):
         acc_a, acc_b = _last_score(a, metric), _last_score(b, metric)
         lines.append(
-            f"| {seed} | {acc_a:.4f} | {acc_b:.4f} | {acc_a - acc_b:+.4f} | "
+            f"| {seed_label.format(seed)} | {acc_a:.4f} | {acc_b:.4f} | {acc_a - acc_b:+.4f} | "
             f"{a.train_seconds:.0f} / {b.train_seconds:.0f} |"
         )
     acc_pre = [_last_score(r, metric) for r in pre]
