@@ -520,7 +520,7 @@ def _punctuation_section(config: DemoConfig, finetuned: dict[str, list[Any]], pu
         f"Both starts fine-tuned the same way: {_epochs(config.punctuation_epochs)}, learning rate "
         f"{config.punctuation_lr:g}, the same seeds. Score: F1 of the punctuation marks (micro-averaged over "
         "comma, period and question mark; a word without a mark is not a hit) on the dev windows after the last "
-        "epoch, in points.",
+        "epoch (0 to 1).",
         "",
         *_comparison(config.finetune_seeds, pre, rnd, metric="f1", seed_label="seed {}"),
     ]
@@ -624,8 +624,8 @@ def _comparison(
             max(map(statistics.stdev, (acc_pre, acc_rnd))),
         )
         verdict += (
-            f" The gain in the means, {gain * 100:+.1f} points, is "
-            f"{'larger' if abs(gain) > spread else 'not larger'} than the larger of the two standard deviations "
-            f"({spread * 100:.1f} points)."
+            f" The difference in the means, {gain * 100:+.1f} points, is "
+            f"{'larger' if abs(gain) > spread else 'not larger'} in size than the larger of the two standard "
+            f"deviations ({spread * 100:.1f} points)."
         )
     return [*lines, "", verdict, ""]
