@@ -29,6 +29,8 @@ def test_demo_runs_and_reports_the_comparison(tmp_path):
         pretrain_dropout=0.0,
         reference_examples=32,
         reference_epochs=1.0,
+        punctuation_examples=48,
+        punctuation_epochs=1.0,
     )
     report = run_demo(config).read_text(encoding="utf-8")
     assert "## Fill-mask, before and after pre-training" in report
@@ -48,6 +50,18 @@ def test_demo_runs_and_reports_the_comparison(tmp_path):
     assert pretrained["hidden_dropout_prob"] == pretrained["attention_probs_dropout_prob"] == 0.0
     for stage in ("pre-train", "fine-tune (pre-trained, seed 1)", "fine-tune (random init, seed 2)"):
         assert stage in config.timings
+    # Punctuation restoration, built from books the pre-training did not read, the same two starts.
+    punctuation = own.split("## Fine-tuning on punctuation restoration: pre-trained vs random initialisation")[1]
+    assert "48 training and 500 dev windows of 30 words" in punctuation
+    assert len([line for line in punctuation.splitlines() if line.startswith(("| seed 1 |", "| seed 2 |"))]) == 2
+    assert "F1 points" in punctuation and "| question |" in punctuation
+    assert (tmp_path / "demo" / "punctuation" / "train.conll").is_file()
+    for stage in ("fine-tune (punctuation pre-trained, seed 1)", "fine-tune (punctuation random init, seed 2)"):
+        assert stage in config.timings
+    # Fine-tuning starts from the checkpoint with the best held-out loss, exported with its tokenizer.
+    assert (tmp_path / "demo" / "pretrain" / "best" / "vocab.txt").is_file()
+    assert "Fine-tuning starts from the checkpoint with the best held-out loss" in report
+    assert "stopped by the 3s time budget" in report or "stopped by the cap of" in report
     # The reference pair: all-MiniLM-L6-v2 (a dev dependency) against its architecture at random init.
     assert "all-MiniLM-L6-v2" in reference_part and "32 labeled training sentences, 1 epoch," in reference_part
     assert len([line for line in reference_part.splitlines() if line.startswith("| 1 |")]) == 1

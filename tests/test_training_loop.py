@@ -231,3 +231,17 @@ def test_trainer_hooks_stop_the_run_and_checkpoints_keep_their_keys(tmp_path):
         2,
         0,
     )
+
+
+def test_a_time_budget_that_ends_first_shortens_the_schedule(tmp_path):
+    from bertkit.training.loop import Hooks, Trainer
+
+    batches = ResumableBatches(toy_dataset(), 8, collate, seed=1, repeat=True)
+    options = {**FAST, "warmup_steps": 0, "schedule": "linear"}
+    cfg = TrainConfig(output_dir=tmp_path, micro_batch_size=8, max_steps=1000, max_time=100, **options)
+    trainer = Trainer(ToyModel(), batches, cfg, Hooks())
+    trainer.step = 100
+    trainer.elapsed = lambda: 50.0  # 2 updates/s: the 100 s budget ends at update 200, before the 1000 steps
+    assert trainer.learning_rate() == pytest.approx(cfg.lr * (1 - 100 / 200))
+    trainer.elapsed = lambda: 5.0  # 20 updates/s: the steps end first, and the schedule is theirs
+    assert trainer.learning_rate() == pytest.approx(cfg.lr * (1 - 100 / 1000))

@@ -1226,7 +1226,10 @@ def prepare_data_command() -> None:
 @app.command("demo", short_help="Run the end-to-end demo on the shipped data.", cls=ExampleLastCommand)
 def demo_command(
     output: Annotated[str, typer.Option(help="Run directory (replaced if it exists).")] = "runs/demo",
-    corpus: Annotated[str, typer.Option(help="Raw text to pre-train on.")] = "data/corpus",
+    corpus: Annotated[
+        list[str] | None,
+        typer.Option(help="Raw text to pre-train on; repeat for several (default: data/corpus and data/books)."),
+    ] = None,
     labeled_train: Annotated[str, typer.Option(help="Labeled sentences to fine-tune on.")] = "data/polarity/train.tsv",
     labeled_dev: Annotated[str, typer.Option(help="Labeled sentences to evaluate on.")] = "data/polarity/dev.tsv",
     pretrain_time: Annotated[
@@ -1280,9 +1283,10 @@ def demo_command(
             chosen[name] = value
     if reference_model is not None:
         chosen["reference_model"] = None if reference_model.lower() == "none" else reference_model
+    if corpus:
+        chosen["corpus"] = tuple(corpus)
     run_demo(
         DemoConfig(
-            corpus=corpus,
             labeled_train=labeled_train,
             labeled_dev=labeled_dev,
             output=output,

@@ -305,6 +305,10 @@ class Trainer:
     def learning_rate(self) -> float:
         config = self.config
         total = config.max_steps or _estimated_total(self.step, self.elapsed(), config.max_time)
+        if config.max_steps and config.max_time is not None:
+            # Both limits: the schedule runs over the one the pace so far says comes first, so that a run
+            # cut by its time budget still ends with a decayed learning rate.
+            total = min(config.max_steps, _estimated_total(self.step, self.elapsed(), config.max_time))
         warmup = config.warmup_steps if config.warmup_steps is not None else int((config.warmup_ratio or 0) * total)
         return config.lr * lr_multiplier(
             self.step, schedule=config.schedule, warmup_steps=warmup, total_steps=total, power=config.schedule_power

@@ -284,6 +284,13 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
             if file.is_file():
                 shutil.copyfile(file, directory / file.name)
 
+    def export_best(model: torch.nn.Module, directory: Path) -> None:
+        # ``best/`` (with ``train.best_metric``, e.g. the held-out ``loss``) is a complete model directory,
+        # like ``final/``: fine-tuning can start from it.
+        with atomic_directory(directory) as staging:
+            save_pretrained(model, staging)
+            copy_tokenizer(staging)
+
     result = train(
         model,
         loader,
@@ -292,6 +299,7 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
         output_metrics=pretraining_metrics,
         flops_per_token=flops,
         extra_files=copy_tokenizer,
+        export=export_best,
         env=env,
     )
     if env.is_main and result.stop_reason != "signal":

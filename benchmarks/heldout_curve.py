@@ -1,0 +1,51 @@
+"""The held-out curve of a finished pre-training run, as a result file: every evaluation, where the loss was
+lowest, whether it rose after that, how the run ended, the run's options and the machine.
+
+    python benchmarks/heldout_curve.py runs/demo/pretrain --note "bertkit demo, 2 threads" \
+        --output benchmarks/results/demo_heldout.json
+
+Reads ``RUN/metrics.jsonl`` and ``RUN/pretrain_config.json`` as ``bertkit pretrain`` writes them. The load
+average is the one at collection time; ``--note`` records how loaded the machine was while the run ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from machine_info import machine
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path)
+    parser.add_argument("--note", default="")
+    parser.add_argument("--output", type=Path, required=True)
+    args = parser.parse_args()
+    records = [json.loads(line) for line in (args.run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()]
+    evals = [r for r in records if r.get("split") == "eval"]
+    train = [r for r in records if r.get("split") == "train"]
+    if not evals:
+        raise SystemExit(f"{args.run}: no held-out evaluation in metrics.jsonl")
+    best = min(evals, key=lambda r: r["loss"])
+    after = [r["loss"] for r in evals if r["step"] > best["step"]]
+    result = {
+        "run": str(args.run),
+        "note": args.note,
+        "options": json.loads((args.run / "pretrain_config.json").read_text(encoding="utf-8")),
+        "updates": train[-1]["step"] if train else None,
+        "elapsed_s": train[-1].get("elapsed_s") if train else None,
+        "best": {"step": best["step"], "loss": best["loss"], "mlm_acc": best["mlm_acc"], "nsp_acc": best["nsp_acc"]},
+        "last": {k: evals[-1][k] for k in ("step", "loss", "mlm_acc", "nsp_acc")},
+        "rise_after_best": (max(after) - best["loss"]) if after else 0.0,
+        "eval": [{k: r[k] for k in ("step", "loss", "mlm_loss", "mlm_acc", "nsp_loss", "nsp_acc")} for r in evals],
+        "machine": machine(),
+    }
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps({k: result[k] for k in ("updates", "best", "last", "rise_after_best")}))
+
+
+if __name__ == "__main__":
+    main()
