@@ -9,16 +9,20 @@ it keeps its class, so code that asks what head it is still gets the answer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from torch import nn
 
 from bertkit.errors import BertkitError
 
 
-def compile_model(model: nn.Module) -> nn.Module:
+def compile_model(model: nn.Module, backend: str | Callable[..., Any] = "inductor") -> nn.Module:
     """Compile ``model`` in place with symbolic batch and sequence sizes; returns it. The first call per
-    mode (training, inference) pays the compilation (tens of seconds on a CPU for a small BERT)."""
+    mode (training, inference) pays the compilation (tens of seconds on a CPU for a small BERT).
+    ``backend``: ``torch.compile``'s (inductor generates the fused kernels; others serve to inspect graphs)."""
     try:
-        model.compile(dynamic=True)
+        model.compile(dynamic=True, backend=backend)
     except RuntimeError as exc:  # e.g. no C++ compiler for inductor's CPU kernels
         raise BertkitError(f"torch.compile is unavailable here ({exc}); run without --compile") from None
     return model

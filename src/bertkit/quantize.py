@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -86,7 +86,7 @@ def quantize_model(model: nn.Module, scheme: str = "int8") -> nn.Module:
         ao.Int8DynamicActivationInt8WeightConfig(),
         filter_fn=lambda module, _name: id(module) in targets,
     )
-    config: BertConfig = model.config
+    config = cast(BertConfig, model.config)
     config.extra[CONFIG_KEY] = {
         "scheme": scheme,
         "layers": "encoder linears: int8 weights per output channel, int8 activations per token (dynamic)",
@@ -102,14 +102,15 @@ def quantize_model(model: nn.Module, scheme: str = "int8") -> nn.Module:
 # one float tensor [out, in + 1]: its int8 values (exact in float32) with its scales as the last column.
 
 
-def pack(weight: Tensor) -> Tensor:
-    """A quantized weight as ``[out, in + 1]`` float32: the int8 values, then the per-channel scale."""
+def pack(weight: Any) -> Tensor:
+    """A quantized weight (torchao ``Int8Tensor``) as ``[out, in + 1]`` float32: the int8 values, then the
+    per-channel scale."""
     return torch.cat([weight.qdata.float(), weight.scale.reshape(-1, 1).float()], dim=1)
 
 
 def packed_parameters(model: nn.Module) -> dict[str, Tensor]:
     """``model``'s parameters by name, each quantized weight packed (``pack``), for the name table."""
-    params = dict(model.named_parameters(remove_duplicate=False))
+    params: dict[str, Tensor] = dict(model.named_parameters(remove_duplicate=False))
     for name, module in _encoder_linears(model):
         params[f"{name}.weight"] = pack(module.weight)
     return params
@@ -166,7 +167,8 @@ def finish_packed(model: nn.Module, scheme: str) -> nn.Module:
     quantize_model(model, scheme)
     for name, module in _encoder_linears(model):
         values, scale = loaded[name]
+        weight: Any = module.weight  # a torchao Int8Tensor
         with torch.no_grad():
-            module.weight.qdata.copy_(values)
-            module.weight.scale.copy_(scale.reshape(module.weight.scale.shape))
+            weight.qdata.copy_(values)
+            weight.scale.copy_(scale.reshape(weight.scale.shape))
     return model

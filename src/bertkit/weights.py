@@ -27,12 +27,12 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from bertkit import quantize as quantization
+from bertkit.compiling import compile_model
 from bertkit.config import CONFIG_NAME, BertConfig
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.hub import resolve_model
 from bertkit.io import atomic_path
-from bertkit import quantize as quantization
-from bertkit.compiling import compile_model
 from bertkit.model import HEAD_CLASSES, BertModel
 from bertkit.sentence_config import SentenceConfig, read_sentence_config, write_sentence_config
 from bertkit.tf_checkpoint import checkpoint_index, read_tf_checkpoint

@@ -19,10 +19,10 @@ from typing import Any, cast
 
 import torch
 
+from bertkit.compiling import compile_model
 from bertkit.config import BertConfig
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.hub import resolve_model
-from bertkit.compiling import compile_model
 from bertkit.model import HEAD_CLASSES
 from bertkit.quantize import is_quantized
 from bertkit.sentence_config import SentenceConfig, read_sentence_config

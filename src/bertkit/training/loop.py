@@ -26,8 +26,8 @@ import torch
 from safetensors.torch import save_model
 from torch import nn
 
-from bertkit.data.batches import BatchSource
 from bertkit.compiling import compile_model
+from bertkit.data.batches import BatchSource
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.model import PreTrainedMixin
 from bertkit.quantize import refuse_training
