@@ -40,7 +40,7 @@ def _twins(cls: type, **overrides) -> tuple[torch.nn.Module, torch.nn.Module]:
 
 def test_compiled_inference_equals_eager():
     eager, compiled = _twins(BertModel)
-    compile_model(compiled.eval())
+    compile_model(compiled.eval(), frozen=True)
     eager.eval()
     for length in (9, 14):
         inputs = _batch(3, length)
@@ -74,7 +74,7 @@ def test_new_lengths_and_batch_sizes_reuse_one_graph():
     torch.manual_seed(0)
     model = BertForSequenceClassification(_config(num_labels=2)).eval()
     counter = CompileCounter()
-    compile_model(model, backend=counter)
+    compile_model(model, frozen=True, backend=counter)
     with torch.inference_mode():
         for batch, length in ((3, 7), (3, 13), (5, 21), (2, 30), (4, 9)):
             model(**_batch(batch, length))

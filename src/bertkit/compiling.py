@@ -17,12 +17,19 @@ from torch import nn
 from bertkit.errors import BertkitError
 
 
-def compile_model(model: nn.Module, backend: str | Callable[..., Any] = "inductor") -> nn.Module:
+def compile_model(
+    model: nn.Module, *, frozen: bool = False, backend: str | Callable[..., Any] = "inductor"
+) -> nn.Module:
     """Compile ``model`` in place with symbolic batch and sequence sizes; returns it. The first call per
     mode (training, inference) pays the compilation (tens of seconds on a CPU for a small BERT).
+
+    ``frozen``: for a model that only answers (``bertkit.inference``): inductor's freezing takes the weights
+    as constants and lays them out once for the CPU's matmul kernels (oneDNN), nearly twice the speed of the
+    unfrozen graph on a small BERT. Weights changed afterwards are not seen, so training never freezes.
     ``backend``: ``torch.compile``'s (inductor generates the fused kernels; others serve to inspect graphs)."""
+    options = {"freezing": True} if frozen and backend == "inductor" else None
     try:
-        model.compile(dynamic=True, backend=backend)
+        model.compile(dynamic=True, backend=backend, options=options)
     except RuntimeError as exc:  # e.g. no C++ compiler for inductor's CPU kernels
         raise BertkitError(f"torch.compile is unavailable here ({exc}); run without --compile") from None
     return model

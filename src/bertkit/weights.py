@@ -529,7 +529,8 @@ def load_model(
     (``org/name@revision``, see ``bertkit.hub``).
 
     ``quantize="int8"`` returns the model quantized for inference (``bertkit.quantize``); a checkpoint saved
-    quantized loads quantized whatever ``quantize`` says. ``compile=True`` compiles it (``bertkit.compiling``).
+    quantized loads quantized whatever ``quantize`` says. ``compile=True`` compiles it for inference, its weights
+    frozen into the graph (``bertkit.compiling``; to train compiled, use ``TrainConfig.compile``).
     """
     quantize_scheme = quantization.check_scheme(quantize)
     path = resolve_model(path)
@@ -577,7 +578,7 @@ def load_model(
     elif quantize_scheme:
         quantization.quantize_model(model, quantize_scheme)
     model.eval()
-    return compile_model(model) if compile else model
+    return compile_model(model, frozen=True) if compile else model
 
 
 def convert_checkpoint(

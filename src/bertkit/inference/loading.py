@@ -255,7 +255,7 @@ def load(
     path = resolve_model(path)
     model = load_model(path, head=head, quantize=quantize).to(device).eval()
     if compile or (compile is None and is_quantized(model)):
-        compile_model(model)
+        compile_model(model, frozen=True)
     tokenizer = Tokenizer.from_pretrained(path)
     config = cast(BertConfig, model.config)
     if tokenizer.vocab_size > config.vocab_size:
