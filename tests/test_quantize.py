@@ -195,3 +195,32 @@ def test_onnx_export_with_int8_matmuls(tmp_path):
     ops = {node.op_type for node in onnx.load(str(int8)).graph.node}
     assert "DynamicQuantizeLinear" in ops or "DynamicQuantizeMatMul" in ops or "MatMulInteger" in ops
     assert int8.stat().st_size < 0.6 * plain.stat().st_size
+
+
+def test_cli_refuses_to_finetune_an_int8_checkpoint(tmp_path, capsys):
+    tokenizer = make_tokenizer(tmp_path / "tok")
+    save_model(tmp_path / "m", BertModel, tokenizer)
+    save_pretrained(load_model(tmp_path / "m", quantize="int8"), tmp_path / "int8", tokenizer=tokenizer)
+    train = tmp_path / "train.tsv"
+    train.write_text(
+        "sentence\tlabel\n" + "".join(f"the movie was {w}\t{i % 2}\n" for i, w in enumerate(["good", "bad"] * 8))
+    )
+    code = main(
+        [
+            "finetune",
+            "--task",
+            "classification",
+            "--model",
+            str(tmp_path / "int8"),
+            "--train",
+            str(train),
+            "--output",
+            str(tmp_path / "out"),
+            "--max-steps",
+            "1",
+            "--no-progress",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "int8-quantized, which is for inference only" in err
