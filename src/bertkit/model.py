@@ -182,11 +182,6 @@ class SelfAttention(nn.Module):
             q, k, v = self._split_heads(unpadded.pad(self.qkv(x)))
         elif rows is None:
             q, k, v = self._split_heads(self.qkv(x))
-        elif hasattr(self.qkv.weight, "qdata"):
-            # An int8 weight (bertkit.quantize) cannot be sliced into Q and K/V under inference mode: project
-            # every position and keep the queries of the rows asked for.
-            q, k, v = self._split_heads(self.qkv(x))
-            q = q.gather(2, rows[:, None, :, None].expand(-1, q.shape[1], -1, q.shape[3]))
         else:
             weight, bias = self.qkv.weight, self.qkv.bias
             (q,) = self._split_heads(F.linear(gather_rows(x, rows), weight[:hidden], bias[:hidden]), parts=1)
