@@ -1,13 +1,14 @@
 """What int8 costs in quality: fine-tuned models evaluated in float32 and with ``--quantize int8`` on the same dev
 data, and ``embed`` vectors of both compared on real sentences.
 
-The models are fine-tuned beforehand (all-MiniLM-L6-v2, one epoch, lr 1e-4; the commands are recorded in the
-result file), for example:
+The models are fine-tuned beforehand (all-MiniLM-L6-v2, one epoch, lr 1e-4, slices of the training sets to fit
+a shared two-core machine; the settings are recorded in the result file):
 
-    bertkit finetune --task classification --model $MINILM --train sst2/train.tsv --max-train-examples 10000 \\
+    bertkit finetune --task classification --model $MINILM --train sst2/train.tsv --max-train-examples 4000 \
         --epochs 1 --lr 1e-4 --output runs/q/sst2
-    bertkit finetune --task ner --model $MINILM --train conll2003/train.txt --epochs 1 --lr 1e-4 --output runs/q/conll
-    bertkit finetune --task qa --model $MINILM --train squad/train.json --max-train-examples 2000 \\
+    bertkit finetune --task ner --model $MINILM --train conll2003/train.txt --max-train-examples 4000 \
+        --epochs 1 --lr 1e-4 --output runs/q/conll
+    bertkit finetune --task qa --model $MINILM --train squad/train.json --max-train-examples 1000 \
         --max-seq-length 256 --epochs 1 --lr 1e-4 --output runs/q/squad
 
     python benchmarks/bench_int8_quality.py --sst2 runs/q/sst2 --conll runs/q/conll --squad runs/q/squad

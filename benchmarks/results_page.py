@@ -358,6 +358,9 @@ CONTEXT: dict[str, dict[str, str]] = {
         "--output benchmarks/results/train_step_cpu_mini_compiled.json"
     },
     "inference.json": {"command": "python benchmarks/bench_inference.py --threads 1 --repeats 2 --rss"},
+    "inference_int8_qkv.json": {
+        "command": "git checkout b286ade && python benchmarks/bench_inference.py --threads 1 --repeats 2"
+    },
     "int8_quality.json": {
         "command": "python benchmarks/bench_int8_quality.py --sst2 runs/q/sst2 --conll runs/q/conll --squad runs/q/squad"
     },
@@ -419,7 +422,14 @@ AREAS: list[tuple[str, list[tuple[str, Extractor]]]] = [
             ]
         ],
     ),
-    ("Inference", [("inference.json", inference_rows), ("int8_quality.json", int8_quality_rows)]),
+    (
+        "Inference",
+        [
+            ("inference.json", inference_rows),
+            ("inference_int8_qkv.json", inference_rows),
+            ("int8_quality.json", int8_quality_rows),
+        ],
+    ),
     ("Serving", [("serve_load.json", serve_load_rows), ("serve_load_int8.json", serve_load_rows)]),
     ("Reliability", [("reliability_serve_abuse.json", abuse_rows), ("reliability_fuzz.json", fuzz_rows)]),
     (
