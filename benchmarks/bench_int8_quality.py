@@ -11,7 +11,8 @@ a shared two-core machine; the settings are recorded in the result file):
     bertkit finetune --task qa --model $MINILM --train squad/train.json --max-train-examples 1000 \
         --max-seq-length 256 --epochs 1 --lr 1e-4 --output runs/q/squad
 
-    python benchmarks/bench_int8_quality.py --sst2 runs/q/sst2 --conll runs/q/conll --squad runs/q/squad
+    python benchmarks/bench_int8_quality.py --sst2 runs/q/sst2 --conll runs/q/conll --squad runs/q/squad \
+        --squad-questions 500
 
 Evaluation: ``bertkit.inference.evaluate_model`` (what ``bertkit evaluate`` runs) on SST-2 dev (accuracy),
 CoNLL-2003 valid (entity F1) and the first ``--squad-questions`` questions of SQuAD dev (F1), float32 eager

@@ -362,7 +362,8 @@ CONTEXT: dict[str, dict[str, str]] = {
         "command": "git checkout b286ade && python benchmarks/bench_inference.py --threads 1 --repeats 2"
     },
     "int8_quality.json": {
-        "command": "python benchmarks/bench_int8_quality.py --sst2 runs/q/sst2 --conll runs/q/conll --squad runs/q/squad"
+        "command": "python benchmarks/bench_int8_quality.py --sst2 runs/q/sst2 --conll runs/q/conll --squad runs/q/squad "
+        "--squad-questions 500"
     },
     "serve_load.json": {"command": "python benchmarks/bench_serve_load.py"},
     "serve_load_int8.json": {
