@@ -1,4 +1,4 @@
-"""torch.compile (bertkit.compiling): compiled outputs and gradients equal the eager ones, batches of new lengths
+"""torch.compile (bertkit.compiling): compiled outputs and gradients equal the eager ones, batches of other lengths
 reuse the compiled graph, and training turns it on from its config."""
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def test_compiled_training_step_has_the_eager_loss_and_gradients():
         torch.testing.assert_close(theirs[name].grad, param.grad, rtol=1e-4, atol=1e-5, msg=name)
 
 
-def test_new_lengths_and_batch_sizes_reuse_one_graph():
+def test_other_lengths_and_batch_sizes_reuse_one_graph():
     torch.manual_seed(0)
     model = BertForSequenceClassification(_config(num_labels=2)).eval()
     counter = CompileCounter()

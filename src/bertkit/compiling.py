@@ -1,7 +1,7 @@
 """``torch.compile`` for a bertkit model, for inference and for training.
 
 Batches are padded to their longest input only, so every batch may have another length (and the last one
-another size). The graph is compiled with symbolic batch and sequence sizes (``dynamic=True``), so that new
+another size). The graph is compiled with symbolic batch and sequence sizes (``dynamic=True``), so that other
 lengths reuse it instead of compiling again per shape; sizes 0 and 1 are still specialised by PyTorch, so a
 single-input batch or a one-token call adds one graph. The model is compiled in place (``nn.Module.compile``):
 it keeps its class, so code that asks what head it is still gets the answer.
