@@ -68,7 +68,8 @@ def evaluate_pair(model: str, data: Path, metric: str) -> dict:
         start = time.perf_counter()
         scores = evaluate_model(model, data, **options)
         out[name] = {"scores": scores, "seconds": time.perf_counter() - start}
-    scale = 100.0  # points
+    # Points on a 0-100 scale: accuracy and entity F1 are fractions, SQuAD's F1 is a percentage already.
+    scale = 1.0 if out["fp32"]["scores"][metric] > 1.0 else 100.0
     out["metric"] = metric
     out["fp32_points"] = scale * out["fp32"]["scores"][metric]
     out["int8_points"] = scale * out["int8"]["scores"][metric]
