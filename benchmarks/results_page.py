@@ -357,6 +357,10 @@ CONTEXT: dict[str, dict[str, str]] = {
         "command": "python benchmarks/bench_train_step.py --sizes mini --compile --steps 8 "
         "--output benchmarks/results/train_step_cpu_mini_compiled.json"
     },
+    "train_step_cpu_mini_compiled_load9.json": {
+        "command": "python benchmarks/bench_train_step.py --sizes mini --compile --steps 8 "
+        "--output benchmarks/results/train_step_cpu_mini_compiled.json (an earlier run, at load 9)"
+    },
     "inference.json": {"command": "python benchmarks/bench_inference.py --threads 1 --repeats 2 --rss"},
     "inference_int8_qkv.json": {
         "command": "git checkout b286ade && python benchmarks/bench_inference.py --threads 1 --repeats 2"
@@ -386,6 +390,7 @@ AREAS: list[tuple[str, list[tuple[str, Extractor]]]] = [
             ("train_step_cpu_mini_at_5d433fb.json", train_step_rows),
             ("train_step_cpu_mini_at_8e8c7a0.json", train_step_rows),
             ("train_step_cpu_mini_compiled.json", train_step_rows),
+            ("train_step_cpu_mini_compiled_load9.json", train_step_rows),
         ],
     ),
     ("Data preparation", [("prepare_data.json", prepare_rows), ("prepare_data_x10.json", prepare_rows)]),
