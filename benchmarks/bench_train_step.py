@@ -6,11 +6,13 @@ precision. bertkit is fed ``masked_positions``/``masked_labels`` and projects on
 vocabulary; the peer is fed dense ``labels`` (-100 elsewhere) and, as transformers does, computes logits for
 every token: that difference is what this benchmark measures. Steps are interleaved (bertkit, peer,
 bertkit, ...) after warm-up steps so both share the machine's noise; the median step time is reported.
+``--compile`` adds a third side, bertkit under ``torch.compile`` (``bertkit.compiling``, as ``--compile``
+trains), from the same weights; its first step, which compiles the graph, is reported on its own.
 
 MFU = achieved FLOP/s / measured peak, where the peak is a large fp32 ``torch.mm`` on this machine and the
 FLOPs are those each implementation executes per token (bertkit: sparse MLM head; peer: dense head).
 
-    python benchmarks/bench_train_step.py --sizes mini small base --seq-len 128
+    python benchmarks/bench_train_step.py --sizes mini small base --seq-len 128 [--compile]
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from bertkit.compiling import compile_model
 from bertkit.config import BertConfig
 from bertkit.model import BertForPreTraining
 from bertkit.training.metrics import measure_matmul_peak, pretraining_flops_per_token
@@ -86,7 +89,9 @@ class Stepper:
         return time.perf_counter() - start
 
 
-def bench_size(size: str, seq: int, batch: int, steps: int, warmup: int, precision: str, device: torch.device) -> dict:
+def bench_size(
+    size: str, seq: int, batch: int, steps: int, warmup: int, precision: str, device: torch.device, compiled: bool
+) -> dict:
     from transformers import BertConfig as HFConfig
     from transformers import BertForPreTraining as HFBertForPreTraining
 
@@ -104,6 +109,12 @@ def bench_size(size: str, seq: int, batch: int, steps: int, warmup: int, precisi
         "bertkit": Stepper(ours, ours_batch, precision, device),
         "transformers": Stepper(peer, peer_batch, precision, device),
     }
+    compile_s = None
+    if compiled:
+        twin = BertForPreTraining(config)
+        twin.load_state_dict(ours.state_dict())
+        runners["bertkit_compiled"] = Stepper(compile_model(twin), ours_batch, precision, device)
+        compile_s = runners["bertkit_compiled"].step()  # the first step compiles forward and backward
     for _ in range(warmup):
         for runner in runners.values():
             runner.step()
@@ -118,6 +129,7 @@ def bench_size(size: str, seq: int, batch: int, steps: int, warmup: int, precisi
         # dense head: transform + decoder on every token
         "transformers": pretraining_flops_per_token(config, seq, seq),
     }
+    flops["bertkit_compiled"] = flops["bertkit"]
     result = {"size": size, "seq_len": seq, "batch": batch, "precision": precision, "steps": steps}
     for name, values in times.items():
         median = statistics.median(values)
@@ -128,6 +140,9 @@ def bench_size(size: str, seq: int, batch: int, steps: int, warmup: int, precisi
             "flops_per_token": flops[name],
         }
     result["speedup"] = result["bertkit"]["tokens_per_s"] / result["transformers"]["tokens_per_s"]
+    if compiled:
+        result["bertkit_compiled"]["first_step_s"] = compile_s
+        result["speedup_compiled"] = result["bertkit_compiled"]["tokens_per_s"] / result["transformers"]["tokens_per_s"]
     return result
 
 
@@ -140,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--compile", action="store_true", help="also time bertkit under torch.compile")
     parser.add_argument(
         "--output", default=None, help="JSON path (default benchmarks/results/train_step_<device>.json)"
     )
@@ -155,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     for size in args.sizes:
         batch = args.batch or BATCH[size]
         print(f"benchmarking {size} (batch {batch} x {args.seq_len})...", file=sys.stderr)
-        results.append(bench_size(size, args.seq_len, batch, args.steps, args.warmup, args.precision, device))
+        results.append(
+            bench_size(size, args.seq_len, batch, args.steps, args.warmup, args.precision, device, args.compile)
+        )
         peaks.append(measure_matmul_peak(device, peak_dtype, seconds=2.0))
     peak = max(peaks)
     print(
@@ -164,7 +182,9 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
     )
     for r in results:
-        for name in ("bertkit", "transformers"):
+        for name in ("bertkit", "transformers", "bertkit_compiled"):
+            if name not in r:
+                continue
             r[name]["mfu"] = r[name]["tokens_per_s"] * r[name]["flops_per_token"] / peak
     header = f"{'size':<7}{'batch':>6}{'bertkit tok/s':>15}{'MFU':>7}{'HF sdpa tok/s':>15}{'MFU':>7}{'ratio':>7}"
     print(header)
@@ -174,6 +194,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['size']:<7}{r['batch']:>6}{a['tokens_per_s']:>15.0f}{a['mfu']:>7.1%}"
             f"{b['tokens_per_s']:>15.0f}{b['mfu']:>7.1%}{r['speedup']:>6.2f}x"
         )
+        if "bertkit_compiled" in r:
+            c = r["bertkit_compiled"]
+            print(
+                f"{'  compiled':<13}{c['tokens_per_s']:>15.0f}{c['mfu']:>7.1%}{'':>22}{r['speedup_compiled']:>6.2f}x"
+                f"  (first step, compiling: {c['first_step_s']:.0f}s)"
+            )
     out = Path(args.output or Path(__file__).parent / "results" / f"train_step_{device.type}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     payload = {

@@ -158,6 +158,15 @@ def train_step_rows(name: str) -> list[tuple[str, Row]]:
             machine(d["machine"], {"commit": d["commit"]}) + f", fp32 peak {num(peak, 0)} GFLOP/s",
         )
         rows.append((f"{what} | `{CONTEXT[name]['command']}`", row))
+        if "bertkit_compiled" in r:
+            c = r["bertkit_compiled"]
+            row = (
+                f"`--compile` {num(c['tokens_per_s'], 0)} tok/s, MFU {pct(c['mfu'])} (first step {num(c['first_step_s'], 0)} s)",
+                row[1],
+                f"{r['speedup_compiled']:.2f}x",
+                row[3],
+            )
+            rows.append((f"{what}, compiled | `{CONTEXT[name]['command']}`", row))
     return rows
 
 
@@ -208,33 +217,99 @@ def probe_rows(name: str) -> list[tuple[str, Row]]:
     return [(f"{what} | `{d['command']}`", ("; ".join(cells), "", "", machine(d["machine"])))]
 
 
+INFERENCE_SIDES = {
+    # side in the result file: (column, label)
+    "bertkit": ("ours", "fp32"),
+    "bertkit_compiled": ("ours", "`--compile`"),
+    "bertkit_int8": ("ours", "`--quantize int8`"),
+    "transformers": ("peer", "`transformers` fp32"),
+    "onnxruntime": ("peer", "onnxruntime fp32 (bertkit's export)"),
+    "onnxruntime_int8": ("peer", "onnxruntime int8 (bertkit's export)"),
+    "st_onnx_int8": ("peer", "sentence-transformers ONNX int8"),
+}
+
+
+def _sides(values: dict, column: str, cell: Callable[[float], str]) -> str:
+    return "; ".join(
+        f"{label} {cell(values[side])}"
+        for side, (where, label) in INFERENCE_SIDES.items()
+        if where == column and side in values
+    )
+
+
 def inference_rows(name: str) -> list[tuple[str, Row]]:
     d = load(name)
     rows = []
     for key, w in d["workloads"].items():
-        t = w["throughput_per_s"]
+        t, x = w["throughput_per_s"], w["speedup_vs_transformers"]
+        cosine = w.get("cosine_vs_transformers_min", {})
         what = f"{d['model']}, {key.replace('_', ' ')} ({w['inputs']}, batch {w['batch_size']})"
-        row = (
-            f"{num(t['bertkit'])} /s",
-            f"`transformers` {num(t['transformers'])} /s; onnxruntime (bertkit's export) {num(t['onnxruntime'])} /s",
-            f"{w['speedup_vs_transformers']['bertkit']:.2f}x",
-            machine(d["machine"]),
+        ours = _sides(t, "ours", lambda v: f"{num(v)} /s")
+        if "bertkit_int8" in cosine:
+            ours += f" (int8 cosine with fp32 >= {cosine['bertkit_int8']:.4f})"
+        ratio = "; ".join(
+            f"{label} {x[side]:.2f}x"
+            for side, (where, label) in INFERENCE_SIDES.items()
+            if side in x and side != "transformers"
         )
-        rows.append((f"{what} | `{CONTEXT[name]['command']}`", row))
+        rows.append(
+            (
+                f"{what} | `{CONTEXT[name]['command']}`",
+                (ours, _sides(t, "peer", lambda v: f"{num(v)} /s"), ratio, machine(d["machine"])),
+            )
+        )
     lat = d["single_request_latency_ms"]
+    p50_p99 = lambda v: f"{v['p50']:.1f}/{v['p99']:.1f} ms"  # noqa: E731
     row = (
-        f"{lat['bertkit']:.2f} ms",
-        f"{lat['transformers']:.2f} ms",
-        f"{lat['transformers'] / lat['bertkit']:.2f}x",
+        _sides(lat, "ours", p50_p99),
+        _sides(lat, "peer", p50_p99),
+        f"fp32 p50 {lat['transformers']['p50'] / lat['bertkit']['p50']:.2f}x",
         machine(d["machine"]),
     )
-    rows.append((f"one short request (latency) | `{CONTEXT[name]['command']}`", row))
+    rows.append((f"one short request, latency p50/p99 | `{CONTEXT[name]['command']}`", row))
+    if d.get("peak_rss_mib"):
+        rss = {k: v for k, v in d["peak_rss_mib"].items() if v is not None}
+        row = (
+            _sides(rss, "ours", lambda v: f"{num(v, 0)} MiB"),
+            _sides(rss, "peer", lambda v: f"{num(v, 0)} MiB"),
+            "",
+            machine(d["machine"]),
+        )
+        rows.append((f"peak RSS, one process per side, SST-2 dev once | `{CONTEXT[name]['command']}`", row))
+    if d.get("first_call_s"):
+        first = d["first_call_s"]
+        row = (
+            _sides(first, "ours", lambda v: f"{num(v)} s"),
+            _sides(first, "peer", lambda v: f"{num(v)} s"),
+            "",
+            machine(d["machine"]),
+        )
+        rows.append((f"first call (SST-2 dev; compiles the compiled sides) | `{CONTEXT[name]['command']}`", row))
+    return rows
+
+
+def int8_quality_rows(name: str) -> list[tuple[str, Row]]:
+    d = load(name)
+    rows = []
+    for entry in d["tasks"].values():
+        what = f"int8 quality: {entry['what']}, {d['base_model']} fine-tuned one epoch"
+        cell = f"int8 {entry['int8_points']:.2f} ({entry['int8_minus_fp32_points']:+.2f} points)"
+        row = (cell, f"bertkit fp32 {entry['fp32_points']:.2f}", "", machine(d["machine"], {"commit": d["commit"]}))
+        rows.append((f"{what} | `{CONTEXT[name]['command']}`", row))
+    for key, e in d.get("embed", {}).items():
+        what = f"int8 quality: `embed` cosine with fp32, {key.replace('_', ' ')} ({e['texts']})"
+        cell = f"min {e['cosine_min']:.4f}, mean {e['cosine_mean']:.4f}"
+        rows.append(
+            (f"{what} | `{CONTEXT[name]['command']}`", (cell, "", "", machine(d["machine"], {"commit": d["commit"]})))
+        )
     return rows
 
 
 def serve_load_rows(name: str) -> list[tuple[str, Row]]:
     d = load(name)
     what = f"{d['sent']:,} requests to {d['endpoint']}, concurrency {d['concurrency']}, {pct(d['malformed_fraction'])} malformed"
+    if d.get("quantize"):
+        what += f", `--quantize {d['quantize']}`"
     cell = (
         f"{d['server_errors_5xx']} 5xx, {d['dropped']} dropped, p50 {num(d['latency_ms']['p50'] / 1000, 2)} s, "
         f"p99 {num(d['latency_ms']['p99'] / 1000, 2)} s, {num(d['throughput_good_per_s'])} req/s"
@@ -278,8 +353,26 @@ CONTEXT: dict[str, dict[str, str]] = {
         "command": "python benchmarks/bench_train_step.py --sizes mini --steps 8 "
         "--output benchmarks/results/train_step_cpu_mini_at_8e8c7a0.json"
     },
-    "inference.json": {"command": "python benchmarks/bench_inference.py --repeats 2"},
+    "train_step_cpu_mini_compiled.json": {
+        "command": "python benchmarks/bench_train_step.py --sizes mini --compile --steps 8 "
+        "--output benchmarks/results/train_step_cpu_mini_compiled.json"
+    },
+    "train_step_cpu_mini_compiled_load9.json": {
+        "command": "python benchmarks/bench_train_step.py --sizes mini --compile --steps 8 "
+        "--output benchmarks/results/train_step_cpu_mini_compiled.json (an earlier run, at load 9)"
+    },
+    "inference.json": {"command": "python benchmarks/bench_inference.py --threads 1 --repeats 2 --rss"},
+    "inference_int8_qkv.json": {
+        "command": "git checkout b286ade && python benchmarks/bench_inference.py --threads 1 --repeats 2"
+    },
+    "int8_quality.json": {
+        "command": "python benchmarks/bench_int8_quality.py --sst2 runs/q/sst2 --conll runs/q/conll --squad runs/q/squad "
+        "--squad-questions 500"
+    },
     "serve_load.json": {"command": "python benchmarks/bench_serve_load.py"},
+    "serve_load_int8.json": {
+        "command": "python benchmarks/bench_serve_load.py --quantize int8 --output benchmarks/results/serve_load_int8.json"
+    },
     "reliability_serve_abuse.json": {
         "command": "python benchmarks/bench_serve_abuse.py",
         "machine": "AMD EPYC, 2 cores (not recorded in the file)",
@@ -296,6 +389,8 @@ AREAS: list[tuple[str, list[tuple[str, Extractor]]]] = [
             ("train_step_cpu_quiet.json", train_step_rows),
             ("train_step_cpu_mini_at_5d433fb.json", train_step_rows),
             ("train_step_cpu_mini_at_8e8c7a0.json", train_step_rows),
+            ("train_step_cpu_mini_compiled.json", train_step_rows),
+            ("train_step_cpu_mini_compiled_load9.json", train_step_rows),
         ],
     ),
     ("Data preparation", [("prepare_data.json", prepare_rows), ("prepare_data_x10.json", prepare_rows)]),
@@ -333,8 +428,15 @@ AREAS: list[tuple[str, list[tuple[str, Extractor]]]] = [
             ]
         ],
     ),
-    ("Inference", [("inference.json", inference_rows)]),
-    ("Serving", [("serve_load.json", serve_load_rows)]),
+    (
+        "Inference",
+        [
+            ("inference.json", inference_rows),
+            ("inference_int8_qkv.json", inference_rows),
+            ("int8_quality.json", int8_quality_rows),
+        ],
+    ),
+    ("Serving", [("serve_load.json", serve_load_rows), ("serve_load_int8.json", serve_load_rows)]),
     ("Reliability", [("reliability_serve_abuse.json", abuse_rows), ("reliability_fuzz.json", fuzz_rows)]),
     (
         "Pre-training quality",

@@ -20,7 +20,8 @@ PACKAGE = ROOT / "src" / "bertkit"
 FLOORS: dict[str, int] = {
     "errors": 0, "io": 0,
     "config": 1,
-    "tokenizer": 2, "model": 2, "tf_checkpoint": 2, "weights": 2, "hub": 2, "sentence_config": 2,
+    "tokenizer": 2, "model": 2, "tf_checkpoint": 2, "weights": 2, "hub": 2, "sentence_config": 2, "quantize": 2,
+    "compiling": 2,
     "data": 3, "vocab": 3, "export": 3,
     "training": 4, "tasks": 4,
     "inference": 5,

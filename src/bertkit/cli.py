@@ -357,6 +357,16 @@ InputOption = Annotated[
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object per input instead of text.")]
 BatchOption = Annotated[int, typer.Option("--batch-size", help="Inputs per forward pass.")]
+QuantizeOption = Annotated[
+    str | None,
+    typer.Option(
+        "--quantize", help="int8: the encoder's linear layers in int8 (CPU inference; compiled unless --no-compile)."
+    ),
+]
+CompileOption = Annotated[
+    bool | None,
+    typer.Option("--compile/--no-compile", help="Run the model through torch.compile (default: with --quantize only)."),
+]
 
 
 def _text_or_pair(line: str) -> TextInput:
@@ -401,6 +411,8 @@ def embed_command(
         str, typer.Option(help="truncate | windows: embed longer texts whole, in overlapping windows.")
     ] = "truncate",
     window_stride: Annotated[int, typer.Option(help="With --long-text windows: tokens between window starts.")] = 128,
+    quantize: QuantizeOption = None,
+    compile: CompileOption = None,
 ) -> None:
     """Extract contextual embeddings (feature extraction) for one text per line into a .npy file.
 
@@ -423,7 +435,7 @@ def embed_command(
     if pooling not in (None, "cls", "mean", "max"):
         fail(f"--pooling must be cls, mean or max, got {pooling}")
     texts = [_text_or_pair(line) for line in read_lines(input)]
-    loaded = load(model, head="BertModel")
+    loaded = load(model, head="BertModel", quantize=quantize, compile=compile)
     settings = embed_settings(loaded, pooling, normalize, max_length)
     source = " (from the checkpoint's sentence-transformers files)" if settings.from_checkpoint else ""
     print(f"bertkit: embedding with {settings.describe()}{source}", file=sys.stderr)
@@ -482,6 +494,8 @@ def fill_mask_command(
     as_json: JsonOption = False,
     batch_size: BatchOption = 32,
     top_k: Annotated[int, typer.Option("--top-k", "-k", help="Candidates per mask.")] = 5,
+    quantize: QuantizeOption = None,
+    compile: CompileOption = None,
 ) -> None:
     """Predict the words hidden behind [MASK] (needs a model with its masked-LM head).
 
@@ -489,10 +503,11 @@ def fill_mask_command(
     Example:
       bertkit fill-mask --model ./bert "Paris is the [MASK] of France."
     """
-    from bertkit.inference import fill_mask
+    from bertkit.inference import fill_mask, load
 
     items = _pipeline_inputs(texts, input)
-    for text, masks in zip(items, fill_mask(items, model, top_k=top_k, batch_size=batch_size)):
+    loaded = load(model, quantize=quantize, compile=compile)
+    for text, masks in zip(items, fill_mask(items, loaded, top_k=top_k, batch_size=batch_size)):
         if as_json:
             _print_json({"text": text, "masks": [[c.to_dict() for c in m] for m in masks]})
             continue
@@ -712,6 +727,8 @@ def serve_command(
     batch_size: Annotated[int, typer.Option(help="Inputs per forward pass.")] = 32,
     max_items: Annotated[int, typer.Option(help="Inputs in one request.")] = 64,
     timeout: Annotated[float, typer.Option(help="Seconds before a request is answered 504.")] = 30.0,
+    quantize: QuantizeOption = None,
+    compile: CompileOption = None,
 ) -> None:
     """Serve the model over HTTP (JSON API with OpenAPI docs at /docs, web page at /).
 
@@ -723,7 +740,7 @@ def serve_command(
     from bertkit.inference.encoder import embed_settings
     from bertkit.serve import ServeLimits, serve
 
-    loaded = load(model)
+    loaded = load(model, quantize=quantize, compile=compile)
     if loaded.sentence_config is not None and not loaded.sentence_config.unsupported:
         print(
             f"bertkit: /embed defaults to {embed_settings(loaded).describe()} (sentence-transformers)", file=sys.stderr
@@ -749,6 +766,12 @@ def export_onnx_command(
     ] = "auto",
     opset: Annotated[int, typer.Option(help="ONNX opset version.")] = 17,
     verify: Annotated[bool, typer.Option(help="Run the file with onnxruntime and compare with PyTorch.")] = True,
+    quantize: Annotated[
+        str | None,
+        typer.Option(
+            "--quantize", help="int8: quantize the graph's matmuls with onnxruntime's dynamic quantizer (per channel)."
+        ),
+    ] = None,
 ) -> None:
     """Export to ONNX with dynamic batch and sequence axes (inputs input_ids, token_type_ids, attention_mask).
 
@@ -756,16 +779,23 @@ def export_onnx_command(
     Example:
       bertkit export onnx --model ./sst2-model --output sst2.onnx
     """
-    from bertkit.export import check_onnx_installed, export_onnx, output_names, verify_onnx
+    from bertkit.export import check_onnx_installed, export_onnx, output_names, quantize_onnx, verify_onnx
+    from bertkit.quantize import check_scheme
     from bertkit.weights import load_model
 
     check_onnx_installed()
+    check_scheme(quantize)
     loaded = load_model(model, head={"auto": None, "encoder": "BertModel"}.get(head, head))
     path = export_onnx(loaded, output, opset=opset)
-    print(f"wrote {path} ({type(loaded).__name__}: outputs {', '.join(output_names(loaded))})", file=sys.stderr)
+    if quantize:
+        quantize_onnx(path, path)
+    kind = f"{type(loaded).__name__}{', int8' if quantize else ''}"
+    print(f"wrote {path} ({kind}: outputs {', '.join(output_names(loaded))})", file=sys.stderr)
     if verify:
         diff = verify_onnx(loaded, path)
         print(f"onnxruntime matches PyTorch: max abs diff {diff:.2e}", file=sys.stderr)
+        if quantize:  # int8 rounding moves outputs by far more than float tolerance; the figure is for the user
+            return
         if diff > 1e-4:
             fail(f"the exported graph differs from the model by {diff:.2e} (more than 1e-4)")
 
@@ -1073,6 +1103,8 @@ def evaluate_command(
         str | None, typer.Option("--predictions", help="Also write the task's prediction files here.")
     ] = None,
     device: Annotated[str, typer.Option(help="cpu | cuda | cuda:N.")] = "cpu",
+    quantize: QuantizeOption = None,
+    compile: CompileOption = None,
 ) -> None:
     """Print a fine-tuned model's metrics on a labelled file as JSON.
 
@@ -1100,6 +1132,8 @@ def evaluate_command(
         predictions_dir=predictions,
         format=format,
         header=header,
+        quantize=quantize,
+        compile=compile,
     )
     _print_json(scores)
 
@@ -1119,6 +1153,8 @@ def predict_command(
     max_seq_length: MaxSeqLengthOption = None,
     batch_size: Annotated[int, typer.Option(help="Features per forward pass.")] = 64,
     device: Annotated[str, typer.Option(help="cpu | cuda | cuda:N.")] = "cpu",
+    quantize: QuantizeOption = None,
+    compile: CompileOption = None,
 ) -> None:
     """Write one JSON line per input row, sentence or question, with the predicted label/tags/answer and scores.
 
@@ -1141,6 +1177,8 @@ def predict_command(
         device=device,
         format=format,
         header=header,
+        quantize=quantize,
+        compile=compile,
     )
     print(f"wrote {count} predictions to {output}", file=sys.stderr)
 

@@ -27,6 +27,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from bertkit import quantize as quantization
+from bertkit.compiling import compile_model
 from bertkit.config import CONFIG_NAME, BertConfig
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.hub import resolve_model
@@ -152,10 +154,12 @@ def encoder_and_prefix(model: nn.Module) -> tuple[BertModel, str]:
 
 
 # ------------------------------------------------------------------------------------------ to HF
-def to_hf_state_dict(model: nn.Module) -> dict[str, Tensor]:
-    """The model's tensors under Hugging Face names, as ``transformers`` would save the same class."""
+def to_hf_state_dict(model: nn.Module, params: dict[str, Tensor] | None = None) -> dict[str, Tensor]:
+    """The model's tensors under Hugging Face names, as ``transformers`` would save the same class.
+    ``params``: the tensors to rename, by bertkit name (default: the model's parameters)."""
     bert, prefix = encoder_and_prefix(model)
-    params = dict(model.named_parameters(remove_duplicate=False))
+    if params is None:
+        params = dict(model.named_parameters(remove_duplicate=False))
     out: dict[str, Tensor] = {}
     for ours, theirs in encoder_names(bert.config):
         tensor = params[prefix + ours].detach()
@@ -457,7 +461,10 @@ def save_pretrained(
     bert, _ = encoder_and_prefix(model)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    tensors = to_hf_state_dict(model)
+    if quantization.is_quantized(model):  # int8 weights with their scales beside them (see bertkit.quantize)
+        tensors = quantization.split_packed(to_hf_state_dict(model, quantization.packed_parameters(model)))
+    else:
+        tensors = to_hf_state_dict(model)
     with atomic_path(directory / SAFETENSORS_NAME) as tmp:
         save_file(tensors, tmp, metadata={"format": "pt"})  # transformers refuses files without "format"
     config = dataclasses.replace(bert.config, architectures=[type(model).__name__])
@@ -510,6 +517,8 @@ def load_model(
     head: str | type | None = None,
     *,
     ignore_mismatched_sizes: bool = False,
+    quantize: str | None = None,
+    compile: bool = False,
     **config_overrides: Any,
 ) -> nn.Module:
     """Build and load a model from a Hugging Face-layout directory (or a weights file next to its config.json).
@@ -518,7 +527,12 @@ def load_model(
     ``config.architectures``. ``config_overrides`` replace config fields. The model is returned in eval mode,
     as ``transformers`` does; call ``.train()`` to fine-tune. ``path`` may also be a Hugging Face hub id
     (``org/name@revision``, see ``bertkit.hub``).
+
+    ``quantize="int8"`` returns the model quantized for inference (``bertkit.quantize``); a checkpoint saved
+    quantized loads quantized whatever ``quantize`` says. ``compile=True`` compiles it for inference, its weights
+    frozen into the graph (``bertkit.compiling``; to train compiled, use ``TrainConfig.compile``).
     """
+    quantize_scheme = quantization.check_scheme(quantize)
     path = resolve_model(path)
     if not path.exists():  # .../bert_model.ckpt, Google's way to name a checkpoint, is no file itself
         path = checkpoint_index(path) or path
@@ -553,8 +567,18 @@ def load_model(
             f"only {held:,}; the config does not match the weights"
         )
     model = cls(config)
+    saved_scheme = (config.extra.get(quantization.CONFIG_KEY) or {}).get("scheme")
+    if saved_scheme:
+        quantization.check_scheme(saved_scheme)
+        quantization.prepare_packed(model)
+        state = quantization.join_packed(state, str(weights))
     load_hf_state_dict(model, state, ignore_mismatched_sizes=ignore_mismatched_sizes, source=str(weights))
-    return model.eval()
+    if saved_scheme:
+        quantization.finish_packed(model, saved_scheme)
+    elif quantize_scheme:
+        quantization.quantize_model(model, quantize_scheme)
+    model.eval()
+    return compile_model(model, frozen=True) if compile else model
 
 
 def convert_checkpoint(

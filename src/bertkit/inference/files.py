@@ -30,9 +30,12 @@ def load_finetuned(
     task_options: Mapping[str, Any] | None = None,
     max_seq_length: int | None = None,
     device: str | torch.device = "cpu",
+    quantize: str | None = None,
+    compile: bool | None = None,
 ) -> Loaded:
     """Load a fine-tuned model directory; the task, its options and ``max_seq_length`` default to those it was
-    trained with (``config.json``'s ``bertkit_finetune``), else to the task of its head.
+    trained with (``config.json``'s ``bertkit_finetune``), else to the task of its head. ``quantize`` and
+    ``compile`` as for ``load``.
 
     Raises ``CheckpointError`` when the directory holds no task head or its head was never trained.
     """
@@ -46,7 +49,16 @@ def load_finetuned(
             f"{path} is not a fine-tuned model (architectures {config.architectures}); "
             f"fine-tune it first with `bertkit finetune`"
         )
-    loaded = load(path, head=head, device=device, task=task, task_options=task_options, max_seq_length=max_seq_length)
+    loaded = load(
+        path,
+        head=head,
+        device=device,
+        task=task,
+        task_options=task_options,
+        max_seq_length=max_seq_length,
+        quantize=quantize,
+        compile=compile,
+    )
     if not loaded.supports(TASK_PIPELINES[HEAD_TO_TASK[head]]):
         raise CheckpointError(f"{path} has no trained {head} weights; fine-tune it first with `bertkit finetune`")
     _ = loaded.task  # restored now, so that a wrong --task is refused before any data is read
@@ -65,15 +77,25 @@ def evaluate_model(
     predictions_dir: str | os.PathLike | None = None,
     format: str | None = None,
     header: bool | None = None,
+    quantize: str | None = None,
+    compile: bool | None = None,
 ) -> dict[str, float]:
     """Metrics of a fine-tuned model on a labelled file (the task's ``evaluate``); optionally also write the
     task's prediction files into ``predictions_dir``. ``format``/``header``: how to read ``data`` (default:
     from its path; the header detected). What was read and how many examples were cut at the model's
-    ``max_seq_length`` go to stderr, one line each."""
+    ``max_seq_length`` go to stderr, one line each. ``quantize``/``compile``: see ``load``."""
     loaded = (
         model
         if isinstance(model, Loaded)
-        else load_finetuned(model, task=task, task_options=task_options, max_seq_length=max_seq_length, device=device)
+        else load_finetuned(
+            model,
+            task=task,
+            task_options=task_options,
+            max_seq_length=max_seq_length,
+            device=device,
+            quantize=quantize,
+            compile=compile,
+        )
     )
     examples = read_examples(loaded.task, data, format=format, header=header)
     features = featurize(loaded.task, examples, loaded.tokenizer, loaded.max_length, report=True)
@@ -100,6 +122,8 @@ def predict(
     device: str | torch.device = "cpu",
     format: str | None = None,
     header: bool | None = None,
+    quantize: str | None = None,
+    compile: bool | None = None,
 ) -> int:
     """Write one JSON line per input example of ``input`` (in the task's format; labels are ignored) to
     ``output``, atomically; return the number of lines.
@@ -112,7 +136,15 @@ def predict(
     loaded = (
         model
         if isinstance(model, Loaded)
-        else load_finetuned(model, task=task, task_options=task_options, max_seq_length=max_seq_length, device=device)
+        else load_finetuned(
+            model,
+            task=task,
+            task_options=task_options,
+            max_seq_length=max_seq_length,
+            device=device,
+            quantize=quantize,
+            compile=compile,
+        )
     )
     examples = read_examples(loaded.task, input, labeled=False, format=format, header=header)
     features = featurize(loaded.task, examples, loaded.tokenizer, loaded.max_length, report=True)

@@ -19,10 +19,12 @@ from typing import Any, cast
 
 import torch
 
+from bertkit.compiling import compile_model
 from bertkit.config import BertConfig
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.hub import resolve_model
 from bertkit.model import HEAD_CLASSES
+from bertkit.quantize import is_quantized
 from bertkit.sentence_config import SentenceConfig, read_sentence_config
 from bertkit.tasks import HEAD_TO_TASK, Task
 from bertkit.tokenizer import Tokenizer
@@ -237,15 +239,23 @@ def load(
     task: str | None = None,
     task_options: Mapping[str, Any] | None = None,
     max_seq_length: int | None = None,
+    quantize: str | None = None,
+    compile: bool | None = None,
 ) -> Loaded:
     """Load a model directory (Hugging Face layout) with its tokenizer and saved settings, in eval mode.
 
     ``head`` names the class to build (e.g. ``"BertModel"``, ``"BertForMaskedLM"``); by default the one
     recorded in ``config.json``. ``task``, ``task_options`` and ``max_seq_length`` override what the model
     was fine-tuned with. ``path`` may also be a Hugging Face hub id (``org/name@revision``, see ``bertkit.hub``).
+
+    ``quantize="int8"``: the encoder's linear layers in int8 (``bertkit.quantize``; a checkpoint saved int8
+    is int8 anyway). ``compile``: ``torch.compile`` the model (``bertkit.compiling``); ``None`` compiles an
+    int8 model only, where it pays (torchao's int8 kernels are slower than float32 uncompiled).
     """
     path = resolve_model(path)
-    model = load_model(path, head=head).to(device).eval()
+    model = load_model(path, head=head, quantize=quantize).to(device).eval()
+    if compile or (compile is None and is_quantized(model)):
+        compile_model(model, frozen=True)
     tokenizer = Tokenizer.from_pretrained(path)
     config = cast(BertConfig, model.config)
     if tokenizer.vocab_size > config.vocab_size:

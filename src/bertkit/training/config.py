@@ -158,6 +158,9 @@ class TrainConfig:
     (DDP): for models whose training state does not fit one device. Checkpoints stay full and portable."""
     ddp_find_unused_parameters: bool = False
     """Let DistributedDataParallel tolerate parameters without gradients (e.g. a pooler a head ignores)."""
+    compile: bool = False
+    """Run the model through ``torch.compile`` (symbolic batch and sequence sizes, so varying lengths reuse
+    one graph): fuses the small element-wise kernels; the first steps pay the compilation (tens of seconds)."""
     peak_flops: float | None = None
     """Peak FLOP/s of one device, the MFU denominator. Default: pre-training takes the GPU's datasheet dense peak
     at the run's precision (the measured matmul peak on a CPU or an unlisted GPU); fine-tuning logs no MFU."""

@@ -26,9 +26,11 @@ import torch
 from safetensors.torch import save_model
 from torch import nn
 
+from bertkit.compiling import compile_model
 from bertkit.data.batches import BatchSource
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.model import PreTrainedMixin
+from bertkit.quantize import refuse_training
 from bertkit.training import distributed
 from bertkit.training.checkpoint import load_checkpoint, save_checkpoint
 from bertkit.training.config import TrainConfig
@@ -167,6 +169,7 @@ class Trainer:
 
         # Rank 0 decides, so that every process resumes from the same checkpoint.
         resume_from = distributed.broadcast_object(env, find_resume(config) if env.is_main else None)
+        refuse_training(model)
         self.bare = model.to(self.device)
         seed_everything(config.seed + env.rank)
         state = load_checkpoint(resume_from, self.bare, map_location=self.device) if resume_from is not None else {}
@@ -174,6 +177,8 @@ class Trainer:
         if resume_from is not None:
             self.resume(resume_from, state)
         self.ddp = self._data_parallel()
+        if config.compile:
+            compile_model(self.bare)
         self.bare.train()
 
         history = state.get("history")
