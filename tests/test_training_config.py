@@ -15,8 +15,9 @@ from bertkit.data import CorpusOptions, PrepareConfig
 from bertkit.errors import ConfigError
 from bertkit.training import pretrain as pretrain_module
 from bertkit.training.config import TrainConfig, option_names
-from bertkit.training.finetune import DEFAULTS, FinetuneConfig
+from bertkit.training.finetune import FinetuneConfig
 from bertkit.training.finetune import read_config_file as read_finetune_file
+from bertkit.training.finetune_defaults import DEFAULTS
 from bertkit.training.metrics import DATASHEET_PEAKS, datasheet_peak, mfu_peak
 from bertkit.training.pretrain import PretrainConfig, build_config, pretrain
 from bertkit.training.pretrain import read_config_file as read_pretrain_file

@@ -980,7 +980,8 @@ def _show_warnings() -> None:
 
 def _finetune_function() -> Callable[..., None]:
     from bertkit.training.config import TrainConfig
-    from bertkit.training.finetune import DEFAULTS, FinetuneConfig
+    from bertkit.training.finetune import FinetuneConfig
+    from bertkit.training.finetune_defaults import DEFAULTS
 
     # the defaults table, e.g. "5e-05; qa 3e-05": the default for every task, then each task's own
     shown = {
@@ -1009,8 +1010,38 @@ def _finetune_function() -> Callable[..., None]:
         "text_pair_column": (PairColumnOption, None),
         "label_column": (LabelColumnOption, None),
         **_FINETUNE_TASK_OPTIONS,
+        **_SEARCH_OPTIONS,
     }
     return command_function("finetune", finetune_command.__doc__, options, extra, _run_finetune)
+
+
+_SEARCH_OPTIONS = {
+    "search": (
+        Annotated[
+            bool,
+            typer.Option(
+                "--search",
+                help="Run the BERT paper's grid (batch 16, 32; lr 5e-5, 3e-5, 2e-5; 2-4 epochs), or the config "
+                "file's [search] table, and keep the best run on --dev; --resume continues a killed search.",
+            ),
+        ],
+        False,
+    ),
+    "search_trials": (
+        Annotated[
+            int | None,
+            typer.Option(help="With --search: sample this many points with optuna (TPE) instead of the whole grid."),
+        ],
+        None,
+    ),
+    "search_budget": (
+        Annotated[
+            str | None,
+            typer.Option(help="With --search: wall-clock limit (30m, 2h); the best run so far wins when it ends."),
+        ],
+        None,
+    ),
+}
 
 
 _FINETUNE_TASK_OPTIONS = {
@@ -1054,11 +1085,18 @@ def _run_finetune(given: dict[str, Any]) -> None:
             **{k: given.pop(k) for k in _FINETUNE_TASK_OPTIONS},
         )
     )
+    searching = {k: given.pop(k) for k in _SEARCH_OPTIONS}
     options.update({k: v for k, v in given.items() if v is not None})
     for required, flag in (("task", "--task"), ("model", "--model"), ("train_file", "--train"), ("output", "--output")):
         if required not in options:
             fail(f"{flag} is required (on the command line or in the config file)")
-    result = finetune(FinetuneConfig(**options, task_options=task_options))
+    finetune_config = FinetuneConfig(**options, task_options=task_options)
+    if searching.pop("search"):
+        _run_search(finetune_config, config, trials=searching["search_trials"], budget=searching["search_budget"])
+        return
+    if any(value is not None for value in searching.values()):
+        fail("--search-trials and --search-budget go with --search")
+    result = finetune(finetune_config)
     if result.output is None:
         print(
             f"bertkit: stopped by a signal at step {result.train.step}; continue with the same command plus --resume.",
@@ -1067,6 +1105,22 @@ def _run_finetune(given: dict[str, Any]) -> None:
         raise typer.Exit(130)
     if result.metrics:
         _print_json(result.metrics)
+
+
+def _run_search(config: Any, config_file: str | None, *, trials: int | None, budget: str | None) -> None:
+    from bertkit.training.search import SearchConfig, search, search_table
+
+    settings = (
+        SearchConfig.from_file(config_file, trials=trials, budget=budget)
+        if config_file
+        else SearchConfig(trials=trials, budget=budget)
+    )
+    result = search(config, settings)
+    if result.output is None:
+        print("bertkit: stopped by a signal; continue the search with the same command plus --resume.", file=sys.stderr)
+        raise typer.Exit(130)
+    assert result.winner is not None
+    print(search_table(result.runs, result.winner, result.main_metric), end="")
 
 
 @app.command(

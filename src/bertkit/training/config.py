@@ -285,16 +285,19 @@ def split_options(options: Mapping[str, Any], cls: type, *, source: str = "") ->
     return own, train
 
 
-def read_config_file(path: str | os.PathLike, cls: type, aliases: Mapping[str, str] | None = None) -> dict[str, Any]:
+def read_config_file(
+    path: str | os.PathLike, cls: type, aliases: Mapping[str, str] | None = None, sections: Iterable[str] = ()
+) -> dict[str, Any]:
     """Flat options for ``cls`` (a config that nests a :class:`TrainConfig` as ``train``) from a TOML/YAML file.
 
     Keys are the dataclass fields (``-`` and ``_`` alike); training options may sit at the top or in a
     ``[train]`` (or ``[train_options]``) table, which wins. Dict-valued fields (``task_options``) stay tables. ``aliases``
     maps short names to fields (``dev`` -> ``dev_file``; a string ``train`` is then ``train_file``).
-    Unknown keys are an error naming the closest known one. The same rules hold for every command.
+    Unknown keys are an error naming the closest known one. The same rules hold for every command. Tables
+    named in ``sections`` belong to another reader and are left out.
     """
     aliases = dict(aliases or {})
-    data = {k.replace("-", "_"): v for k, v in read_options_file(path).items()}
+    data = {k.replace("-", "_"): v for k, v in read_options_file(path).items() if k not in sections}
     tables = [data.pop(name) for name in ("train", "train_options") if isinstance(data.get(name), Mapping)]
     flat = {aliases.get(key, key): value for key, value in data.items()}
     for table in tables:  # a key in a table wins over the same key at the top

@@ -44,8 +44,9 @@ from bertkit.tasks.base import Feature
 from bertkit.tasks.batching import LengthGroupedOrder
 from bertkit.tasks.runner import predict_features, run_model
 from bertkit.training import distributed
-from bertkit.training.config import TrainConfig, option_names, split_options
+from bertkit.training.config import NOT_AN_OPTION, TrainConfig, option_names, split_options
 from bertkit.training.config import read_config_file as read_options
+from bertkit.training.finetune_defaults import SIZED, size_to_data, task_defaults
 from bertkit.training.loop import Hooks, Trainer, TrainResult
 from bertkit.training.metrics import notice
 from bertkit.training.precision import precision_name
@@ -61,32 +62,6 @@ CONFIG_KEY = "bertkit_finetune"
 """Key in a fine-tuned model's ``config.json`` holding the task, its options and ``max_seq_length``, so that
 ``evaluate``/``predict`` read files the way training did (``transformers`` ignores it)."""
 
-# Fine-tuning decays the rate from the end of the warmup, as transformers does, not from step 0 as Google BERT
-# does: Google's runs ~10 % below the peak throughout; on CoNLL-2003 that cost 0.002-0.004 entity F1 on each
-# seed tried (docs/finetuning.md). Pre-training keeps Google's schedule.
-DEFAULT_SCHEDULE = "poly"
-
-DEFAULTS: dict[str, dict[str, Any]] = {
-    # Google BERT's recipes (bert-algorithms.md section 8): its README's SQuAD run for BERT-Base differs.
-    # "all" holds fine-tuning's defaults (of FinetuneConfig and TrainConfig fields); a task's row overrides them.
-    # ``epochs`` applies only when no other end (``max_steps``, ``max_time``) is given.
-    "all": {
-        "lr": 5e-5,
-        "epochs": 3.0,
-        "max_seq_length": 128,
-        "micro_batch_size": 32,
-        "warmup_ratio": 0.1,
-        "schedule": DEFAULT_SCHEDULE,
-    },
-    "qa": {"lr": 3e-5, "epochs": 2.0, "max_seq_length": 384, "micro_batch_size": 12},
-}
-"""Fine-tuning's defaults, by task: the one table that FinetuneConfig and ``bertkit finetune --help`` read."""
-
-
-def task_defaults(task: str) -> dict[str, Any]:
-    """The defaults of ``task``: the ``all`` row with the task's own row on top."""
-    return {**DEFAULTS["all"], **DEFAULTS.get(task, {})}
-
 
 # ------------------------------------------------------------------------------------------ config
 @dataclass(init=False)
@@ -95,8 +70,10 @@ class FinetuneConfig:
 
     ``train`` holds the loop's options (batch, learning rate, precision...). The constructor also takes them
     as flat keywords (``FinetuneConfig(task=..., lr=3e-5, micro_batch_size=16)``), as the command line and
-    config files give them; what is not given comes from :data:`DEFAULTS` for the task, then from
-    :class:`TrainConfig`. ``train_options`` is a mapping of further flat training keywords. A ``train`` given
+    config files give them; what is not given comes from
+    :data:`~bertkit.training.finetune_defaults.DEFAULTS` for the task, then from :class:`TrainConfig`. The
+    batch and the epochs the user leaves unset are then sized to the training set when it is read
+    (:func:`~bertkit.training.finetune_defaults.size_to_data`); ``sized`` names them. ``train_options`` is a mapping of further flat training keywords. A ``train`` given
     whole is taken as it is (flat keywords then replace its fields).
     """
 
@@ -137,6 +114,9 @@ class FinetuneConfig:
     """Replace an existing output directory."""
     resume: bool = False
     """Continue an interrupted run from the last checkpoint in ``<output>.partial/``."""
+    sized: tuple[str, ...] = field(default=(), metadata=NOT_AN_OPTION)
+    """Defaults that the training set's size decides (``micro_batch_size``, ``epochs``): those the user did not
+    set, directly or through another option (``--global-batch-size``, ``--max-steps``...)."""
 
     def __init__(
         self,
@@ -149,13 +129,14 @@ class FinetuneConfig:
         train_options: Mapping[str, Any] | None = None,
         **options: Any,
     ) -> None:
+        sized = options.pop("sized", None)
         own, flat = split_options(options, FinetuneConfig)
         flat = {**(train_options or {}), **flat}
         split_options(flat, TrainConfig)  # a fine-tuning field among train_options is an error too
         self.task, self.model, self.train_file, self.output = task, model, train_file, output
         defaults = task_defaults(task)
         for f in dataclasses.fields(self):
-            if f.name in ("task", "model", "train_file", "output", "train"):
+            if f.name in ("task", "model", "train_file", "output", "train", "sized"):
                 continue
             if own.get(f.name) is not None:  # None, as for the training keys, means "the default"
                 setattr(self, f.name, own[f.name])
@@ -165,6 +146,8 @@ class FinetuneConfig:
                 setattr(self, f.name, defaults.get(f.name) if f.default is None else f.default)
         if train is None:
             flat = {k: v for k, v in flat.items() if v is not None or k not in defaults}  # None: the default
+            if sized is None:
+                sized = tuple(name for name in SIZED if not any(flat.get(k) is not None for k in _DECIDES[name]))
             train_defaults = {k: v for k, v in defaults.items() if k in option_names(TrainConfig) and k != "epochs"}
             if not any(flat.get(limit) is not None for limit in ("epochs", "max_steps", "max_time")):
                 train_defaults["epochs"] = defaults["epochs"]
@@ -174,6 +157,7 @@ class FinetuneConfig:
         elif flat:
             train = dataclasses.replace(train, **flat)
         self.train = train
+        self.sized = tuple(sized or ())
         self.__post_init__()
 
     def __post_init__(self) -> None:
@@ -205,12 +189,19 @@ class FinetuneConfig:
         return out
 
 
+_DECIDES = {
+    "micro_batch_size": ("micro_batch_size", "global_batch_size", "grad_accum_steps"),
+    "epochs": ("epochs", "max_steps", "max_time"),
+}
+"""For each sized default, the options that, given, decide it instead."""
+
+
 def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
     """Flat options from a TOML (or YAML) file: ``FinetuneConfig`` and ``TrainConfig`` fields, training keys
     flat or in a ``[train]`` table, and a ``[task_options]`` table (the rules of
     :func:`bertkit.training.config.read_config_file`). ``train``/``dev`` are accepted for
-    ``train_file``/``dev_file``."""
-    return read_options(path, FinetuneConfig, aliases={"train": "train_file", "dev": "dev_file"})
+    ``train_file``/``dev_file``; a ``[search]`` table is the search grid's (``bertkit.training.search``)."""
+    return read_options(path, FinetuneConfig, aliases={"train": "train_file", "dev": "dev_file"}, sections=("search",))
 
 
 # ------------------------------------------------------------------------------------------ tasks
@@ -316,6 +307,8 @@ class FinetuneResult:
     """SQuAD training questions skipped because their answer did not align (counted, the convention)."""
     data: dict[str, dict[str, Any]] = field(default_factory=dict)
     """What was read of ``train`` and ``dev``: rows read, used, skipped by reason, truncated examples."""
+    sizing: dict[str, Any] | None = None
+    """Batch and epochs sized to the training set, with the reason (``None`` when the user set both)."""
 
 
 # ------------------------------------------------------------------------------------------ fine-tuning
@@ -552,6 +545,21 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
     config = dataclasses.replace(
         config, train=dataclasses.replace(config.train, precision=precision_name(config.train.precision, env.device))
     )
+    sizing = size_to_data(
+        len(train_examples),
+        len(train_features),
+        config.task,
+        sized=config.sized,
+        batch_size=config.train.micro_batch_size * env.world_size,
+        epochs=config.train.epochs,
+    )
+    if sizing is not None:
+        micro = max(1, sizing.batch_size // env.world_size)
+        config = dataclasses.replace(
+            config, train=dataclasses.replace(config.train, micro_batch_size=micro, epochs=sizing.epochs)
+        )
+        if env.is_main:
+            notice(sizing.reason)
     torch.manual_seed(config.train.seed)  # the fresh head's initialisation
     model = load_model(model_dir, head=task.head, ignore_mismatched_sizes=True, **task.config_updates())
     assert isinstance(model, PreTrainedMixin)  # load_model builds bertkit's model classes
@@ -626,6 +634,7 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
         num_train_features=len(train_features),
         skipped_train_examples=skipped,
         data=data,
+        sizing=sizing.to_dict() if sizing is not None else None,
     )
     if result.stop_reason == "signal":
         if env.is_main:
@@ -693,6 +702,7 @@ def _write_output(
             "final_loss": train_records[-1].get("loss") if train_records else None,
         },
         "data": outcome.data,
+        "sizing": outcome.sizing,
     }
     atomic_write_text(staging / "metrics.json", json.dumps(summary, indent=2) + "\n")
     atomic_write_text(staging / "finetune_config.json", json.dumps(config.to_dict(), indent=2, default=str) + "\n")

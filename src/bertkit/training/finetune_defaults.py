@@ -1,0 +1,114 @@
+"""Fine-tuning's defaults: the one table by task, and the rule that sizes batch and epochs to the training set.
+
+The BERT paper fine-tunes with batch 16 or 32 for 2-4 epochs and notes that small sets are the sensitive
+ones. A fixed batch of 32 for 3 epochs gives a set of 3,000 sentences about 280 updates, which underfits: on
+a 3,394-sentence NER set batch 16 (637 updates) scored 0.412 entity F1 against 0.337 with batch 32. So what
+the user leaves unset is sized to the data (:func:`size_to_data`):
+
+* batch 16 (the paper's smaller one) below :data:`SMALL_SET` training examples, the task's batch from there on,
+* the task's epochs, raised until the run makes at least :data:`MIN_UPDATES` updates, at most :data:`MAX_EPOCHS`.
+
+Sets of 10,000 examples and more with at least 1,000 updates in the task's epochs (SST-2, CoNLL-2003, SQuAD)
+run exactly the table's recipe. The dev set still picks the best epoch, so a longer run cannot do worse on
+dev than its own earlier epochs. Measured before and after: ``docs/results.md`` (fine-tuning defaults).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+# Fine-tuning decays the rate from the end of the warmup, as transformers does, not from step 0 as Google BERT
+# does: Google's runs ~10 % below the peak throughout; on CoNLL-2003 that cost 0.002-0.004 entity F1 on each
+# seed tried (docs/finetuning.md). Pre-training keeps Google's schedule.
+DEFAULT_SCHEDULE = "poly"
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    # Google BERT's recipes (bert-algorithms.md section 8): its README's SQuAD run for BERT-Base differs.
+    # "all" holds fine-tuning's defaults (of FinetuneConfig and TrainConfig fields); a task's row overrides them.
+    # ``epochs`` applies only when no other end (``max_steps``, ``max_time``) is given; ``micro_batch_size`` and
+    # ``epochs`` are where size_to_data starts from when the user gives neither.
+    "all": {
+        "lr": 5e-5,
+        "epochs": 3.0,
+        "max_seq_length": 128,
+        "micro_batch_size": 32,
+        "warmup_ratio": 0.1,
+        "schedule": DEFAULT_SCHEDULE,
+    },
+    "qa": {"lr": 3e-5, "epochs": 2.0, "max_seq_length": 384, "micro_batch_size": 12},
+}
+"""Fine-tuning's defaults, by task: the one table that FinetuneConfig and ``bertkit finetune --help`` read."""
+
+SMALL_SET = 10_000
+"""Training sets with fewer examples than this get batch 16 (or the task's batch, if smaller)."""
+SMALL_BATCH = 16
+MIN_UPDATES = 1_000
+"""Epochs are raised until a run makes at least this many optimizer updates..."""
+MAX_EPOCHS = 10
+"""...but never beyond this many epochs (a set of 1,000 examples gets 630 updates of 16)."""
+
+SIZED = ("micro_batch_size", "epochs")
+"""The defaults :func:`size_to_data` may change, each only when the user set nothing that decides it."""
+
+
+def task_defaults(task: str) -> dict[str, Any]:
+    """The defaults of ``task``: the ``all`` row with the task's own row on top."""
+    return {**DEFAULTS["all"], **DEFAULTS.get(task, {})}
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """Batch and epochs for one training set, and why."""
+
+    batch_size: int
+    """Sequences per update (over all processes)."""
+    epochs: float | None
+    """``None`` when another limit (``--max-steps``, ``--max-time``) ends the run."""
+    updates: int
+    """Optimizer updates that batch and epochs make."""
+    reason: str
+    """One line for the user: what was chosen from what, and which flag sets it instead."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"batch_size": self.batch_size, "epochs": self.epochs, "updates": self.updates, "reason": self.reason}
+
+
+def size_to_data(
+    examples: int, features: int, task: str, *, sized: Collection[str], batch_size: int, epochs: float | None
+) -> Sizing | None:
+    """Batch and epochs for ``examples`` training examples (``features`` after windowing) of ``task``.
+
+    ``sized`` names the values the user left unset (of :data:`SIZED`); ``batch_size`` (over all processes) and
+    ``epochs`` are the ones in effect, given or the table's. ``None`` when the user set both.
+    """
+    if not sized:
+        return None
+    batch = batch_size
+    why: list[str] = []
+    if "micro_batch_size" in sized:
+        if examples < SMALL_SET and batch > SMALL_BATCH:
+            batch = SMALL_BATCH
+            why.append(f"batch {batch}, as the set is under {SMALL_SET:,} examples (--micro-batch-size sets it)")
+        else:
+            why.append(f"batch {batch}, the task's")
+    per_epoch = math.ceil(features / batch)
+    chosen = epochs
+    if "epochs" in sized and epochs is not None:
+        if per_epoch * epochs < MIN_UPDATES:
+            chosen = float(min(MAX_EPOCHS, max(math.ceil(MIN_UPDATES / per_epoch), math.ceil(epochs))))
+            goal = (
+                f"to reach {MIN_UPDATES:,} updates"
+                if chosen < MAX_EPOCHS
+                else f"at most, towards {MIN_UPDATES:,} updates"
+            )
+            why.append(
+                f"{chosen:g} epochs {goal}; {epochs:g} would make {math.ceil(per_epoch * epochs)} (--epochs sets it)"
+            )
+        else:
+            why.append(f"{epochs:g} epochs, the task's")
+    updates = math.ceil(per_epoch * chosen) if chosen is not None else 0
+    reason = f"{examples:,} training examples: " + "; ".join(why) + (f"; {updates:,} updates" if updates else "")
+    return Sizing(batch, chosen, updates, reason)
