@@ -140,7 +140,7 @@ def test_search_needs_a_dev_set(setup, tmp_path):
 
 def test_cli_search_with_a_grid_from_the_config_file(setup, tmp_path, capsys):
     grid_file = tmp_path / "search.toml"
-    grid_file.write_text('epochs = 1\n\n[search]\nlr = [1e-5, 5e-3]\n', encoding="utf-8")
+    grid_file.write_text("epochs = 1\n\n[search]\nlr = [1e-5, 5e-3]\n", encoding="utf-8")
     output = tmp_path / "cli"
     args = ["finetune", "--task", "classification", "--model", setup["model"], "--train", setup["train"]]
     args += ["--dev", setup["train"], "--output", output, "--config", grid_file, "--micro-batch-size", "8"]
