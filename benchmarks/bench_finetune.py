@@ -194,7 +194,6 @@ def bertkit_run(config, out: Path, name: str, seed: int) -> dict:
 def run_task(name: str, seed: int, args, model_dir: str) -> dict:
     from bertkit.tokenizer import Tokenizer
     from bertkit.training.finetune import (
-        DEFAULT_SCHEDULE,
         FinetuneConfig,
         featurize,
         groups_by_length,
@@ -202,6 +201,7 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
         read_examples,
         training_batches,
     )
+    from bertkit.training.finetune_defaults import DEFAULT_SCHEDULE, task_defaults
 
     kind, train_file, dev_file, options, _ = TASKS[name]
     train_file, dev_file = str(Path(args.data_dir) / train_file), str(Path(args.data_dir) / dev_file)
@@ -216,10 +216,11 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
         output=str(out / "model"),
         task_options=dict(options),
         max_seq_length=args.max_seq_length,
-        epochs=args.epochs,
+        # batch and epochs are given, so that bertkit runs the peer's recipe rather than sizing it to the set
+        epochs=args.epochs if args.epochs is not None or args.max_steps is not None else task_defaults(kind)["epochs"],
         max_steps=args.max_steps,
         lr=args.lr,
-        micro_batch_size=args.batch_size,
+        micro_batch_size=args.batch_size or task_defaults(kind)["micro_batch_size"],
         seed=seed,
         precision="fp32",
         device=args.device,

@@ -46,6 +46,7 @@ def main() -> None:
                     output=f"{work}/run",
                     epochs=args.epochs,
                     lr=args.lr,
+                    micro_batch_size=32,  # the demo's batch
                     max_seq_length=64,
                     seed=seed,
                     precision="fp32",

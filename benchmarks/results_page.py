@@ -482,6 +482,69 @@ the result file records it.
 """
 
 
+# ---- fine-tuning defaults (bench_finetune_defaults.py: one JSON line per run) ----
+
+DEFAULTS_FILE = "finetune_defaults.jsonl"
+DEFAULTS_COMMAND = (
+    "python benchmarks/bench_finetune_defaults.py --sets SET --recipes fixed,rule --seeds 1,2,3 --threads 1 "
+    "--output benchmarks/results/finetune_defaults.jsonl"
+)
+
+
+def defaults_section() -> list[str]:
+    """Before (batch 32, 3 epochs) against after (sized to the set), set by set; then the searches."""
+    path = RESULTS / DEFAULTS_FILE
+    if not path.is_file():
+        return []
+    runs = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    out = [
+        "\n## Fine-tuning defaults\n",
+        "all-MiniLM-L6-v2 fine-tuned with batch 32 for 3 epochs (the paper's recipe, and the defaults before the",
+        "size rule) and with nothing given (batch and epochs sized to the set: [finetuning.md](finetuning.md)),",
+        f"lr 5e-5, dev metric of the kept epoch, mean ± sd over seeds. Command: `{DEFAULTS_COMMAND}`.\n",
+        "| set | examples | metric | batch 32, 3 epochs | sized to the set | after - before | seconds before / after "
+        "| machine | raw result |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    sets = list(dict.fromkeys(r["set"] for r in runs if r["recipe"] in ("fixed", "rule")))
+    for name in sets:
+        before = [r for r in runs if r["set"] == name and r["recipe"] == "fixed"]
+        after = [r for r in runs if r["set"] == name and r["recipe"] == "rule"]
+        if not before or not after:
+            continue
+        metric = {"ner": "entity F1", "regression": "Pearson"}.get(before[0]["task"], "accuracy")
+
+        def cell(rows: list[dict]) -> str:
+            return f"{spread([r['best'] for r in rows])}; batch {rows[0]['batch_size']}, {rows[0]['epochs']:g} epochs, {rows[0]['updates']:,} updates"
+
+        seeds = sorted({r["seed"] for r in before} & {r["seed"] for r in after})
+        paired = [
+            next(a["best"] for a in after if a["seed"] == s) - next(b["best"] for b in before if b["seed"] == s)
+            for s in seeds
+        ]
+        gain = f"{statistics.mean(paired):+.3f}" + (
+            f" ({sum(d > 0 for d in paired)} of {len(paired)} seeds up)" if len(paired) > 1 else ""
+        )
+        seconds = f"{num(statistics.mean(r['seconds'] for r in before), 0)} / {num(statistics.mean(r['seconds'] for r in after), 0)}"
+        examples = before[0]["examples"]
+        out.append(
+            f"| {name} | {examples if examples != 'all' else 'all'} | {metric} | {cell(before)} | {cell(after)} | {gain} "
+            f"| {seconds} | {machine(after[0]['machine'])} | [{DEFAULTS_FILE}](../benchmarks/results/{DEFAULTS_FILE}) |"
+        )
+    for row in (r for r in runs if r["recipe"] == "search"):
+        grid = ", ".join(f"{k} {'/'.join(f'{v:g}' for v in values)}" for k, values in row["grid"].items())
+        tried = "; ".join(
+            f"{run['name']} ({', '.join(f'{k} {v:g}' for k, v in run['params'].items())}): {run['metric']:.3f} in {run['seconds']:.0f} s"
+            for run in row["runs"]
+        )
+        out.append(
+            f"\nSearch on {row['set']} (seed {row['seed']}, grid {grid}; `python benchmarks/bench_finetune_defaults.py "
+            f"--sets {row['set']} --recipes search --grid '{json.dumps(row['grid'])}'`): {tried}. Winner {row['winner']}, "
+            f"dev {row['best']:.3f}, the whole search {row['seconds']:.0f} s ({machine(row['machine'])})."
+        )
+    return out
+
+
 def render() -> str:
     out = [INTRO]
     for area, sources in AREAS:
@@ -493,6 +556,8 @@ def render() -> str:
                 cells = [c.replace("|", "\\|") for c in row]
                 raw = f"[{name}](../benchmarks/results/{name})"
                 out.append(f"| {what_and_command} | {' | '.join(cells)} | {raw} |")
+        if area == "Fine-tuning speed and quality":
+            out.extend(defaults_section())
     return "\n".join(out) + "\n"
 
 

@@ -96,6 +96,9 @@ class DemoConfig:
     BERT-Base's 2e-5 to 1e-4, and both starts did at least as well at 5e-4 as at 1e-4)."""
     finetune_max_seq_length: int = 64
     """Sentences are short; 64 tokens covers them (and the pre-trained positions)."""
+    finetune_batch_size: int = 32
+    """Batch of every fine-tuning run, given so that the recipes above (measured with it) stay as they are
+    rather than follow fine-tuning's size rule."""
     punctuation_text: str | None = "data/punctuation"
     """Punctuated books, none of them in the pre-training corpus, that the punctuation-restoration task is
     built from (:mod:`bertkit.data.punctuation`); ``None``: skip that task."""
@@ -351,6 +354,7 @@ def _finetune(
             output=str(Path(config.output) / f"finetune-{name.replace(' ', '-')}-seed{seed}"),
             epochs=epochs,
             lr=lr,
+            micro_batch_size=config.finetune_batch_size,
             max_seq_length=config.finetune_max_seq_length,
             max_train_examples=examples,
             seed=seed,
