@@ -207,6 +207,8 @@ def search(config: FinetuneConfig, settings: SearchConfig | None = None) -> Sear
         run_dir = work / name
         partial = run_dir.with_name(name + ".partial")
         resume = partial.is_dir() and any(partial.glob("checkpoint-*"))
+        if not resume:  # killed before its first checkpoint: start it again from nothing
+            shutil.rmtree(partial, ignore_errors=True)
         if not (interrupted and interrupted.name == name):
             journal.append({"start": name, "params": params})
         interrupted = None
