@@ -4,6 +4,9 @@ same winner, honours a time budget, samples with optuna, and refuses what it can
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -151,3 +154,27 @@ def test_cli_search_with_a_grid_from_the_config_file(setup, tmp_path, capsys):
     assert json.loads((output / "search.json").read_text())["winner"] in ("run-01", "run-02")
     assert main([str(a) for a in [*args[:-1], "--search-budget", "1h"]]) == 2
     assert "--search-trials and --search-budget go with --search" in capsys.readouterr().err
+
+
+def test_a_search_killed_by_a_signal_resumes_from_the_command_line(setup, tmp_path):
+    """SIGTERM while the second run trains (or between runs): exit, then --resume finishes the grid."""
+    output = tmp_path / "killed"
+    args = [sys.executable, "-m", "bertkit", "finetune", "--task", "classification", "--model", setup["model"]]
+    args += ["--train", setup["train"], "--dev", setup["train"], "--output", output, "--micro-batch-size", "4"]
+    args += ["--epochs", "4", "--max-seq-length", "16", "--seed", "3", "--no-progress", "--no-plot"]
+    args += ["--no-tensorboard", "--search", "--config", tmp_path / "grid.toml"]
+    (tmp_path / "grid.toml").write_text("[search]\nlr = [1e-5, 5e-3, 1e-3]\n", encoding="utf-8")
+    process = subprocess.Popen([str(a) for a in args], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    assert process.stderr is not None
+    for line in process.stderr:
+        if "search: run-02 of 3" in line:
+            process.send_signal(signal.SIGTERM)
+            break
+    process.communicate(timeout=300)
+    assert process.returncode in (130, -signal.SIGTERM) and not output.exists()
+    done = subprocess.run([str(a) for a in [*args, "--resume"]], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    table = json.loads((output / "search.json").read_text())
+    assert [run["name"] for run in table["runs"]] == ["run-01", "run-02", "run-03"]
+    whole = search(config(setup, tmp_path / "whole"), SearchConfig(grid={"lr": [1e-5, 5e-3, 1e-3]}))
+    assert whole.winner is not None and table["winner"] == whole.winner.name
