@@ -68,3 +68,13 @@ def write_squad(path: Path, contexts: list[tuple[str, list[tuple[str, str | None
     ]
     path.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": paragraphs}]}), "utf-8")
     return path
+
+
+def polarity_setup(root: Path, copies: int) -> dict[str, Path]:
+    """A tiny random-init encoder and a TSV of ``4 x copies`` polarity sentences (pos/neg) to fine-tune it on."""
+    from bertkit.model import BertModel
+
+    model = save_model(root / "model", BertModel, make_tokenizer(root / "tok"))
+    rows = [("good movie", "pos"), ("bad film", "neg"), ("a good story", "pos"), ("very bad", "neg")] * copies
+    (root / "train.tsv").write_text("sentence\tlabel\n" + "".join(f"{t}\t{y}\n" for t, y in rows), encoding="utf-8")
+    return {"model": model, "train": root / "train.tsv"}

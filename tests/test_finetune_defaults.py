@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from bertkit.cli import main
-from bertkit.model import BertModel
 from bertkit.training.finetune import FinetuneConfig, finetune
 from bertkit.training.finetune_defaults import MAX_EPOCHS, MIN_UPDATES, SMALL_SET, size_to_data, task_defaults
-from inference_helpers import make_tokenizer, save_model
+from inference_helpers import polarity_setup
 
 QUIET = {"tensorboard": False, "plot": False, "progress": False}
 
@@ -84,11 +83,7 @@ def test_sized_survives_a_replace_and_is_not_an_option():
 
 @pytest.fixture(scope="module")
 def small_set(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("sized")
-    model = save_model(root / "model", BertModel, make_tokenizer(root / "tok"))
-    rows = [("good movie", "pos"), ("bad film", "neg"), ("a good story", "pos"), ("very bad", "neg")] * 10
-    (root / "train.tsv").write_text("sentence\tlabel\n" + "".join(f"{t}\t{y}\n" for t, y in rows), encoding="utf-8")
-    return {"model": model, "train": root / "train.tsv"}
+    return polarity_setup(tmp_path_factory.mktemp("sized"), copies=10)
 
 
 def test_a_run_sizes_prints_and_records_the_choice(small_set, tmp_path, capsys):

@@ -15,10 +15,9 @@ import bertkit.training.search as search_module
 from bertkit.cli import main
 from bertkit.errors import ConfigError
 from bertkit.inference import evaluate_model
-from bertkit.model import BertModel
 from bertkit.training.finetune import FinetuneConfig
 from bertkit.training.search import PAPER_GRID, SearchConfig, grid_points, search
-from inference_helpers import make_tokenizer, save_model
+from inference_helpers import polarity_setup
 
 QUIET = {"tensorboard": False, "plot": False, "progress": False}
 GRID = {"lr": [1e-5, 5e-3]}  # a rate too small to learn anything in a few updates, and one that learns
@@ -26,11 +25,7 @@ GRID = {"lr": [1e-5, 5e-3]}  # a rate too small to learn anything in a few updat
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("search")
-    model = save_model(root / "model", BertModel, make_tokenizer(root / "tok"))
-    rows = [("good movie", "pos"), ("bad film", "neg"), ("a good story", "pos"), ("very bad", "neg")] * 6
-    (root / "train.tsv").write_text("sentence\tlabel\n" + "".join(f"{t}\t{y}\n" for t, y in rows), encoding="utf-8")
-    return {"model": model, "train": root / "train.tsv"}
+    return polarity_setup(tmp_path_factory.mktemp("search"), copies=6)
 
 
 def config(setup, output: Path, **options) -> FinetuneConfig:
