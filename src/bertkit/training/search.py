@@ -92,6 +92,7 @@ class Run:
     params: dict[str, Any]
     status: str = "pending"
     """``done``, ``cut`` (stopped by the budget) or ``pending``."""
+    main_metric: str = ""
     metric: float | None = None
     """The best dev value of the task's main metric over the run's evaluations."""
     per_epoch: list[float] = field(default_factory=list)
@@ -195,62 +196,77 @@ def search(config: FinetuneConfig, settings: SearchConfig | None = None) -> Sear
     runs, spent, interrupted = _replay(records)
     best = _best(runs)
     points = _Points(settings, runs, interrupted)
-    stop_reason = "done"
-    main_metric = ""
-    notice(f"search: {points.describe()}; the best run on dev is kept in {output}")
     budget = parse_duration(settings.budget)
+    stop_reason = "done"
+    notice(f"search: {points.describe()}; the best run on dev is kept in {output}")
     for name, params in points:
         if budget is not None and spent >= budget:
             stop_reason = "budget"
             break
-        run = Run(name, params)
-        run_dir = work / name
-        partial = run_dir.with_name(name + ".partial")
-        resume = partial.is_dir() and any(partial.glob("checkpoint-*"))
-        if not resume:  # killed before its first checkpoint: start it again from nothing
-            shutil.rmtree(partial, ignore_errors=True)
         if not (interrupted and interrupted.name == name):
             journal.append({"start": name, "params": params})
         interrupted = None
-        run_config = _run_config(config, params, run_dir, resume)
-        if budget is not None:
-            left = budget - spent
-            run_config = dataclasses.replace(
-                run_config, train=dataclasses.replace(run_config.train, max_time=left + _elapsed_in(partial))
-            )
-        notice(f"search: {name} of {points.total}: {_show(params)}" + (" (continuing)" if resume else ""))
-        started = time.perf_counter()
-        result = finetune(run_config)
-        seconds = time.perf_counter() - started
-        if result.output is None:
-            return SearchResult(None, runs, best, main_metric, "signal")
-        summary = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
-        main_metric = summary["main_metric"]
-        run.status = "cut" if result.train.stop_reason == "max_time" else "done"
-        run.metric = result.metrics.get(main_metric)
-        run.per_epoch = [round(e[main_metric], 4) for e in result.evaluations if main_metric in e]
-        run.batch_size = run_config.train.micro_batch_size if result.sizing is None else result.sizing["batch_size"]
-        run.epochs = run_config.train.epochs if result.sizing is None else result.sizing["epochs"]
-        run.updates = result.train.step
-        run.seconds = round(seconds, 1)
-        spent += seconds
+        left = budget - spent if budget is not None else None
+        notice(f"search: {name} of {points.total}: {_show(params)}")
+        run = _train(config, Run(name, params), work, left)
+        if run is None:
+            return SearchResult(None, runs, best, _main_metric(runs), "signal")
+        spent += run.seconds
+        if run.status == "cut":
+            stop_reason = "budget"
         if best is None or (run.metric is not None and best.metric is not None and run.metric > best.metric):
             if best is not None:
-                shutil.rmtree(work / best.name, ignore_errors=True)
+                shutil.rmtree(work / best.name, ignore_errors=True)  # only the best run's model is kept
             best = run
         else:
-            shutil.rmtree(run_dir, ignore_errors=True)
+            shutil.rmtree(work / name, ignore_errors=True)
         runs.append(run)
-        journal.append({"end": name, **run.to_dict(), "main_metric": main_metric})
+        journal.append({"end": name, **run.to_dict()})
         points.tell(run)
-        notice(f"search: {name}: dev {main_metric} {_score(run)}; best so far {best.name} {_score(best)}")
-    main_metric = main_metric or next((r.get("main_metric", "") for r in records if "end" in r), "")
+        notice(f"search: {name}: dev {run.main_metric} {_score(run)}; best so far {best.name} {_score(best)}")
     if best is None:
         raise ConfigError(f"the search budget ended before its first run finished; raise --search-budget ({work})")
     if stop_reason == "budget":
         notice(f"search: the budget of {budget:g} s ended the search after {len(runs)} runs")
+    main_metric = _main_metric(runs)
     _finish(output, work, runs, best, main_metric, stop_reason)
     return SearchResult(output, runs, best, main_metric, stop_reason)
+
+
+def _train(config: FinetuneConfig, run: Run, work: Path, budget_left: float | None) -> Run | None:
+    """Fine-tune one point into ``work/<name>`` and fill in ``run``; ``None`` when a signal stopped it.
+
+    An interrupted run continues from its last checkpoint, or starts again from nothing without one; with a
+    budget, the run is cut where the budget ends (``max_time`` counts the time an interrupted run spent)."""
+    run_dir = work / run.name
+    partial = run_dir.with_name(run.name + ".partial")
+    resume = partial.is_dir() and any(partial.glob("checkpoint-*"))
+    if not resume:
+        shutil.rmtree(partial, ignore_errors=True)
+    run_config = _run_config(config, run.params, run_dir, resume)
+    if budget_left is not None:
+        max_time = budget_left + _elapsed_in(partial)
+        run_config = dataclasses.replace(run_config, train=dataclasses.replace(run_config.train, max_time=max_time))
+    if resume:
+        notice(f"search: {run.name} continues from its last checkpoint")
+    started = time.perf_counter()
+    result = finetune(run_config)
+    if result.output is None:
+        return None
+    run.main_metric = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))["main_metric"]
+    run.status = "cut" if result.train.stop_reason == "max_time" else "done"
+    run.metric = result.metrics.get(run.main_metric)
+    run.per_epoch = [round(e[run.main_metric], 4) for e in result.evaluations if run.main_metric in e]
+    sized = result.sizing or {}
+    run.batch_size = sized.get("batch_size", run_config.train.micro_batch_size)
+    run.epochs = sized.get("epochs", run_config.train.epochs)
+    run.updates = result.train.step
+    run.seconds = round(time.perf_counter() - started, 1)
+    return run
+
+
+def _main_metric(runs: Sequence[Run]) -> str:
+    return next((run.main_metric for run in runs if run.main_metric), "")
 
 
 def _replay(records: Sequence[Mapping[str, Any]]) -> tuple[list[Run], float, Run | None]:
