@@ -91,24 +91,24 @@ def size_to_data(
     if "micro_batch_size" in sized:
         if examples < SMALL_SET and batch > SMALL_BATCH:
             batch = SMALL_BATCH
-            why.append(f"batch {batch}, as the set is under {SMALL_SET:,} examples (--micro-batch-size sets it)")
+            why.append(f"batch {batch}, as there are fewer than {SMALL_SET:,} (--micro-batch-size sets it)")
         else:
             why.append(f"batch {batch}, the task's")
     per_epoch = math.ceil(features / batch)
     chosen = epochs
     if "epochs" in sized and epochs is not None:
         if per_epoch * epochs < MIN_UPDATES:
-            chosen = float(min(MAX_EPOCHS, max(math.ceil(MIN_UPDATES / per_epoch), math.ceil(epochs))))
-            goal = (
-                f"to reach {MIN_UPDATES:,} updates"
-                if chosen < MAX_EPOCHS
-                else f"at most, towards {MIN_UPDATES:,} updates"
-            )
-            why.append(
-                f"{chosen:g} epochs {goal}; {epochs:g} would make {math.ceil(per_epoch * epochs)} (--epochs sets it)"
-            )
+            needed = math.ceil(MIN_UPDATES / per_epoch)
+            chosen = float(min(MAX_EPOCHS, max(needed, math.ceil(epochs))))
+            short = f"{epochs:g} would make {math.ceil(per_epoch * epochs)}"
+            if chosen < MAX_EPOCHS:
+                why.append(f"{chosen:g} epochs, for at least {MIN_UPDATES:,} updates ({short}; --epochs sets it)")
+            else:
+                why.append(
+                    f"{chosen:g} epochs, the most the rule gives ({short}; {needed} would make {MIN_UPDATES:,}; --epochs sets it)"
+                )
         else:
             why.append(f"{epochs:g} epochs, the task's")
     updates = math.ceil(per_epoch * chosen) if chosen is not None else 0
-    reason = f"{examples:,} training examples: " + "; ".join(why) + (f"; {updates:,} updates" if updates else "")
+    reason = f"{examples:,} training examples: " + "; ".join(why) + (f": {updates:,} updates" if updates else "")
     return Sizing(batch, chosen, updates, reason)
