@@ -24,6 +24,7 @@ import dataclasses
 import itertools
 import json
 import math
+import os
 import shutil
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -178,6 +179,10 @@ def search(config: FinetuneConfig, settings: SearchConfig | None = None) -> Sear
     settings = settings or SearchConfig()
     if config.dev_file is None:
         raise ConfigError("--search picks the best run on dev: give --dev")
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        raise ConfigError(
+            "--search runs its fine-tuning runs one after another in one process: start it without torchrun"
+        )
     output = Path(config.output)
     work = output.with_name(output.name + ".search")
     if output.exists() and any(output.iterdir()) and not config.overwrite:
