@@ -108,7 +108,7 @@ def run(name: str, recipe: str, seed: int, args: argparse.Namespace, model_dir: 
         "recipe": recipe,
         "seed": seed,
         "task": task,
-        "examples": limit or "all",
+        "examples": limit or "all",  # the set's first N training examples, or all of them
         **entry,
         "machine": {**machine(), "load_average_at_end": list(os.getloadavg()), "commit": git_commit()},
     }
