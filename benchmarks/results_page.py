@@ -554,10 +554,18 @@ def defaults_section() -> list[str]:
             f"{run['name']} ({', '.join(f'{k} {v:g}' for k, v in run['params'].items())}): {run['metric']:.3f} in {run['seconds']:.0f} s"
             for run in row["runs"]
         )
+        single = [r for r in runs if (r["set"], r["recipe"], r["seed"]) == (row["set"], "rule", row["seed"])]
+        against = (
+            f" One run with the defaults (batch {single[0]['batch_size']}, {single[0]['epochs']:g} epochs), same seed: "
+            f"{single[0]['best']:.3f} in {single[0]['seconds']:.0f} s."
+            if single
+            else ""
+        )
         out.append(
-            f"\nSearch on {row['set']} (seed {row['seed']}, grid {grid}; `python benchmarks/bench_finetune_defaults.py "
-            f"--sets {row['set']} --recipes search --grid '{json.dumps(row['grid'])}'`): {tried}. Winner {row['winner']}, "
-            f"dev {row['best']:.3f}, the whole search {row['seconds']:.0f} s ({machine(row['machine'])})."
+            f"\nSearch on {DEFAULTS_SETS.get(row['set'], row['set'])} (seed {row['seed']}, grid {grid}, batch sized to the"
+            f" set; `python benchmarks/bench_finetune_defaults.py --sets {row['set']} --recipes search --grid "
+            f"'{json.dumps(row['grid'])}'`): {tried}. Winner {row['winner']}, dev {row['best']:.3f}, the whole search "
+            f"{row['seconds']:.0f} s ({machine(row['machine'])}).{against}"
         )
     return out
 
