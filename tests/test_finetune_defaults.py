@@ -22,7 +22,6 @@ def sizing(examples: int, task: str = "classification", **given):
     return size_to_data(
         examples,
         examples,
-        task,
         sized=config.sized,
         batch_size=config.train.micro_batch_size,
         epochs=config.train.epochs,

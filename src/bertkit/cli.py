@@ -26,6 +26,7 @@ from bertkit.errors import BertkitError
 if TYPE_CHECKING:  # the inference package imports torch, which `bertkit --help` should not pay for
     from bertkit.data.corpus import CorpusOptions, CorpusStats
     from bertkit.inference import TextInput
+    from bertkit.training.finetune import FinetuneConfig
 
 app = typer.Typer(
     rich_markup_mode=None,
@@ -1107,7 +1108,7 @@ def _run_finetune(given: dict[str, Any]) -> None:
         _print_json(result.metrics)
 
 
-def _run_search(config: Any, config_file: str | None, *, trials: int | None, budget: str | None) -> None:
+def _run_search(config: FinetuneConfig, config_file: str | None, *, trials: int | None, budget: str | None) -> None:
     from bertkit.training.search import SearchConfig, search, search_table
 
     settings = (

@@ -208,7 +208,7 @@ def load_checkpoint(
         report = weights.load_hf_state_dict(model, weights.read_state_dict(path / WEIGHTS), source=str(path))
         if report.initialised:
             raise CheckpointError(f"checkpoint {path} lacks {report.initialised[:3]}; it was written for another head")
-        return _read_trainer_state(path, map_location)
+        return read_trainer_state(path, map_location)
     try:
         missing, unexpected = load_model(model, str(path / WEIGHTS), strict=False, device=str(map_location))
     except Exception as exc:  # safetensors raises plain errors on shape mismatches
@@ -218,10 +218,12 @@ def load_checkpoint(
             f"checkpoint {path} does not fit this model (missing {sorted(missing)[:5]}, unexpected "
             f"{sorted(unexpected)[:5]}); was it written for another model size or head?"
         )
-    return _read_trainer_state(path, map_location)
+    return read_trainer_state(path, map_location)
 
 
-def _read_trainer_state(path: Path, map_location: str | torch.device) -> dict[str, Any]:
+def read_trainer_state(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """The trainer state of checkpoint ``path`` (step, epoch, elapsed seconds...), without its weights."""
+    path = Path(path)
     # weights_only: a trainer state is plain values and tensors; anything else in it is refused, never run.
     try:
         state = torch.load(path / TRAINER_STATE, map_location=map_location, weights_only=True)

@@ -46,7 +46,7 @@ from bertkit.tasks.runner import predict_features, run_model
 from bertkit.training import distributed
 from bertkit.training.config import NOT_AN_OPTION, TrainConfig, option_names, split_options
 from bertkit.training.config import read_config_file as read_options
-from bertkit.training.finetune_defaults import SIZED, size_to_data, task_defaults
+from bertkit.training.finetune_defaults import size_to_data, task_defaults, unset_defaults
 from bertkit.training.loop import Hooks, Trainer, TrainResult
 from bertkit.training.metrics import notice
 from bertkit.training.precision import precision_name
@@ -70,11 +70,11 @@ class FinetuneConfig:
 
     ``train`` holds the loop's options (batch, learning rate, precision...). The constructor also takes them
     as flat keywords (``FinetuneConfig(task=..., lr=3e-5, micro_batch_size=16)``), as the command line and
-    config files give them; what is not given comes from
-    :data:`~bertkit.training.finetune_defaults.DEFAULTS` for the task, then from :class:`TrainConfig`. The
-    batch and the epochs the user leaves unset are then sized to the training set when it is read
-    (:func:`~bertkit.training.finetune_defaults.size_to_data`); ``sized`` names them. ``train_options`` is a mapping of further flat training keywords. A ``train`` given
-    whole is taken as it is (flat keywords then replace its fields).
+    config files give them; what is not given comes from :data:`~bertkit.training.finetune_defaults.DEFAULTS`
+    for the task, then from :class:`TrainConfig`. The batch and the epochs the user leaves unset are sized to
+    the training set once it is read (:func:`~bertkit.training.finetune_defaults.size_to_data`); ``sized``
+    names them. ``train_options`` is a mapping of further flat training keywords. A ``train`` given whole is
+    taken as it is (flat keywords then replace its fields).
     """
 
     task: str
@@ -147,7 +147,7 @@ class FinetuneConfig:
         if train is None:
             flat = {k: v for k, v in flat.items() if v is not None or k not in defaults}  # None: the default
             if sized is None:
-                sized = tuple(name for name in SIZED if not any(flat.get(k) is not None for k in _DECIDES[name]))
+                sized = unset_defaults([k for k, v in flat.items() if v is not None])
             train_defaults = {k: v for k, v in defaults.items() if k in option_names(TrainConfig) and k != "epochs"}
             if not any(flat.get(limit) is not None for limit in ("epochs", "max_steps", "max_time")):
                 train_defaults["epochs"] = defaults["epochs"]
@@ -187,13 +187,6 @@ class FinetuneConfig:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "train"}
         out["train"] = self.train.to_dict()
         return out
-
-
-_DECIDES = {
-    "micro_batch_size": ("micro_batch_size", "global_batch_size", "grad_accum_steps"),
-    "epochs": ("epochs", "max_steps", "max_time"),
-}
-"""For each sized default, the options that, given, decide it instead."""
 
 
 def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
@@ -548,7 +541,6 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
     sizing = size_to_data(
         len(train_examples),
         len(train_features),
-        config.task,
         sized=config.sized,
         batch_size=config.train.micro_batch_size * env.world_size,
         epochs=config.train.epochs,

@@ -50,8 +50,16 @@ MIN_UPDATES = 1_000
 MAX_EPOCHS = 10
 """...but never beyond this many epochs (a set of 1,000 examples gets 630 updates of 16)."""
 
-SIZED = ("micro_batch_size", "epochs")
-"""The defaults :func:`size_to_data` may change, each only when the user set nothing that decides it."""
+SIZED: dict[str, tuple[str, ...]] = {
+    "micro_batch_size": ("micro_batch_size", "global_batch_size", "grad_accum_steps"),
+    "epochs": ("epochs", "max_steps", "max_time"),
+}
+"""The defaults :func:`size_to_data` may change, each with the options that decide it instead when given."""
+
+
+def unset_defaults(given: Collection[str]) -> tuple[str, ...]:
+    """The defaults of :data:`SIZED` that none of the ``given`` options decides."""
+    return tuple(name for name, deciders in SIZED.items() if not set(deciders) & set(given))
 
 
 def task_defaults(task: str) -> dict[str, Any]:
@@ -77,9 +85,9 @@ class Sizing:
 
 
 def size_to_data(
-    examples: int, features: int, task: str, *, sized: Collection[str], batch_size: int, epochs: float | None
+    examples: int, features: int, *, sized: Collection[str], batch_size: int, epochs: float | None
 ) -> Sizing | None:
-    """Batch and epochs for ``examples`` training examples (``features`` after windowing) of ``task``.
+    """Batch and epochs for ``examples`` training examples (``features`` after windowing).
 
     ``sized`` names the values the user left unset (of :data:`SIZED`); ``batch_size`` (over all processes) and
     ``epochs`` are the ones in effect, given or the table's. ``None`` when the user set both.

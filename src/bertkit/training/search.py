@@ -34,8 +34,10 @@ from typing import Any
 
 from bertkit.errors import ConfigError
 from bertkit.io import atomic_write_text
+from bertkit.training.checkpoint import latest_valid_checkpoint, read_trainer_state
 from bertkit.training.config import parse_duration, read_options_file
 from bertkit.training.finetune import FinetuneConfig, finetune
+from bertkit.training.finetune_defaults import unset_defaults
 from bertkit.training.metrics import notice
 
 PAPER_GRID: dict[str, list[Any]] = {"micro_batch_size": [16, 32], "lr": [5e-5, 3e-5, 2e-5], "epochs": [2, 3, 4]}
@@ -136,14 +138,13 @@ def _typed(params: Mapping[str, Any]) -> dict[str, Any]:
 
 def _run_config(base: FinetuneConfig, params: Mapping[str, Any], output: Path, resume: bool) -> FinetuneConfig:
     """``base`` with one point's options; a varied batch or epochs is the user's, no longer sized to the data."""
-    decides = {"micro_batch_size": {"micro_batch_size"}, "epochs": {"epochs"}}
-    varied = set().union(*(decides.get(name, set()) for name in params))
     train = dataclasses.replace(base.train, **_typed(params))
+    still_unset = unset_defaults(params)
     return dataclasses.replace(
         base,
         output=str(output),
         train=train,
-        sized=tuple(name for name in base.sized if name not in varied),
+        sized=tuple(name for name in base.sized if name in still_unset),
         resume=resume,
         overwrite=not resume,
     )
@@ -245,12 +246,14 @@ def _train(config: FinetuneConfig, run: Run, work: Path, budget_left: float | No
     budget, the run is cut where the budget ends (``max_time`` counts the time an interrupted run spent)."""
     run_dir = work / run.name
     partial = run_dir.with_name(run.name + ".partial")
-    resume = partial.is_dir() and any(partial.glob("checkpoint-*"))
+    checkpoint = latest_valid_checkpoint(partial) if partial.is_dir() else None
+    resume = checkpoint is not None
     if not resume:
         shutil.rmtree(partial, ignore_errors=True)
     run_config = _run_config(config, run.params, run_dir, resume)
     if budget_left is not None:
-        max_time = budget_left + _elapsed_in(partial)
+        spent = float(read_trainer_state(checkpoint)["elapsed"]) if checkpoint is not None else 0.0
+        max_time = budget_left + spent  # the loop's max_time counts the time before the checkpoint too
         run_config = dataclasses.replace(run_config, train=dataclasses.replace(run_config.train, max_time=max_time))
     if resume:
         notice(f"search: {run.name} continues from its last checkpoint")
@@ -293,20 +296,6 @@ def _replay(records: Sequence[Mapping[str, Any]]) -> tuple[list[Run], float, Run
 def _best(runs: Sequence[Run]) -> Run | None:
     scored = [run for run in runs if run.metric is not None]
     return max(scored, key=lambda run: run.metric or -math.inf) if scored else None
-
-
-def _elapsed_in(partial: Path) -> float:
-    """Seconds an interrupted run already spent (its max_time counts them), from its training log."""
-    log = partial / "metrics.jsonl"
-    if not log.is_file():
-        return 0.0
-    elapsed = 0.0
-    for line in log.read_text(encoding="utf-8").splitlines():
-        try:
-            elapsed = max(elapsed, float(json.loads(line).get("elapsed_s", 0.0)))
-        except (json.JSONDecodeError, TypeError, ValueError):
-            continue
-    return elapsed
 
 
 def _show(params: Mapping[str, Any]) -> str:
