@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import math
 import os
 import shutil
 import time
@@ -220,7 +219,7 @@ def search(config: FinetuneConfig, settings: SearchConfig | None = None) -> Sear
         spent += run.seconds
         if run.status == "cut":
             stop_reason = "budget"
-        if best is None or (run.metric is not None and best.metric is not None and run.metric > best.metric):
+        if best is None or _better(run, best):
             if best is not None:
                 shutil.rmtree(work / best.name, ignore_errors=True)  # only the best run's model is kept
             best = run
@@ -293,15 +292,25 @@ def _replay(records: Sequence[Mapping[str, Any]]) -> tuple[list[Run], float, Run
     return runs, spent, interrupted
 
 
+def _better(run: Run, than: Run) -> bool:
+    """Whether ``run`` scored higher on dev (a run without a score never wins; a tie keeps the earlier run)."""
+    return run.metric is not None and (than.metric is None or run.metric > than.metric)
+
+
 def _best(runs: Sequence[Run]) -> Run | None:
-    scored = [run for run in runs if run.metric is not None]
-    return max(scored, key=lambda run: run.metric or -math.inf) if scored else None
+    best = None
+    for run in runs:
+        if best is None or _better(run, best):
+            best = run
+    return best if best is not None and best.metric is not None else None
+
+
+def _value(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _show(params: Mapping[str, Any]) -> str:
-    return ", ".join(
-        f"{name} {value:g}" if isinstance(value, float) else f"{name} {value}" for name, value in params.items()
-    )
+    return ", ".join(f"{name} {_value(value)}" for name, value in params.items())
 
 
 class _Points:
@@ -419,10 +428,7 @@ def search_table(runs: Sequence[Run], best: Run, main_metric: str) -> str:
     for run in runs:
         cells = [
             run.name,
-            *(
-                f"{run.params.get(n, ''):g}" if isinstance(run.params.get(n), float) else str(run.params.get(n, ""))
-                for n in names
-            ),
+            *(_value(run.params.get(n, "")) for n in names),
             str(run.batch_size),
             f"{run.epochs:g}" if run.epochs is not None else "",
             str(run.updates),
