@@ -22,8 +22,9 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check
 	$(VENV)/bin/mypy
 
+# One test process per core (pytest-xdist); tests that must not run beside each other share an xdist_group.
 test: $(STAMP) browser lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --dist loadgroup
 
 # The web page test drives Debian's Chromium; it skips with a reason where Chromium cannot be installed.
 browser:

@@ -1,0 +1,39 @@
+"""What every test module shares: each worker's share of the cores, and the tiny tokenizer and model.
+
+The fixtures here are built once per test process (session scope) and are read-only: a test that changes
+a model directory or the tokenizer builds its own from ``inference_helpers``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from bertkit.model import BertModel
+from bertkit.tokenizer import Tokenizer
+from inference_helpers import make_tokenizer, save_model
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Under `pytest -n N` each worker takes its share of the cores: N processes that each start one thread
+    # per core spend their time waiting on one another. Child processes (the CLI, torchrun) inherit it.
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers and "OMP_NUM_THREADS" not in os.environ:
+        threads = max(1, len(os.sched_getaffinity(0)) // int(workers))
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+        torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Tokenizer:
+    """The hand-written uncased WordPiece vocabulary of ``inference_helpers`` (ids fixed by its order)."""
+    return make_tokenizer(tmp_path_factory.mktemp("vocab"))
+
+
+@pytest.fixture(scope="session")
+def encoder_dir(tmp_path_factory: pytest.TempPathFactory, tokenizer: Tokenizer) -> Path:
+    """A tiny random-init encoder (seed 0, no task head) saved with ``tokenizer``: the model tests start from."""
+    return save_model(tmp_path_factory.mktemp("encoder") / "model", BertModel, tokenizer)
