@@ -27,6 +27,13 @@ def pytest_configure(config: pytest.Config) -> None:
         torch.set_num_threads(threads)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Under xdist the tests marked slow go first, so that no worker starts a minute-long test while the
+    # other has nothing left to do. (Collection order is the order workers are handed tests in.)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session")
 def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Tokenizer:
     """The hand-written uncased WordPiece vocabulary of ``inference_helpers`` (ids fixed by its order)."""

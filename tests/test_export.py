@@ -21,12 +21,7 @@ from bertkit.model import (  # noqa: E402
     BertForTokenClassification,
     BertModel,
 )
-from inference_helpers import make_tokenizer, save_model, tiny_config  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    return make_tokenizer(tmp_path_factory.mktemp("vocab"))
+from inference_helpers import save_model, tiny_config  # noqa: E402
 
 
 def _reference(model, input_ids, token_type_ids, attention_mask):

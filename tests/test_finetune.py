@@ -18,7 +18,6 @@ import torch
 from bertkit.cli import main
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.inference import evaluate_model, load_finetuned, predict
-from bertkit.model import BertModel
 from bertkit.training.finetune import (
     FinetuneConfig,
     _training_collate,
@@ -27,7 +26,7 @@ from bertkit.training.finetune import (
     make_task,
     training_batches,
 )
-from inference_helpers import make_tokenizer, save_model, write_squad
+from inference_helpers import write_squad
 
 QUIET = {"tensorboard": False, "plot": False}
 
@@ -37,11 +36,9 @@ NEGATIVE = ["bad movie", "bad film", "a bad story", "very bad", "bad bad movie",
 
 # ------------------------------------------------------------------------------------------ fixtures
 @pytest.fixture(scope="module")
-def base(tmp_path_factory) -> Path:
+def base(encoder_dir: Path) -> Path:
     """A tiny random-init encoder saved with its tokenizer: the starting model (no task head)."""
-    root = tmp_path_factory.mktemp("base")
-    tokenizer = make_tokenizer(root / "tok")
-    return save_model(root / "model", BertModel, tokenizer)
+    return encoder_dir
 
 
 @pytest.fixture(scope="module")

@@ -24,14 +24,9 @@ from bertkit.model import (
     QuestionAnsweringOutput,
 )
 from bertkit.tasks.base import build_pair
-from inference_helpers import make_tokenizer, save_model, tiny_config
+from inference_helpers import save_model, tiny_config
 
 TAGS = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC"}
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    return make_tokenizer(tmp_path_factory.mktemp("vocab"))
 
 
 @pytest.fixture(scope="module")

@@ -15,10 +15,9 @@ httpx = pytest.importorskip("httpx", reason="httpx is needed to call the app")
 
 import bertkit  # noqa: E402
 from bertkit.cli import main  # noqa: E402
-from bertkit.model import BertModel  # noqa: E402
 from bertkit.serve import create_app  # noqa: E402
 from bertkit.training.finetune import FinetuneConfig, finetune  # noqa: E402
-from inference_helpers import make_tokenizer, save_model, write_squad  # noqa: E402
+from inference_helpers import write_squad  # noqa: E402
 
 MAX_SEQ_LENGTH = 16
 QUIET = {"tensorboard": False, "plot": False}
@@ -66,9 +65,8 @@ def root(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def base(root) -> Path:
-    tokenizer = make_tokenizer(root / "tok")
-    return save_model(root / "base", BertModel, tokenizer)
+def base(encoder_dir: Path) -> Path:
+    return encoder_dir
 
 
 def _predict(model: Path, input: Path, output: Path, *task: str) -> list[dict]:

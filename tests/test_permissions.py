@@ -28,13 +28,6 @@ def every_file(directory: Path) -> dict[str, int]:
     return {str(p.relative_to(directory)): mode(p) for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    from inference_helpers import make_tokenizer
-
-    return make_tokenizer(tmp_path_factory.mktemp("tok"))
-
-
 def test_atomic_writers_give_0644_files_and_0755_directories(tmp_path):
     atomic_write_text(tmp_path / "a.txt", "a")
     atomic_write_bytes(tmp_path / "b.bin", b"b")

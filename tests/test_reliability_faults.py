@@ -62,6 +62,9 @@ def _truncate_and_die(path: str | os.PathLike) -> None:
 def _install_fault(fault: str) -> None:
     """Patch the library in this (child) process so that it SIGKILLs itself at ``fault``: ``kind:nth``,
     the nth occurrence of ``kind`` in this process."""
+    # A killed process's writes stay in the page cache: fsync guards against power loss, not SIGKILL, and
+    # waiting on the disk a few hundred times per run is most of a child's time.
+    os.fsync = lambda fd: None
     kind, nth = fault.split(":")
     nth = int(nth)
     seen = {"n": 0}
@@ -250,8 +253,9 @@ def _finetune_child(model: str, train: str, output: str, resume: bool, keep_last
 @pytest.fixture(scope="module")
 def ctx():
     context = multiprocessing.get_context("forkserver")
+    # torch._dynamo: the optimizer imports it on first use, seconds that every child would pay again.
     context.set_forkserver_preload(
-        ["torch", "bertkit.training.pretrain", "bertkit.training.finetune", "test_reliability_faults"]
+        ["torch", "torch._dynamo", "bertkit.training.pretrain", "bertkit.training.finetune", "test_reliability_faults"]
     )
     return context
 

@@ -103,11 +103,6 @@ def check_tokenizer(tokenizer: Tokenizer, text: str, pair: str | None, max_lengt
     tokenizer.decode(enc.ids)
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory) -> Tokenizer:
-    return make_tokenizer(tmp_path_factory.mktemp("tok"))
-
-
 @FAST
 @given(text=any_text, pair=st.none() | any_text, max_length=st.none() | st.integers(1, 40))
 def test_tokenizer_takes_any_unicode(tokenizer, text, pair, max_length):

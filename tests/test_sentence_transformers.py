@@ -14,9 +14,7 @@ import bertkit
 from bertkit.cli import main
 from bertkit.errors import BertkitError, TruncationWarning
 from bertkit.inference.encoder import embed_settings
-from bertkit.model import BertModel
 from bertkit.sentence_config import SentenceConfig, read_sentence_config
-from inference_helpers import make_tokenizer, save_model
 
 SHORT = ["A man is playing a guitar.", "The new movie is awesome!", "Paris", "It rains today in the city."]
 LONG = " ".join(["The river runs past the old castle where the king once lived with his queen."] * 30)  # > 256 tokens
@@ -29,9 +27,8 @@ def minilm():
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    root = tmp_path_factory.mktemp("st")
-    return save_model(root / "plain", BertModel, make_tokenizer(root / "tok"))
+def tiny(encoder_dir):
+    return encoder_dir
 
 
 def sentence_model(minilm):

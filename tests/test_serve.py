@@ -22,12 +22,7 @@ from bertkit.model import (  # noqa: E402
     BertForTokenClassification,
 )
 from bertkit.serve import ServeLimits, create_app  # noqa: E402
-from inference_helpers import make_tokenizer, save_model  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    return make_tokenizer(tmp_path_factory.mktemp("vocab"))
+from inference_helpers import save_model  # noqa: E402
 
 
 @pytest.fixture(scope="module")

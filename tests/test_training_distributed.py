@@ -58,13 +58,26 @@ def run(
     return [(r["step"], r["loss"]) for r in records if r["split"] == "train"]
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(not TORCHRUN.exists(), reason="torchrun is not installed next to this python")
-def test_two_processes_follow_the_single_process_trajectory(tmp_path):
-    make_pretraining_dataset(tmp_path / "data", n_train=128, n_eval=8, seq=24, vocab=60)
+needs_torchrun = pytest.mark.skipif(not TORCHRUN.exists(), reason="torchrun is not installed next to this python")
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> tuple[Path, list[tuple[int, float]]]:
+    """The data, the model config and the single-process run that both trajectory tests compare against.
+
+    The run asks for FSDP: on one process it is a no-op, so it is also the plain single-process reference."""
+    root = tmp_path_factory.mktemp("distributed")
+    make_pretraining_dataset(root / "data", n_train=128, n_eval=8, seq=24, vocab=60)
     # No dropout: the processes' dropout streams differ by design; everything else must match.
-    BertConfig.preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0).save(tmp_path)
-    single = run(tmp_path, 1, "single")
+    BertConfig.preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0).save(root)
+    return root, run(root, 1, "single", fsdp=True)
+
+
+@pytest.mark.slow
+@needs_torchrun
+@pytest.mark.xdist_group("distributed")  # one worker: it builds the reference once
+def test_two_processes_follow_the_single_process_trajectory(reference):
+    tmp_path, single = reference
     double = run(tmp_path, 2, "double")
     assert [s for s, _ in single] == [s for s, _ in double] == list(range(1, 9))
     for (_, a), (_, b) in zip(single, double):
@@ -82,13 +95,12 @@ def test_two_processes_follow_the_single_process_trajectory(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not TORCHRUN.exists(), reason="torchrun is not installed next to this python")
-def test_fsdp_follows_the_single_process_trajectory_and_its_checkpoints_resume_either_way(tmp_path):
+@needs_torchrun
+@pytest.mark.xdist_group("distributed")
+def test_fsdp_follows_the_single_process_trajectory_and_its_checkpoints_resume_either_way(reference):
     from safetensors.torch import load_file
 
-    make_pretraining_dataset(tmp_path / "data", n_train=128, n_eval=8, seq=24, vocab=60)
-    BertConfig.preset("tiny", hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0).save(tmp_path)
-    single = run(tmp_path, 1, "single", fsdp=True)  # one process: fsdp is a no-op, the reference
+    tmp_path, single = reference
     sharded = run(tmp_path, 2, "sharded", fsdp=True)
     assert [s for s, _ in sharded] == list(range(1, 9))
     for (_, a), (_, b) in zip(single, sharded):
@@ -132,7 +144,7 @@ with open(f"{sys.argv[1]}/rank{env.rank}.json", "w") as f:
 """
 
 
-@pytest.mark.skipif(not TORCHRUN.exists(), reason="torchrun is not installed next to this python")
+@needs_torchrun
 def test_collectives_agree_across_two_processes(tmp_path):
     script = tmp_path / "collectives.py"
     script.write_text(COLLECTIVES)

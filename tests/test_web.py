@@ -27,7 +27,7 @@ from bertkit.model import (  # noqa: E402
     BertModel,
 )
 from bertkit.serve import ServeLimits, create_app  # noqa: E402
-from inference_helpers import make_tokenizer, save_model  # noqa: E402
+from inference_helpers import save_model  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)")
@@ -55,11 +55,6 @@ class Server:
         self.server.should_exit = True
         self.thread.join(timeout=10)
         self.sock.close()
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory):
-    return make_tokenizer(tmp_path_factory.mktemp("vocab"))
 
 
 @pytest.fixture(scope="module")
