@@ -12,7 +12,8 @@ import struct
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from types import FrameType
+from typing import NoReturn, TypeVar
 
 import pytest
 import torch
@@ -116,7 +117,7 @@ def python_calls(work: Callable[[], T]) -> tuple[int, T]:
     """How many Python and builtin calls ``work()`` makes (the share of the work done in Python), and its result."""
     calls = 0
 
-    def count(frame, event, arg):
+    def count(frame: FrameType, event: str, arg: object) -> None:
         nonlocal calls
         calls += event in ("call", "c_call")
 
@@ -347,7 +348,7 @@ def test_config_that_lies_about_sizes_is_refused_before_allocating(model_dir, tm
     config.update(vocab_size=10**9, num_hidden_layers=10**5)  # terabytes if built
     (work / "config.json").write_text(json.dumps(config))
 
-    def build_nothing(*args, **kwargs):
+    def build_nothing(*args: object, **kwargs: object) -> NoReturn:
         raise AssertionError("a layer was built before the config was checked against the weights")
 
     for layer in (torch.nn.Embedding, torch.nn.Linear):  # the layers that would take the terabytes
