@@ -22,9 +22,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check
 	$(VENV)/bin/mypy
 
-# One test process per core (pytest-xdist); tests that must not run beside each other share an xdist_group.
+# One test process per core (pytest-xdist), each running whole files, so a module's fixtures are built once
+# and its tests run in order; files are handed out in collection order (tests/conftest.py puts the slow first).
 test: $(STAMP) browser lint
-	$(PY) -m pytest -q -n auto --dist loadgroup
+	$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder
 
 # The web page test drives Debian's Chromium; it skips with a reason where Chromium cannot be installed.
 browser:

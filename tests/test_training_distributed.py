@@ -75,7 +75,6 @@ def reference(tmp_path_factory) -> tuple[Path, list[tuple[int, float]]]:
 
 @pytest.mark.slow
 @needs_torchrun
-@pytest.mark.xdist_group("distributed")  # one worker: it builds the reference once
 def test_two_processes_follow_the_single_process_trajectory(reference):
     tmp_path, single = reference
     double = run(tmp_path, 2, "double")
@@ -96,7 +95,6 @@ def test_two_processes_follow_the_single_process_trajectory(reference):
 
 @pytest.mark.slow
 @needs_torchrun
-@pytest.mark.xdist_group("distributed")
 def test_fsdp_follows_the_single_process_trajectory_and_its_checkpoints_resume_either_way(reference):
     from safetensors.torch import load_file
 
