@@ -15,12 +15,11 @@ from bertkit.cli import main
 from bertkit.config import BertConfig
 from bertkit.errors import ConfigError
 from bertkit.inference import load
-from bertkit.model import BertForSequenceClassification, BertModel
+from bertkit.model import BertForSequenceClassification
 from bertkit.quantize import CONFIG_KEY, SCALE_SUFFIX, is_quantized, quantize_model
 from bertkit.training import TrainConfig
 from bertkit.training.loop import Trainer
 from bertkit.weights import load_model, save_pretrained
-from inference_helpers import make_tokenizer, save_model
 
 
 def _config(**overrides) -> BertConfig:
@@ -82,11 +81,9 @@ def test_saved_int8_reloads_bit_for_bit(tmp_path):
         assert torch.equal(reloaded(ids, attention_mask=mask).logits, before)
 
 
-def test_load_quantizes_a_float32_checkpoint_and_stays_close(tmp_path):
-    tokenizer = make_tokenizer(tmp_path / "tok")
-    save_model(tmp_path / "m", BertModel, tokenizer)
-    fp32 = load(tmp_path / "m")
-    int8 = load(tmp_path / "m", quantize="int8", compile=False)
+def test_load_quantizes_a_float32_checkpoint_and_stays_close(encoder_dir):
+    fp32 = load(encoder_dir)
+    int8 = load(encoder_dir, quantize="int8", compile=False)
     assert not is_quantized(fp32.model) and is_quantized(int8.model)
     ids, mask = _inputs(length=10)
     with torch.inference_mode():
@@ -96,11 +93,9 @@ def test_load_quantizes_a_float32_checkpoint_and_stays_close(tmp_path):
     assert cosine.min() > 0.99
 
 
-def test_unknown_scheme_is_refused(tmp_path):
-    tokenizer = make_tokenizer(tmp_path / "tok")
-    save_model(tmp_path / "m", BertModel, tokenizer)
+def test_unknown_scheme_is_refused(encoder_dir):
     with pytest.raises(ConfigError, match="--quantize int8"):
-        load(tmp_path / "m", quantize="int4")
+        load(encoder_dir, quantize="int4")
 
 
 def _train_tiny_classifier(steps: int = 120) -> tuple[BertForSequenceClassification, torch.Tensor, torch.Tensor]:
@@ -155,9 +150,7 @@ def test_cli_refuses_quantize_on_training_commands(command, capsys):
     assert "--quantize" in capsys.readouterr().err
 
 
-def test_cli_embed_and_evaluate_with_quantize(tmp_path, capsys):
-    tokenizer = make_tokenizer(tmp_path / "tok")
-    save_model(tmp_path / "m", BertModel, tokenizer)
+def test_cli_embed_and_evaluate_with_quantize(encoder_dir, tmp_path, capsys):
     (tmp_path / "in.txt").write_text("the cat sat on the mat\nparis is the capital of france\n")
     out = tmp_path / "v.npy"
     assert (
@@ -165,7 +158,7 @@ def test_cli_embed_and_evaluate_with_quantize(tmp_path, capsys):
             [
                 "embed",
                 "-m",
-                str(tmp_path / "m"),
+                str(encoder_dir),
                 "-i",
                 str(tmp_path / "in.txt"),
                 "-o",
@@ -179,29 +172,25 @@ def test_cli_embed_and_evaluate_with_quantize(tmp_path, capsys):
     )
     assert out.is_file()
     assert (
-        main(["embed", "-m", str(tmp_path / "m"), "-i", str(tmp_path / "in.txt"), "-o", str(out), "--quantize", "int4"])
+        main(["embed", "-m", str(encoder_dir), "-i", str(tmp_path / "in.txt"), "-o", str(out), "--quantize", "int4"])
         == 2
     )
     assert "unknown quantization 'int4'" in capsys.readouterr().err
 
 
-def test_onnx_export_with_int8_matmuls(tmp_path):
+def test_onnx_export_with_int8_matmuls(encoder_dir, tmp_path):
     onnx = pytest.importorskip("onnx")
     pytest.importorskip("onnxruntime")
-    tokenizer = make_tokenizer(tmp_path / "tok")
-    save_model(tmp_path / "m", BertModel, tokenizer)
     plain, int8 = tmp_path / "fp32.onnx", tmp_path / "int8.onnx"
-    assert main(["export", "onnx", "-m", str(tmp_path / "m"), "-o", str(plain)]) == 0
-    assert main(["export", "onnx", "-m", str(tmp_path / "m"), "-o", str(int8), "--quantize", "int8"]) == 0
+    assert main(["export", "onnx", "-m", str(encoder_dir), "-o", str(plain)]) == 0
+    assert main(["export", "onnx", "-m", str(encoder_dir), "-o", str(int8), "--quantize", "int8"]) == 0
     ops = {node.op_type for node in onnx.load(str(int8)).graph.node}
     assert "DynamicQuantizeLinear" in ops or "DynamicQuantizeMatMul" in ops or "MatMulInteger" in ops
     assert int8.stat().st_size < 0.6 * plain.stat().st_size
 
 
-def test_cli_refuses_to_finetune_an_int8_checkpoint(tmp_path, capsys):
-    tokenizer = make_tokenizer(tmp_path / "tok")
-    save_model(tmp_path / "m", BertModel, tokenizer)
-    save_pretrained(load_model(tmp_path / "m", quantize="int8"), tmp_path / "int8", tokenizer=tokenizer)
+def test_cli_refuses_to_finetune_an_int8_checkpoint(encoder_dir, tokenizer, tmp_path, capsys):
+    save_pretrained(load_model(encoder_dir, quantize="int8"), tmp_path / "int8", tokenizer=tokenizer)
     train = tmp_path / "train.tsv"
     train.write_text(
         "sentence\tlabel\n" + "".join(f"the movie was {w}\t{i % 2}\n" for i, w in enumerate(["good", "bad"] * 8))

@@ -363,11 +363,8 @@ def test_pretraining_survives_sigkill_at_many_points(ctx, tmp_path):
 
 
 @pytest.mark.slow
-def test_finetuning_survives_sigkill_at_many_points(ctx, tmp_path):
-    from bertkit.model import BertModel
-    from inference_helpers import make_tokenizer, save_model
-
-    base = save_model(tmp_path / "base", BertModel, make_tokenizer(tmp_path / "tok"))
+def test_finetuning_survives_sigkill_at_many_points(ctx, tmp_path, encoder_dir):
+    base = encoder_dir
     positive = ["good movie", "great film", "a good story", "very good", "great great movie", "good film"]
     negative = ["bad movie", "bad film", "a bad story", "very bad", "bad bad movie", "the lazy film was bad"]
     rows = [(t, "pos") for t in positive] + [(t, "neg") for t in negative]
