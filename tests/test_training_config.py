@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from bertkit.cli import app, main
-from bertkit.cli_options import field_docs, help_text
+from bertkit.cli.options import field_docs, help_text
 from bertkit.data import CorpusOptions, PrepareConfig
 from bertkit.errors import ConfigError
 from bertkit.training import pretrain as pretrain_module

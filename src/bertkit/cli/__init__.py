@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Protocol
 
 import typer
 
-from bertkit.cli_options import (
+from bertkit.cli.options import (
     ConfigOption,
     ExampleLastCommand,
     command_function,
@@ -858,7 +858,7 @@ def convert_command(
 
 
 # ---------------------------------------------------------------------------------------- pretrain (training)
-# The options of `pretrain` and `finetune` are generated from their config dataclasses (bertkit.cli_options), on
+# The options of `pretrain` and `finetune` are generated from their config dataclasses (bertkit.cli.options), on
 # first use: the dataclasses import torch. Only what is no config field (the config file, pretrain's resume
 # switches, task options) is declared here.
 _CONFIG_FILE = (
