@@ -283,7 +283,7 @@ def test_classification_output_loads_in_transformers(base, data, tmp_path, capsy
     hf_config = transformers.AutoConfig.from_pretrained(output)
     assert hf_config.id2label == {0: "neg", 1: "pos"}
 
-    code, out, err = run_cli(["evaluate", "--model", output, "--data", data["cls"]], capsys)
+    code, out, err = run_cli(["evaluate", "--model", output, "--input", data["cls"]], capsys)
     assert code == 0, err
     assert set(json.loads(out)) >= {"accuracy", "mcc", "f1"}
     code, _, err = run_cli(
@@ -326,7 +326,7 @@ def test_ner_cli_end_to_end(base, data, tmp_path, capsys):
     assert code == 0, err
     saved = json.loads((output / "config.json").read_text())
     assert set(saved["id2label"].values()) == {"B-LOC", "B-PER", "I-PER", "O"}
-    code, out, err = run_cli(["evaluate", "--model", output, "--data", data["ner"]], capsys)
+    code, out, err = run_cli(["evaluate", "--model", output, "--input", data["ner"]], capsys)
     assert code == 0 and {"precision", "recall", "f1"} <= set(json.loads(out))
     code, _, err = run_cli(
         ["predict", "--model", output, "--input", data["ner"], "--output", tmp_path / "n.jsonl"], capsys
@@ -800,7 +800,7 @@ def test_predict_and_evaluate_report_rows_and_truncation(base, data, tmp_path, c
     jsonl.write_text(
         json.dumps([{"sentence": "the lazy film was bad", "label": "neg"}, {"sentence": "good", "label": "pos"}])
     )
-    code, out, err = run_cli(["evaluate", "--model", output, "--data", jsonl], capsys)
+    code, out, err = run_cli(["evaluate", "--model", output, "--input", jsonl], capsys)
     assert code == 0 and "accuracy" in json.loads(out), err
     assert f"{jsonl} (json): read 2 rows, used 2, skipped 0" in err
     assert "1 of 2 examples were cut at max_seq_length 5" in err
