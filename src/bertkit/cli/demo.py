@@ -1,14 +1,13 @@
-"""``demo``: its options are generated from ``DemoConfig`` (the fields a user is expected to change); the
-corpora and the seeds, which are lists, are declared here."""
+"""``demo``: its options are generated from ``DemoConfig``, the fields a user is expected to change."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
-from bertkit.cli.options import config_options, lazy_command
+from bertkit.cli.options import ConfigOption, config_options, field_docs, help_text, lazy_command
 from bertkit.cli.program import fail
 from bertkit.cli.shared_options import generated_command, only_fields
 
@@ -32,34 +31,37 @@ _OPTIONS = (
 def _demo_function() -> Callable[..., None]:
     from bertkit.demo import DemoConfig
 
-    options = config_options([DemoConfig], exclude=only_fields(DemoConfig, *_OPTIONS))
+    docs = field_docs(DemoConfig)
+    seeds = ",".join(str(seed) for seed in DemoConfig.finetune_seeds)
+    options = [
+        *config_options([DemoConfig], exclude=only_fields(DemoConfig, *_OPTIONS, "corpus", "finetune_seeds")),
+        # the two tuple fields: a repeated option, and a comma-separated one
+        ConfigOption("corpus", ("--corpus",), list[str], help_text(docs.get("corpus", "")) + " Repeat for several."),
+        ConfigOption(
+            "finetune_seeds",
+            ("--finetune-seeds",),
+            str,
+            help_text(docs.get("finetune_seeds", "")) + f" Comma-separated (default: {seeds}).",
+        ),
+    ]
     return generated_command("demo", demo_command.__doc__, options, _run_demo)
 
 
-def _run_demo(
-    *,
-    corpus: Annotated[
-        list[str] | None,
-        typer.Option(help="Raw text to pre-train on; repeat for several (default: data/corpus and data/books)."),
-    ] = None,
-    finetune_seeds: Annotated[
-        str | None,
-        typer.Option(help="Fine-tuning seeds, comma-separated; one run per seed and start (default: 1,2,3)."),
-    ] = None,
-    **fields: Any,
-) -> None:
+def _run_demo(**fields: Any) -> None:
     from bertkit.demo import DemoConfig, run_demo
 
     chosen = {k: v for k, v in fields.items() if v is not None}
     for name in ("finetune_examples", "threads"):
         if chosen.get(name, 1) < 1:
             fail(f"--{name.replace('_', '-')} must be at least 1, got {chosen[name]}")
-    if isinstance(chosen.get("reference_model"), str) and chosen["reference_model"].lower() == "none":
+    if chosen.get("reference_model", "").lower() == "none":
         chosen["reference_model"] = None
-    if finetune_seeds is not None:
-        chosen["finetune_seeds"] = _seeds(finetune_seeds)
-    if corpus:
-        chosen["corpus"] = tuple(corpus)
+    if "finetune_seeds" in chosen:
+        chosen["finetune_seeds"] = _seeds(chosen["finetune_seeds"])
+    if chosen.get("corpus"):
+        chosen["corpus"] = tuple(chosen["corpus"])
+    else:
+        chosen.pop("corpus", None)
     run_demo(DemoConfig(**chosen))
 
 
