@@ -1,10 +1,12 @@
 """How a command declares its options, and the options several commands share, declared once here.
 
-An option is a keyword parameter, ``name: Annotated[type, typer.Option(...)] = default``, of the command's
-function; for a command whose options are generated from config dataclasses (:mod:`bertkit.cli.options`),
-of the function that runs it (:func:`generated_command`). An option that several commands take is one of the
-aliases below. Typer passes every parameter by name, so a command whose required options follow optional ones
-(the order of its --help) makes them keyword-only with ``*``.
+Where a config dataclass holds a command's options, they are generated from its fields
+(:mod:`bertkit.cli.options`; a field given in other units or as a list becomes a ``ConfigOption`` written from
+the field). Every other option is a keyword parameter, ``name: Annotated[type, typer.Option(...)] = default``:
+of the command's function, or, for a command with generated options, of the function that runs it
+(:func:`generated_command`). An option that several commands take is one of the aliases below. Typer passes
+every parameter by name, so a command whose required options follow optional ones (the order of its --help)
+makes them keyword-only with ``*``.
 
 Help texts are rich markup: a bracket that opens with a lowercase letter would be read as a style tag and
 vanish, hence parentheses for the examples and the defaults.
