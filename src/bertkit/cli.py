@@ -340,10 +340,9 @@ def read_lines(path: str) -> list[str]:
         fail(f"input file {path} does not exist")
     if not file.is_file():
         fail(f"input {path} is a directory, not a file; give a text file with one input per line")
-    try:
-        lines = [line.rstrip("\r\n") for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except UnicodeDecodeError as exc:
-        fail(f"{path} is not UTF-8 text (byte {exc.start}); convert it to UTF-8 first")
+    from bertkit.formats import read_text
+
+    lines = [line.rstrip("\r\n") for line in read_text(file).splitlines() if line.strip()]
     if not lines:
         fail(f"{path} is empty: give one input per line")
     return lines
@@ -663,10 +662,9 @@ def answer_command(
         if context_file:
             if not Path(context_file).is_file():
                 fail(f"context file {context_file} does not exist")
-            try:
-                context = Path(context_file).read_text(encoding="utf-8")
-            except UnicodeDecodeError as exc:
-                fail(f"{context_file} is not UTF-8 text (byte {exc.start}); convert it to UTF-8 first")
+            from bertkit.formats import read_text
+
+            context = read_text(context_file)
         if not question or not context:
             fail("give --question and --context (or --context-file), or --input FILE of JSON lines")
         rows = [(question, context)]
