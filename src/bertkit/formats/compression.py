@@ -47,13 +47,55 @@ def open_decompressed(path: str | os.PathLike, error: type[BertkitError] = DataE
     compression = split_suffix(path)[0]
     try:
         if compression == ".zst":
-            zstandard = import_extra("zstandard", path)
-            return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(path.open("rb"), closefd=True))
+            return io.BufferedReader(_ZstdFrames(path.open("rb"), import_extra("zstandard", path)), 1 << 16)
         if compression:
             return cast(IO[bytes], _STANDARD_OPEN[compression](path, "rb"))
         return path.open("rb")
     except OSError as exc:
         raise error(f"cannot read input {path}: {exc.strerror or exc}") from None
+
+
+class _ZstdFrames(io.RawIOBase):
+    """The decompressed bytes of every frame of a ``.zst`` file. Unlike ``zstandard``'s stream reader, a file
+    cut inside a frame is an ``EOFError`` (as gzip, bz2 and xz raise), not a silently shorter text."""
+
+    def __init__(self, raw: IO[bytes], zstandard: Any):
+        self._raw = raw
+        self._frame = zstandard.ZstdDecompressor().decompressobj
+        self._decompressor = self._frame()
+        self._inside_frame = False
+        self._pending = memoryview(b"")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            chunk = self._raw.read(1 << 14)
+            if not chunk:
+                if self._inside_frame:
+                    raise EOFError("compressed file ended before the end-of-stream marker was reached")
+                return 0
+            self._pending = memoryview(self._decompress(chunk))
+        size = min(len(buffer), len(self._pending))
+        buffer[:size] = self._pending[:size]
+        self._pending = self._pending[size:]  # a view: no copy of the rest
+        return size
+
+    def _decompress(self, data: bytes) -> bytes:
+        out = []
+        while data:
+            out.append(self._decompressor.decompress(data))
+            self._inside_frame = not self._decompressor.eof
+            if self._inside_frame:
+                break
+            data = self._decompressor.unused_data  # the next frame starts here
+            self._decompressor = self._frame()
+        return b"".join(out)
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
 
 
 def _stream_errors() -> tuple[type[BaseException], ...]:
