@@ -44,7 +44,7 @@ from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, pro
 from tokenizers import Tokenizer as _Backend
 
 from bertkit.errors import BertkitError, TokenizerError
-from bertkit.formats import read_text
+from bertkit.formats import ARROW_SUFFIXES, COMPRESSIONS, JSONL_SUFFIXES, PARQUET_SUFFIXES, read_text
 from bertkit.io import atomic_write_text
 
 logger = logging.getLogger("bertkit.tokenizer")
@@ -936,7 +936,7 @@ def _training_inputs(source: Any) -> tuple[list[str] | None, Iterable[str] | Non
 
 
 # Files the Rust trainer would read as raw text, learning their syntax or compressed bytes.
-_NOT_PLAIN_TEXT = {".jsonl", ".ndjson", ".json", ".parquet", ".pq", ".gz", ".bz2", ".xz", ".lzma", ".zst"}
+_NOT_PLAIN_TEXT = {".json", *JSONL_SUFFIXES, *PARQUET_SUFFIXES, *ARROW_SUFFIXES, *COMPRESSIONS}
 
 
 def _expand_files(paths: Sequence[str | os.PathLike]) -> list[str]:
