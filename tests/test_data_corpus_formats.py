@@ -202,6 +202,8 @@ def test_arrow_files_and_saved_datasets_equal_parquet(tmp_path):
     datasets.Dataset(table).save_to_disk(str(tmp_path / "saved" / "train"), num_shards=3)
     assert list(corpus_texts([tmp_path / "saved" / "train"])) == expected
     assert list(corpus_texts([tmp_path / "saved"])) == expected  # found inside a directory too
+    datasets.DatasetDict({"train": datasets.Dataset(table)}).save_to_disk(str(tmp_path / "dict"))
+    assert list(corpus_texts([tmp_path / "dict"])) == expected  # its metadata files are not text
     with pytest.raises(DataError, match=r"c\.arrow: no column 'body' \(its columns: id, text\)"):
         list(corpus_texts([tmp_path / "c.arrow"], CorpusOptions(text_field="body")))
 

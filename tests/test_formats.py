@@ -202,3 +202,13 @@ def test_json_in_a_saved_dataset_state_is_read_as_utf8(tmp_path):
     (d / "a.arrow").write_bytes(b"")
     (d / "state.json").write_text(json.dumps({"_data_files": [{"filename": "b.arrow"}, {"filename": "a.arrow"}]}))
     assert [f.name for f in saved_dataset_files(d)] == ["b.arrow", "a.arrow"]
+
+
+def test_a_parquet_directory_is_one_table(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    (tmp_path / "parts").mkdir()
+    for i in range(2):
+        pq.write_table(pa.table({"text": [f"row {i}"]}), tmp_path / "parts" / f"part-{i}.parquet")
+    assert sorted(read_parquet(tmp_path / "parts").column("text").to_pylist()) == ["row 0", "row 1"]

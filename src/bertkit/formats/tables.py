@@ -49,11 +49,13 @@ def open_parquet(path: str | os.PathLike) -> tuple[Any, int]:
 
 
 def read_parquet(path: str | os.PathLike) -> Any:
-    """The whole table of a Parquet file (see :func:`open_parquet`)."""
-    parquet, _ = open_parquet(path)
+    """The whole table of a Parquet file (see :func:`open_parquet`), or of a directory of Parquet files
+    (a partitioned dataset)."""
     pa = pyarrow(path)
     try:
-        return parquet.read()
+        if Path(path).is_dir():
+            return import_extra("pyarrow.parquet", path).read_table(path)
+        return open_parquet(path)[0].read()
     except (OSError, pa.ArrowException) as exc:
         raise DataError(f"{path}: not a readable Parquet file ({exc})") from None
 

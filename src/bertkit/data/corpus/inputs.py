@@ -51,10 +51,15 @@ def _directory_files(root: Path) -> list[Path]:
     return sorted(
         p
         for p in root.rglob("*")
-        if p.is_file()
-        and not _hidden(p.relative_to(root))
-        and not (p.name in _SAVED_DATASET_METADATA and is_saved_dataset(p.parent))
+        if p.is_file() and not _hidden(p.relative_to(root)) and not _saved_dataset_metadata(p)
     )
+
+
+def _saved_dataset_metadata(path: Path) -> bool:
+    """Whether ``path`` is what ``datasets.save_to_disk`` writes beside its Arrow shards (not text to learn)."""
+    if path.name == "dataset_dict.json":
+        return any(is_saved_dataset(split) for split in path.parent.iterdir() if split.is_dir())
+    return path.name in _SAVED_DATASET_METADATA and is_saved_dataset(path.parent)
 
 
 def _hidden(relative: Path) -> bool:
