@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bertkit.errors import ConfigError, DataError
-from bertkit.tasks import ClassificationTask, NerTask
+from bertkit.tasks import ClassificationTask, NerTask, read_squad
 from bertkit.tasks.readers import detect_header, parse_hub_name, read_table
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -326,6 +326,13 @@ def test_compressed_files_give_the_same_examples(suffix, tmp_path):
     packed = tmp_path / ("tags.conll" + suffix)
     packed.write_bytes(compress(conll.read_bytes(), suffix))
     assert [e.tags for e in NerTask().read(packed)] == [["B-ORG", "O"], ["B-PER"]]
+    from inference_helpers import write_squad
+
+    squad = write_squad(tmp_path / "squad.json", [("john smith lived in paris", [("who?", "john smith")])])
+    packed = tmp_path / ("squad.json" + suffix)
+    packed.write_bytes(compress(squad.read_bytes(), suffix))
+    examples, _, _ = read_squad(packed)
+    assert [(e.question, e.answers[0]["text"]) for e in examples] == [("who?", "john smith")]
 
 
 def test_bad_bytes_in_a_labelled_file_name_the_line(tmp_path):
