@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import bz2
 import csv
+import gzip
 import json
+import lzma
 import sys
 from pathlib import Path
 
 import pytest
 
 from bertkit.errors import ConfigError, DataError
-from bertkit.tasks import ClassificationTask, NerTask
+from bertkit.tasks import ClassificationTask, NerTask, read_squad
 from bertkit.tasks.readers import detect_header, parse_hub_name, read_table
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -295,3 +298,45 @@ def test_real_sst2_without_its_header_keeps_every_row(tmp_path):
     task = ClassificationTask(text_column=0, label_column=1)
     assert pairs(task.read(path)) == pairs(ClassificationTask().read(source))
     assert task.report.used == 872 and "no header" in task.report.line()
+
+
+# ------------------------------------------------------------------------------------------ compression
+
+
+def compress(data: bytes, suffix: str) -> bytes:
+    if suffix == ".zst":
+        return pytest.importorskip("zstandard").ZstdCompressor().compress(data)
+    return {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}[suffix](data)
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz", ".zst"])
+def test_compressed_files_give_the_same_examples(suffix, tmp_path):
+    """The labelled readers open files through the same layer as the corpus reader: any format, any compression."""
+    paths = write_formats(tmp_path / "plain", ROWS)
+    if suffix == ".gz":  # the binary formats too, once
+        paths.update((k, v) for k, v in write_columnar(tmp_path / "plain", ROWS).items() if k != "saved")
+    for name, path in paths.items():
+        packed = tmp_path / (path.name + suffix)
+        packed.write_bytes(compress(path.read_bytes(), suffix))
+        task = ClassificationTask()
+        assert pairs(task.read(packed)) == ROWS, name
+        assert task.report.used == len(ROWS)
+    conll = tmp_path / "tags.conll"
+    conll.write_text("EU B-ORG\nrejects O\n\nPeter B-PER\n", encoding="utf-8")
+    packed = tmp_path / ("tags.conll" + suffix)
+    packed.write_bytes(compress(conll.read_bytes(), suffix))
+    assert [e.tags for e in NerTask().read(packed)] == [["B-ORG", "O"], ["B-PER"]]
+    from inference_helpers import write_squad
+
+    squad = write_squad(tmp_path / "squad.json", [("john smith lived in paris", [("who?", "john smith")])])
+    packed = tmp_path / ("squad.json" + suffix)
+    packed.write_bytes(compress(squad.read_bytes(), suffix))
+    examples, _, _ = read_squad(packed)
+    assert [(e.question, e.answers[0]["text"]) for e in examples] == [("who?", "john smith")]
+
+
+def test_bad_bytes_in_a_labelled_file_name_the_line(tmp_path):
+    path = tmp_path / "latin1.tsv"
+    path.write_bytes("sentence\tlabel\nfine\t1\ncaf\xe9\t0\n".encode("latin-1"))
+    with pytest.raises(DataError, match=r"latin1\.tsv: not UTF-8 text \(line 3, byte 4: .*convert it to UTF-8"):
+        ClassificationTask().read(path)

@@ -44,6 +44,7 @@ from tokenizers import Regex, decoders, models, normalizers, pre_tokenizers, pro
 from tokenizers import Tokenizer as _Backend
 
 from bertkit.errors import BertkitError, TokenizerError
+from bertkit.formats import ARROW_SUFFIXES, COMPRESSIONS, JSONL_SUFFIXES, PARQUET_SUFFIXES, read_text
 from bertkit.io import atomic_write_text
 
 logger = logging.getLogger("bertkit.tokenizer")
@@ -799,12 +800,7 @@ def _check_vocab(vocab: dict[str, int], source: str) -> None:
 def _read_vocab_txt(path: Path) -> dict[str, int]:
     if not path.is_file():
         raise TokenizerError(f"vocabulary file {path} does not exist")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise TokenizerError(
-            f"{path} is not UTF-8 text (byte {exc.start}); a vocab.txt has one token per line"
-        ) from None
+    text = read_text(path, TokenizerError)
     # HF strips only the newline; a stray '\r' from a Windows editor is dropped too.
     lines = text.split("\n")
     if lines and lines[-1] == "":
@@ -832,8 +828,8 @@ def _casing_from_vocab(vocab: dict[str, int], path: Path) -> dict[str, Any]:
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        data = json.loads(read_text(path, TokenizerError))
+    except json.JSONDecodeError as exc:
         raise TokenizerError(f"cannot read {path}: {exc}") from None
     if not isinstance(data, dict):
         raise TokenizerError(f"{path} must hold a JSON object")
@@ -940,7 +936,7 @@ def _training_inputs(source: Any) -> tuple[list[str] | None, Iterable[str] | Non
 
 
 # Files the Rust trainer would read as raw text, learning their syntax or compressed bytes.
-_NOT_PLAIN_TEXT = {".jsonl", ".ndjson", ".json", ".parquet", ".pq", ".gz", ".bz2", ".xz", ".lzma", ".zst"}
+_NOT_PLAIN_TEXT = {".json", *JSONL_SUFFIXES, *PARQUET_SUFFIXES, *ARROW_SUFFIXES, *COMPRESSIONS}
 
 
 def _expand_files(paths: Sequence[str | os.PathLike]) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from bertkit.cli.program import fail
+from bertkit.formats import read_text
 
 
 def read_lines(path: str) -> list[str]:
@@ -18,10 +19,7 @@ def read_lines(path: str) -> list[str]:
         fail(f"input file {path} does not exist")
     if not file.is_file():
         fail(f"input {path} is a directory, not a file; give a text file with one input per line")
-    try:
-        lines = [line.rstrip("\r\n") for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
-    except UnicodeDecodeError as exc:
-        fail(f"{path} is not UTF-8 text (byte {exc.start}); convert it to UTF-8 first")
+    lines = [line.rstrip("\r\n") for line in read_text(file).splitlines() if line.strip()]
     if not lines:
         fail(f"{path} is empty: give one input per line")
     return lines

@@ -12,6 +12,7 @@ from bertkit.cli.console import print_json, read_lines
 from bertkit.cli.options import ExampleLastCommand
 from bertkit.cli.program import fail
 from bertkit.cli.shared_options import BatchOption, CompileOption, InputOption, JsonOption, ModelOption, QuantizeOption
+from bertkit.formats import read_text
 
 if TYPE_CHECKING:  # the inference package imports torch, which `bertkit --help` should not pay for
     import numpy as np
@@ -355,10 +356,7 @@ def _one_question(question: str | None, context: str | None, context_file: str |
     if context_file:
         if not Path(context_file).is_file():
             fail(f"context file {context_file} does not exist")
-        try:
-            context = Path(context_file).read_text(encoding="utf-8")
-        except UnicodeDecodeError as exc:
-            fail(f"{context_file} is not UTF-8 text (byte {exc.start}); convert it to UTF-8 first")
+        context = read_text(context_file)
     if not question or not context:
         fail("give --question and --context (or --context-file), or --input FILE of JSON lines")
     return question, context

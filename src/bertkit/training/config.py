@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bertkit.errors import ConfigError
+from bertkit.formats import read_text
 from bertkit.training.optim import OPTIMIZERS, SCHEDULES
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
@@ -42,12 +43,7 @@ def read_options_file(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"config file {path} is not UTF-8 text (byte {exc.start}); write it as TOML or YAML"
-        ) from None
+    text = read_text(path, ConfigError)
     try:
         if path.suffix in (".yaml", ".yml"):
             try:
