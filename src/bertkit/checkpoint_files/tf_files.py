@@ -183,23 +183,8 @@ def read_tf_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:
     index = checkpoint_index(path)
     if index is None:
         raise CheckpointError(f"{path} is not a TensorFlow checkpoint: no model.ckpt.index there")
+    shards, entries = _read_index(index)
     prefix = index.with_suffix("")
-    try:
-        records = list(_table(index.read_bytes()))
-        header = dict(_fields(records[0][1])) if records and records[0][0] == b"" else {}
-        entries = {key.decode("utf-8"): _entry(value) for key, value in records if key}
-    except (ValueError, UnicodeDecodeError, struct.error) as exc:
-        raise CheckpointError(
-            f"{index} is not a readable TensorFlow checkpoint index ({exc}); is it truncated?"
-        ) from None
-    if header.get(2, 0) != 0:
-        raise CheckpointError(f"{index} is a big-endian checkpoint; convert it on a little-endian machine")
-    shards = header.get(1, 1)
-    if not isinstance(shards, int) or not 1 <= shards <= 100_000:
-        raise CheckpointError(f"{index} claims {shards!r} data shards; the index is damaged")
-    sliced = [name for name, entry in entries.items() if entry.sliced]
-    if sliced:
-        raise CheckpointError(f"{index} holds partitioned variables ({sliced[0]}...); bertkit reads whole tensors only")
     data_files = [prefix.with_name(f"{prefix.name}.data-{i:05d}-of-{shards:05d}") for i in range(shards)]
     missing = [f.name for f in data_files if not f.is_file()]
     if missing:
@@ -229,3 +214,24 @@ def read_tf_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:
         raw = buffers[entry.shard][entry.offset : entry.offset + entry.size]
         tensors[name] = np.frombuffer(raw.tobytes(), dtype=dtype).reshape(entry.shape)
     return tensors
+
+
+def _read_index(index: Path) -> tuple[int, dict[str, _Entry]]:
+    """The number of data shards and the tensor entries of a checkpoint's ``.index`` file, checked."""
+    try:
+        records = list(_table(index.read_bytes()))
+        header = dict(_fields(records[0][1])) if records and records[0][0] == b"" else {}
+        entries = {key.decode("utf-8"): _entry(value) for key, value in records if key}
+    except (ValueError, UnicodeDecodeError, struct.error) as exc:
+        raise CheckpointError(
+            f"{index} is not a readable TensorFlow checkpoint index ({exc}); is it truncated?"
+        ) from None
+    if header.get(2, 0) != 0:
+        raise CheckpointError(f"{index} is a big-endian checkpoint; convert it on a little-endian machine")
+    shards = header.get(1, 1)
+    if not isinstance(shards, int) or not 1 <= shards <= 100_000:
+        raise CheckpointError(f"{index} claims {shards!r} data shards; the index is damaged")
+    sliced = [name for name, entry in entries.items() if entry.sliced]
+    if sliced:
+        raise CheckpointError(f"{index} holds partitioned variables ({sliced[0]}...); bertkit reads whole tensors only")
+    return shards, entries
