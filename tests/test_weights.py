@@ -296,3 +296,16 @@ def test_from_pretrained_checks_as_the_loader_does(tmp_path, caplog):
     save_file(state, tmp_path / "model.safetensors")
     with pytest.raises(CheckpointError, match=r"lacks 1 encoder weights \(encoder.layer.1.output.dense.weight\)"):
         BertModel.from_pretrained(tmp_path)
+
+
+def test_model_methods_leave_int8_checkpoints_to_the_loader(tmp_path):
+    """An int8 model stores its weights with their scales, which only ``bertkit.weights`` writes and reads."""
+    model = BertModel(tiny())
+    model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "bertkit_quantization": {"scheme": "int8"}}))
+    with pytest.raises(CheckpointError, match=r"int8-quantized weights; load it with bertkit\.load_model"):
+        BertModel.from_pretrained(tmp_path)
+    model.config.extra["bertkit_quantization"] = {"scheme": "int8"}
+    with pytest.raises(CheckpointError, match=r"save it with bertkit\.save_pretrained"):
+        model.save_pretrained(tmp_path / "out")
