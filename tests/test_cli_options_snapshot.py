@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from option_snapshot import BASE, FIXTURE, build, difference, documented_files, flag_args
 
 SNAPSHOT = json.loads(FIXTURE.read_text(encoding="utf-8"))
