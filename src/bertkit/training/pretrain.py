@@ -63,7 +63,7 @@ class PretrainConfig:
     """Held-out batches per evaluation (the dataset's ``eval`` split); 0 disables evaluation."""
     num_workers: int = 0
     """Data-loader worker processes per training process (masks and order do not depend on it)."""
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(max_steps=1000))
+    train: TrainConfig = field(default_factory=lambda: TrainConfig.from_options(max_steps=1000))
     """The loop's options; ``train.output_dir`` is set to ``output``."""
 
     def __post_init__(self) -> None:
@@ -102,7 +102,7 @@ def build_config(options: Mapping[str, Any]) -> PretrainConfig:
     for required in ("data", "output"):
         if required not in pre:
             raise ConfigError(f"--{required} is required (on the command line or in the config file)")
-    return PretrainConfig(**pre, train=TrainConfig(output_dir=Path(pre["output"]), **train_options))
+    return PretrainConfig(**pre, train=TrainConfig.from_options(output_dir=Path(pre["output"]), **train_options))
 
 
 # ------------------------------------------------------------------------------------------ metrics
@@ -218,9 +218,9 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
     from bertkit.data import PretrainingLoader, open_dataset
     from bertkit.data.shards import file_stamps, verify
 
-    env = env or distributed.setup(config.train.device)
+    env = env or distributed.setup(config.train.distributed.device)
     config = dataclasses.replace(
-        config, train=dataclasses.replace(config.train, precision=precision_name(config.train.precision, env.device))
+        config, train=config.train.with_options(precision=precision_name(config.train.precision.mode, env.device))
     )
     meta = open_dataset(config.data)
     # Every shard against the sizes and SHA-256 of its metadata, now rather than when a damaged one is
@@ -241,7 +241,7 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
     model = build_model(config, meta)
     loader = PretrainingLoader(
         config.data,
-        config.train.micro_batch_size,
+        config.train.batch.micro_batch_size,
         split="train",
         seed=config.train.seed,
         rank=env.rank,
@@ -250,7 +250,7 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
         pin_memory=env.device.type == "cuda",
     )
     evaluate = (
-        make_evaluator(config.data, config.train.micro_batch_size, config.eval_batches, env.device)
+        make_evaluator(config.data, config.train.batch.micro_batch_size, config.eval_batches, env.device)
         if env.is_main
         else None
     )
@@ -258,9 +258,9 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
     seq = settings["max_seq_length"]
     flops = pretraining_flops_per_token(model.config, seq, settings["max_predictions_per_seq"])
     config.train = config.train.for_epoch(len(loader), env.world_size)
-    if config.train.peak_flops is None and env.is_main:
-        peak = mfu_peak(env.device, config.train.precision)
-        config.train.peak_flops = peak.flops
+    if config.train.logging.peak_flops is None and env.is_main:
+        peak = mfu_peak(env.device, config.train.precision.mode)
+        config.train.logging.peak_flops = peak.flops
         second = "" if peak.measured == peak.flops else f"; measured matmul peak {peak.measured / 1e12:.2f} TFLOP/s"
         notice(
             f"MFU denominator: {peak.source} peak {peak.flops / 1e12:.2f} TFLOP/s per device{second}; "
@@ -273,9 +273,9 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
         if newly_verified:
             atomic_write_text(verified_path, json.dumps(stamps) + "\n")
         per_epoch = len(loader) * env.world_size // config.train.accumulation(env.world_size)
-        if config.train.max_steps and per_epoch and config.train.max_steps > per_epoch:
+        if config.train.duration.max_steps and per_epoch and config.train.duration.max_steps > per_epoch:
             notice(
-                f"{config.train.max_steps} steps is {config.train.max_steps / per_epoch:.1f} epochs of "
+                f"{config.train.duration.max_steps} steps is {config.train.duration.max_steps / per_epoch:.1f} epochs of "
                 f"{per_epoch} updates over the prepared data"
             )
 
