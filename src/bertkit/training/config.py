@@ -280,7 +280,8 @@ class LoggingConfig(OptionGroup):
     log_every: int = 10
     """Log training metrics every N updates (JSONL, TensorBoard, progress bar)."""
     progress: bool = True
-    """Show a progress bar (main process only)."""
+    """Show progress on stderr (main process only): a bar in a terminal, a plain line every 30 s when
+    redirected to a file or a CI log."""
     tensorboard: bool = True
     """Write TensorBoard event files (needs the ``tensorboard`` package; skipped with a notice if absent)."""
     plot: bool = True
