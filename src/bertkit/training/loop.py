@@ -34,7 +34,7 @@ from bertkit.quantize import refuse_training
 from bertkit.training import distributed
 from bertkit.training.checkpoint import load_checkpoint, save_checkpoint
 from bertkit.training.config import TrainConfig
-from bertkit.training.logwindow import LogWindow, MetricValue, progress_bar, show_on_bar
+from bertkit.training.logwindow import LogWindow, MetricValue, progress_display, show_on_bar
 from bertkit.training.metrics import MetricsLogger, notice
 from bertkit.training.optim import build_optimizer, lr_multiplier, set_lr
 from bertkit.training.precision import resolve_precision
@@ -144,72 +144,76 @@ class Trainer:
     ) -> None:
         """``flops_per_token``: training FLOPs per token, for the MFU column (with ``config.logging.peak_flops``);
         ``env``: the process group, default :func:`distributed.setup` from ``torchrun``'s environment."""
-        if (
-            config.duration.epochs is not None and config.duration.max_steps is None
-        ):  # for_epoch sets max_steps whenever epochs is set
-            raise ConfigError(
-                f"epochs={config.duration.epochs} needs the length of an epoch, which the loop does not know: train with "
-                "config.for_epoch(len(batches), world_size), which turns epochs into max_steps, or set max_steps"
-            )
+        _require_max_steps(config)
         self.env = env = env or distributed.setup(config.distributed.device)
         self.batches, self.config, self.hooks = batches, config, hooks or Hooks()
         self.flops_per_token = flops_per_token
         self.device = env.device
         self.accum = config.accumulation(env.world_size)
         self.precision = resolve_precision(config.precision.mode, self.device)
-        self.sharded = config.distributed.fsdp and env.distributed
-        if self.sharded and self.precision.scaler is not None:
-            raise ConfigError("fsdp with fp16 loss scaling is not supported; use precision bf16 or fp32")
-        if config.distributed.fsdp and not env.distributed and env.is_main:
-            notice("fsdp shards over several processes (torchrun); with one process it trains unsharded")
+        self.sharded = self._shards()
         self.step, self.epoch, self.elapsed_before, self.skipped, self.tokens = 0, 0, 0.0, 0, 0
         self.best: float | None = None  # of config.evaluation.best_metric
         self.lr = 0.0
         self.bad_in_a_row = 0
         self.stop = _StopFlag()
         self.gathered: Gathered | None = None  # under FSDP: the main process's full copy of the model
-
         # Rank 0 decides, so that every process resumes from the same checkpoint.
         resume_from = distributed.broadcast_object(env, find_resume(config) if env.is_main else None)
+        history = self._set_up_model(model, resume_from)
+        self._set_up_logging(resume_from, history)
+        self.iterator = iter(batches)
+
+    def _shards(self) -> bool:
+        """Whether FSDP shards this run: asked for, and several processes to shard over."""
+        fsdp, env = self.config.distributed.fsdp, self.env
+        if fsdp and env.distributed and self.precision.scaler is not None:
+            raise ConfigError("fsdp with fp16 loss scaling is not supported; use precision bf16 or fp32")
+        if fsdp and not env.distributed and env.is_main:
+            notice("fsdp shards over several processes (torchrun); with one process it trains unsharded")
+        return fsdp and env.distributed
+
+    def _set_up_model(self, model: nn.Module, resume_from: Path | None) -> list[dict[str, Any]] | None:
+        """The model on the device, seeded, with its optimizer, restored from ``resume_from`` (with the counters,
+        data position and RNG streams), wrapped for DDP and compiled as the config says; returns the resumed
+        run's logged history (None for a fresh run)."""
         refuse_training(model)
         self.bare = model.to(self.device)
-        seed_everything(config.seed + env.rank)
+        seed_everything(self.config.seed + self.env.rank)
         state = load_checkpoint(resume_from, self.bare, map_location=self.device) if resume_from is not None else {}
         self.optimizer = self._build_optimizer(state.get("optimizer"))
         if resume_from is not None:
             self.resume(resume_from, state)
         self.ddp = self._data_parallel()
-        if config.compile:
+        if self.config.compile:
             compile_model(self.bare)
         self.bare.train()
+        self.params = [p for p in self.bare.parameters() if p.requires_grad]
+        return state.get("history") if resume_from is not None else None
 
-        history = state.get("history")
+    def _set_up_logging(self, resume_from: Path | None, history: list[dict[str, Any]] | None) -> None:
+        """Metrics logger, progress display, and the bookkeeping of what was saved and evaluated last."""
+        env, resumed = self.env, resume_from is not None
         self.logger = MetricsLogger(
-            config.output_dir,
+            self.config.output_dir,
             enabled=env.is_main,
-            tensorboard=config.logging.tensorboard,
-            resume_step=self.step if resume_from is not None else None,
-            resume_history=history if resume_from is not None else None,
+            tensorboard=self.config.logging.tensorboard,
+            resume_step=self.step if resumed else None,
+            resume_history=history,
         )
         if env.is_main:
             self._announce()
-        self.params = [p for p in self.bare.parameters() if p.requires_grad]
         self.run_start = time.perf_counter()
         self.last_saved: Path | None = resume_from
-        self.last_saved_step = self.step if resume_from is not None else -1
+        self.last_saved_step = self.step if resumed else -1
         # A checkpoint saved right after an evaluation at its step already holds that evaluation: resuming
         # there (e.g. at the very end of a run) must not evaluate and log it a second time.
-        self.last_eval_step = (
-            self.step
-            if resume_from is not None
-            and any(r.get("split") == "eval" and r.get("step") == self.step for r in history or [])
-            else -1
-        )
+        evaluated_here = any(r.get("split") == "eval" and r.get("step") == self.step for r in history or [])
+        self.last_eval_step = self.step if resumed and evaluated_here else -1
         # Callers may give ``evaluate`` on the main process only; every process must agree on when to gather.
         self.evaluates = distributed.broadcast_object(env, self.hooks.evaluate is not None)
         self.window = LogWindow()
-        self.progress = progress_bar(config, self.step, enabled=env.is_main)
-        self.iterator = iter(batches)
+        self.progress = progress_display(self.config, self.step, enabled=env.is_main)
 
     # ------------------------------------------------------------------------------------ the run
     def train(self) -> TrainResult:
@@ -318,15 +322,10 @@ class Trainer:
             total = min(
                 config.duration.max_steps, _estimated_total(self.step, self.elapsed(), config.duration.max_time)
             )
-        warmup = (
-            config.schedule.warmup_steps
-            if config.schedule.warmup_steps is not None
-            else int((config.schedule.warmup_ratio or 0) * total)
-        )
         return config.optimizer.lr * lr_multiplier(
             self.step,
             schedule=config.schedule.name,
-            warmup_steps=warmup,
+            warmup_steps=config.schedule.warmup(total),
             total_steps=total,
             power=config.schedule.power,
         )
@@ -422,11 +421,10 @@ class Trainer:
             set_rng_state(saved_rng)
             self.bare.train()
             self.logger.log({"step": self.step, "split": "eval", "epoch": self.epoch, **results})
-            if self.config.evaluation.best_metric is not None and self.config.evaluation.best_metric in results:
-                value = float(results[self.config.evaluation.best_metric])
-                if self.best is None or (
-                    value > self.best if self.config.evaluation.best_mode == "max" else value < self.best
-                ):
+            chosen = self.config.evaluation
+            if chosen.best_metric is not None and chosen.best_metric in results:
+                value = float(results[chosen.best_metric])
+                if chosen.is_better(value, self.best):
                     self.best = value
                     self.hooks.export(evaluated, self.config.output_dir / "best")
             if self.progress is not None:
@@ -577,6 +575,16 @@ def train(
         should_stop=should_stop,
     )
     return Trainer(model, batches, config, hooks, flops_per_token=flops_per_token, env=env).train()
+
+
+def _require_max_steps(config: TrainConfig) -> None:
+    """The loop counts updates: ``epochs`` must have become ``max_steps`` (:meth:`TrainConfig.for_epoch`)."""
+    duration = config.duration
+    if duration.epochs is not None and duration.max_steps is None:
+        raise ConfigError(
+            f"epochs={duration.epochs} needs the length of an epoch, which the loop does not know: train with "
+            "config.for_epoch(len(batches), world_size), which turns epochs into max_steps, or set max_steps"
+        )
 
 
 def sharding() -> ModuleType:
