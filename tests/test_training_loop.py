@@ -245,3 +245,14 @@ def test_a_time_budget_that_ends_first_shortens_the_schedule(tmp_path):
     assert trainer.learning_rate() == pytest.approx(cfg.optimizer.lr * (1 - 100 / 200))
     trainer.elapsed = lambda: 5.0  # 20 updates/s: the steps end first, and the schedule is theirs
     assert trainer.learning_rate() == pytest.approx(cfg.optimizer.lr * (1 - 100 / 1000))
+
+
+def test_progress_redirected_to_a_file_is_plain_lines(tmp_path, capsys):
+    batches = ResumableBatches(toy_dataset(), 8, collate, seed=1, repeat=True)
+    options = {**FAST, "progress": True}
+    cfg = TrainConfig.from_options(output_dir=tmp_path, micro_batch_size=8, max_steps=20, eval_every=10, **options)
+    train(ToyModel(), batches, cfg, evaluate=lambda model: {"accuracy": 0.5})
+    err = capsys.readouterr().err
+    assert "\r" not in err  # captured stderr is no terminal: no bar redraws
+    assert "step 10 eval: accuracy 0.5" in err
+    assert any(line.startswith("train: 20/20 step (100%)") and "loss " in line for line in err.splitlines())
