@@ -106,6 +106,12 @@ def option_leaves(cls: type) -> list[Leaf]:
     return [leaf for leaf in leaves(cls) if leaf.is_option]
 
 
+def option_names(cls: type) -> list[str]:
+    """Flat names of the options of dataclass ``cls`` (CLI flags or config-file keys), groups walked, in
+    declaration order."""
+    return [leaf.name for leaf in option_leaves(cls)]
+
+
 def to_flat(config: object) -> dict[str, Any]:
     """Every leaf value of ``config`` by flat name."""
     out = {}

@@ -30,7 +30,7 @@ from bertkit.option_groups import (
     flat,
     from_flat,
     leaves,
-    option_leaves,
+    option_names,
     replace_flat,
     to_flat,
 )
@@ -393,12 +393,6 @@ def _known(options: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------ options
-def option_names(cls: type) -> list[str]:
-    """Flat names of the options of dataclass ``cls`` (CLI flags or config-file keys), groups walked, in
-    declaration order."""
-    return [leaf.name for leaf in option_leaves(cls)]
-
-
 def _did_you_mean(key: str, known: Iterable[str]) -> str:
     close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
