@@ -278,7 +278,7 @@ class LoggingConfig(OptionGroup):
     """What the run reports, and how often."""
 
     log_every: int = 10
-    """Log training metrics every N updates (JSONL, TensorBoard, progress bar)."""
+    """Log training metrics every N updates (JSONL, TensorBoard, the progress display)."""
     progress: bool = True
     """Show progress on stderr (main process only): a bar in a terminal, a plain line every 30 s when
     redirected to a file or a CI log."""
@@ -320,18 +320,27 @@ class TrainConfig:
     output_dir: Path = field(default=Path("runs/train"), metadata=NOT_AN_OPTION)
     """Where checkpoints (``checkpoint-<step>/``), ``metrics.jsonl``, TensorBoard events and plots go."""
     batch: BatchConfig = field(default_factory=BatchConfig)
+    """Micro-batch, global batch and accumulation."""
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    """Optimizer, learning rate, weight decay, Adam moments, gradient clipping."""
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    """Learning-rate schedule and warmup."""
     duration: DurationConfig
+    """When the run ends (required: a run needs an end)."""
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)
+    """fp32, bf16, fp16 or auto."""
     seed: int = 42
     """Seed of model init, dropout and every generator the loop owns; process ``r`` uses ``seed + r``."""
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    """When to evaluate, and which result is the best model."""
     checkpointing: CheckpointConfig = field(default_factory=CheckpointConfig)
+    """Checkpoint cadence, how many to keep, and resume."""
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    """Log cadence, progress display, TensorBoard, curves, the MFU peak."""
     max_bad_steps: int = 10
     """Consecutive updates with a non-finite loss or gradient that stop the run (each one is skipped)."""
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    """Device, and DDP or FSDP over processes."""
     compile: bool = False
     """Run the model through ``torch.compile`` (symbolic batch and sequence sizes, so varying lengths reuse
     one graph): fuses the small element-wise kernels; the first steps pay the compilation (tens of seconds)."""
