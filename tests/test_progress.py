@@ -46,7 +46,7 @@ def test_closing_writes_the_last_count_once():
         clock.now = 4
         progress.update(12_300_000)
     progress.close()  # a second close writes nothing more
-    assert stream.getvalue() == "prepare-data: 12.3M B, 3.1M B/s, 4s\n"
+    assert stream.getvalue() == "prepare-data: 12.3MB, 3.1MB/s, 4s\n"
 
 
 def test_a_terminal_gets_a_bar_that_redraws_in_place():

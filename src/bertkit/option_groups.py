@@ -61,6 +61,7 @@ class Leaf:
     path: tuple[str, ...]
     """Attributes from the root (``("optimizer", "lr")``)."""
     field: dataclasses.Field
+    """The declaring field (its default and metadata)."""
     owner: type
     """The dataclass that declares the field (its docstrings live there)."""
     hint: Any
@@ -180,6 +181,8 @@ def check_choices(group: object) -> None:
     """A ``ConfigError`` for the first ``Literal`` field of ``group`` whose value is not one of its choices,
     naming the value, the choices and the flag that sets it."""
     for leaf in leaves(type(group)):
+        if len(leaf.path) > 1:
+            continue  # a nested group checks its own fields
         allowed = choices(leaf.hint)
         value = getattr(group, leaf.field.name)
         if allowed is None or value in allowed:
@@ -205,5 +208,5 @@ def _check_integers(group: object, names: tuple[str, ...], *, minimum: int, opti
         if optional and value is None:
             continue
         if not isinstance(value, int) or value < minimum:
-            flat_name = next(leaf.name for leaf in leaves(type(group)) if leaf.field.name == name)
+            flat_name = next(leaf.name for leaf in leaves(type(group)) if leaf.path == (name,))
             raise ConfigError(f"{flat_name} must be {what}, got {value!r}")

@@ -109,13 +109,14 @@ class Progress:
     def line(self) -> str:
         """The plain line for the progress so far: ``train: 120/1000 step (12%), 3.40 step/s, 35s, loss 2.31``."""
         elapsed = self.clock() - self.start
+        unit = self.unit if self.unit_scale else " " + self.unit  # 12.3MB, but 120 step
         done = self._count(self.n)
         if self.total:
-            done += f"/{self._count(self.total)} {self.unit} ({self.n / self.total:.0%})"
+            done += f"/{self._count(self.total)}{unit} ({self.n / self.total:.0%})"
         else:
-            done += f" {self.unit}"
+            done += unit
         rate = (self.n - self.start_n) / elapsed if elapsed > 0 else 0.0
-        parts = [f"{self.desc}: {done}", f"{self._count(rate, precise=True)} {self.unit}/s", f"{elapsed:.0f}s"]
+        parts = [f"{self.desc}: {done}", f"{self._count(rate, precise=True)}{unit}/s", f"{elapsed:.0f}s"]
         parts += [f"{key} {value}" for key, value in self.postfix.items()]
         return ", ".join(parts)
 
