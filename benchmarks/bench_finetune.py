@@ -98,14 +98,14 @@ def peer_run(
     kwargs = {} if cls.__name__ == "BertForQuestionAnswering" else {"num_labels": num_labels}
     if problem_type:
         kwargs["problem_type"] = problem_type
-    device = torch.device(recipe.train.device)
+    device = torch.device(recipe.train.distributed.device)
     model = cls.from_pretrained(model_dir, **kwargs).to(device)
     model.train()
     no_decay = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
     decay = [p for n, p in model.named_parameters() if not ("bias" in n or "LayerNorm" in n)]
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
-        lr=recipe.train.lr,
+        lr=recipe.train.optimizer.lr,
         eps=1e-6,
     )
     scheduler = transformers.get_linear_schedule_with_warmup(optimizer, int(0.1 * steps_total), steps_total)
@@ -114,7 +114,7 @@ def peer_run(
     lengths = [len(f["input_ids"]) for f in features]
     step, epoch_seconds, evaluations, batches_seen = 0, [], [], []
     train_seconds = 0.0
-    batch_size = recipe.train.micro_batch_size
+    batch_size = recipe.train.batch.micro_batch_size
     epochs = math.ceil(steps_total / math.ceil(len(features) / batch_size))
     for epoch in range(epochs):
         order = torch.randperm(len(features), generator=generator).tolist()
@@ -230,12 +230,12 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
         group_by_length=args.group_by_length,
         train_options={"tensorboard": False, "plot": False, "schedule": schedule},
     )
-    max_len, epochs = config.max_seq_length, config.train.epochs
+    max_len, epochs = config.max_seq_length, config.train.duration.epochs
     entry = {
         "task": name,
         "seed": seed,
-        "batch_size": config.train.micro_batch_size,
-        "lr": config.train.lr,
+        "batch_size": config.train.batch.micro_batch_size,
+        "lr": config.train.optimizer.lr,
         "max_seq_length": max_len,
         "epochs": epochs,
         "max_steps": args.max_steps,
@@ -262,7 +262,7 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
     dev_features = featurize(task, dev_examples, tokenizer, max_len)
     by_length = groups_by_length(config, task)
     grouped = training_batches(
-        features, config.train.micro_batch_size, lambda c: c, seed=seed, group_by_length=by_length
+        features, config.train.batch.micro_batch_size, lambda c: c, seed=seed, group_by_length=by_length
     )
     lengths = [len(f["input_ids"]) for f in features]
     main = task.main_metric

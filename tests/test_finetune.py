@@ -493,11 +493,24 @@ def test_config_validation():
     with pytest.raises(ConfigError, match="early stopping needs a dev set"):
         FinetuneConfig(task="ner", model="m", train_file="t", output="o", early_stopping_patience=2)
     qa = FinetuneConfig(task="qa", model="m", train_file="t", output="o")
-    assert (qa.train.lr, qa.train.epochs, qa.max_seq_length, qa.train.micro_batch_size) == (3e-5, 2.0, 384, 12)
+    assert (qa.train.optimizer.lr, qa.train.duration.epochs, qa.max_seq_length, qa.train.batch.micro_batch_size) == (
+        3e-5,
+        2.0,
+        384,
+        12,
+    )
     given = FinetuneConfig(task="qa", model="m", train_file="t", output="o", micro_batch_size=24, lr=5e-5)
-    assert (given.train.lr, given.train.micro_batch_size) == (5e-5, 24)  # a default never overrides a given value
+    assert (given.train.optimizer.lr, given.train.batch.micro_batch_size) == (
+        5e-5,
+        24,
+    )  # a default never overrides a given value
     cls = FinetuneConfig(task="classification", model="m", train_file="t", output="o")
-    assert (cls.train.lr, cls.train.epochs, cls.max_seq_length, cls.train.micro_batch_size) == (5e-5, 3.0, 128, 32)
+    assert (
+        cls.train.optimizer.lr,
+        cls.train.duration.epochs,
+        cls.max_seq_length,
+        cls.train.batch.micro_batch_size,
+    ) == (5e-5, 3.0, 128, 32)
 
 
 # ------------------------------------------------------------------------------------------ batches
@@ -729,8 +742,12 @@ def test_flat_options_fill_the_nested_train_config():
         warmup_steps=5,
         train_options={"optimizer": "lamb"},
     )
-    assert (config.train.lr, config.train.warmup_steps, config.train.warmup_ratio) == (1e-3, 5, None)
-    assert config.train.optimizer == "lamb" and config.train.schedule == "poly"
+    assert (config.train.optimizer.lr, config.train.schedule.warmup_steps, config.train.schedule.warmup_ratio) == (
+        1e-3,
+        5,
+        None,
+    )
+    assert config.train.optimizer.name == "lamb" and config.train.schedule.name == "poly"
     assert config.train.output_dir == Path("runs/x.partial")
     with pytest.raises(ConfigError, match=r"'micro_bach_size' .*did you mean 'micro_batch_size'"):
         FinetuneConfig(task="ner", model="m", train_file="t", output="o", micro_bach_size=4)
@@ -743,7 +760,7 @@ def test_none_means_the_task_default_for_every_keyword():
     config = FinetuneConfig(
         task="qa", model="m", train_file="t", output="o", max_seq_length=None, lr=None, micro_batch_size=None
     )
-    assert (config.max_seq_length, config.train.lr, config.train.micro_batch_size) == (384, 3e-5, 12)
+    assert (config.max_seq_length, config.train.optimizer.lr, config.train.batch.micro_batch_size) == (384, 3e-5, 12)
     assert config.eval_batch_size == 64 and config.group_by_length is None
     given = FinetuneConfig(task="qa", model="m", train_file="t", output="o", max_seq_length=256, eval_batch_size=8)
     assert (given.max_seq_length, given.eval_batch_size) == (256, 8)

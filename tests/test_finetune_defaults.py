@@ -23,8 +23,8 @@ def sizing(examples: int, task: str = "classification", **given):
         examples,
         examples,
         sized=config.sized,
-        batch_size=config.train.micro_batch_size,
-        epochs=config.train.epochs,
+        batch_size=config.train.batch.micro_batch_size,
+        epochs=config.train.duration.epochs,
     )
 
 

@@ -218,7 +218,7 @@ def run_demo(config: DemoConfig) -> Path:
             output=str(out / "pretrain"),
             model_config=str(model_config_path),
             eval_batches=30,
-            train=TrainConfig(
+            train=TrainConfig.from_options(
                 max_time=parse_duration(config.pretrain_time),
                 epochs=config.pretrain_epochs,
                 micro_batch_size=config.micro_batch_size,

@@ -153,9 +153,9 @@ class FinetuneConfig:
                 train_defaults["epochs"] = defaults["epochs"]
             if flat.get("warmup_steps") is not None:  # given warmup steps win over the default warmup ratio
                 del train_defaults["warmup_ratio"]
-            train = TrainConfig(**{**train_defaults, **flat})
+            train = TrainConfig.from_options(**{**train_defaults, **flat})
         elif flat:
-            train = dataclasses.replace(train, **flat)
+            train = train.with_options(**flat)
         self.train = train
         self.sized = tuple(sized or ())
         self.__post_init__()
@@ -368,7 +368,7 @@ def _training_collate(
 
     if not groups_by_length(config, task):
         return collate
-    value = task.loss_normalizer(features, config.train.micro_batch_size)
+    value = task.loss_normalizer(features, config.train.batch.micro_batch_size)
     if value is None:
         return collate
     normalizer = torch.tensor(value)
@@ -534,21 +534,21 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
             dev_report.truncated = task.truncated
             data["dev"] = dev_report.to_dict()
 
-    env = env or distributed.setup(config.train.device)
+    env = env or distributed.setup(config.train.distributed.device)
     config = dataclasses.replace(
-        config, train=dataclasses.replace(config.train, precision=precision_name(config.train.precision, env.device))
+        config, train=config.train.with_options(precision=precision_name(config.train.precision.mode, env.device))
     )
     sizing = size_to_data(
         len(train_examples),
         len(train_features),
         sized=config.sized,
-        batch_size=config.train.micro_batch_size * env.world_size,
-        epochs=config.train.epochs,
+        batch_size=config.train.batch.micro_batch_size * env.world_size,
+        epochs=config.train.duration.epochs,
     )
     if sizing is not None:
         micro = max(1, sizing.batch_size // env.world_size)
         config = dataclasses.replace(
-            config, train=dataclasses.replace(config.train, micro_batch_size=micro, epochs=sizing.epochs)
+            config, train=config.train.with_options(micro_batch_size=micro, epochs=sizing.epochs)
         )
         if env.is_main:
             notice(sizing.reason)
@@ -575,7 +575,7 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
     collate = _training_collate(task, train_features, config, tokenizer.pad_id)
     batches = training_batches(
         train_features,
-        config.train.micro_batch_size,
+        config.train.batch.micro_batch_size,
         collate,
         seed=config.train.seed,
         group_by_length=group_by_length,
@@ -583,8 +583,7 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
         world_size=env.world_size,
     )
     work = config.partial_dir
-    train_config = dataclasses.replace(
-        config.train,
+    train_config = config.train.with_options(
         best_metric=task.main_metric if dev_examples is not None else None,
         best_mode="max",
         resume="auto" if config.resume else None,
@@ -592,7 +591,7 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
     ).for_epoch(len(batches), env.world_size)
     accum = train_config.accumulation(env.world_size)
     micro_per_epoch = len(batches)
-    max_steps = train_config.max_steps
+    max_steps = train_config.duration.max_steps
     dev = (dev_examples, dev_features) if dev_examples is not None and dev_features is not None else None
     selection = _DevSelection(
         task, config, tokenizer, batches, accum, dev, previous=_previous_evaluations(work) if config.resume else []
@@ -602,7 +601,7 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
         kind = "length-grouped" if config.group_by_length else "random"
         notice(
             f"fine-tuning {task.name} ({task.head}) on {len(train_examples)} examples -> {len(train_features)} "
-            f"features, {micro_per_epoch} {kind} micro-batches per epoch, {max_steps} updates; lr {config.train.lr}"
+            f"features, {micro_per_epoch} {kind} micro-batches per epoch, {max_steps} updates; lr {config.train.optimizer.lr}"
         )
     started = time.perf_counter()
     try:

@@ -137,7 +137,7 @@ def _typed(params: Mapping[str, Any]) -> dict[str, Any]:
 
 def _run_config(base: FinetuneConfig, params: Mapping[str, Any], output: Path, resume: bool) -> FinetuneConfig:
     """``base`` with one point's options; a varied batch or epochs is the user's, no longer sized to the data."""
-    train = dataclasses.replace(base.train, **_typed(params))
+    train = base.train.with_options(**_typed(params))
     still_unset = unset_defaults(params)
     return dataclasses.replace(
         base,
@@ -253,7 +253,7 @@ def _train(config: FinetuneConfig, run: Run, work: Path, budget_left: float | No
     if budget_left is not None:
         spent = float(read_trainer_state(checkpoint)["elapsed"]) if checkpoint is not None else 0.0
         max_time = budget_left + spent  # the loop's max_time counts the time before the checkpoint too
-        run_config = dataclasses.replace(run_config, train=dataclasses.replace(run_config.train, max_time=max_time))
+        run_config = dataclasses.replace(run_config, train=run_config.train.with_options(max_time=max_time))
     if resume:
         notice(f"search: {run.name} continues from its last checkpoint")
     started = time.perf_counter()
@@ -265,8 +265,8 @@ def _train(config: FinetuneConfig, run: Run, work: Path, budget_left: float | No
     run.metric = result.metrics.get(run.main_metric)
     run.per_epoch = [round(e[run.main_metric], 4) for e in result.evaluations if run.main_metric in e]
     sized = result.sizing or {}
-    run.batch_size = sized.get("batch_size", run_config.train.micro_batch_size)
-    run.epochs = sized.get("epochs", run_config.train.epochs)
+    run.batch_size = sized.get("batch_size", run_config.train.batch.micro_batch_size)
+    run.epochs = sized.get("epochs", run_config.train.duration.epochs)
     run.updates = result.train.step
     run.seconds = round(time.perf_counter() - started, 1)
     return run
