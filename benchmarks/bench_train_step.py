@@ -18,7 +18,6 @@ FLOPs are those each implementation executes per token (bertkit: sparse MLM head
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time

@@ -12,7 +12,6 @@ import random
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 

@@ -68,3 +68,45 @@ def polarity_slice(directory: Path, train: int = 32, dev: int = 16) -> tuple[Pat
 def one_book() -> Path:
     """The smallest book of ``data/corpus`` (plain text with its Gutenberg header and footer)."""
     return min(CORPUS.glob("*.txt"), key=lambda p: p.stat().st_size)
+
+
+def corpus_slice(directory: Path, characters: int = 40_000) -> Path:
+    """A folder with the first ``characters`` of the body of one shipped book (a corpus the CLI reads in a blink)."""
+    text = one_book().read_text(encoding="utf-8")
+    start = text.find("\n", text.find("*** START OF")) + 1
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "book.txt").write_text(text[start : start + characters], encoding="utf-8")
+    return directory
+
+
+def bertkit(*argv: str) -> None:
+    """``bertkit ARGV`` in this process (the command line a user runs, without a fresh interpreter's start-up)."""
+    from bertkit.cli import main
+
+    code = main(list(argv))
+    if code:
+        raise SystemExit(f"bertkit {' '.join(argv)} exited with {code}")
+
+
+def pretraining_data(work: Path, max_seq_length: int = 32) -> Path:
+    """``bertkit tokenizer train`` and ``bertkit prepare-data`` on a corpus slice: a prepared dataset folder."""
+    corpus = corpus_slice(work / "corpus")
+    bertkit("tokenizer", "train", "--input", str(corpus), "--vocab-size", "800", "--output", str(work / "tokenizer"))
+    bertkit(
+        "prepare-data", "--input", str(corpus), "--tokenizer", str(work / "tokenizer"), "--output", str(work / "data"),
+        "--max-seq-length", str(max_seq_length), "--dupe-factor", "2", "--seed", "1", "--workers", "1", "--quiet",
+        "--eval-fraction", "0.3", "--eval-unit-sentences", "40",
+    )  # fmt: skip
+    return work / "data"
+
+
+def pretraining_run(work: Path) -> Path:
+    """``bertkit pretrain`` of a ``tiny`` model for a few updates, evaluated on held-out data: a run folder."""
+    data = pretraining_data(work)
+    bertkit(
+        "pretrain", "--data", str(data), "--model-config", "tiny", "--output", str(work / "run"),
+        "--micro-batch-size", "4", "--max-steps", "4", "--eval-every", "2", "--eval-batches", "2",
+        "--log-every", "1", "--precision", "fp32", "--no-progress", "--no-plot", "--no-tensorboard",
+        "--peak-flops", "1e11", "--num-workers", "0",  # no peak to measure, no loader process to start
+    )  # fmt: skip
+    return work / "run"
