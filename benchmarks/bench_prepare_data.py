@@ -10,12 +10,14 @@ sampled every 0.1 s. Throughputs are per second of wall time, so one peer pass c
     .venv/bin/python benchmarks/bench_prepare_data.py [--peer-books N] [--times 10]
 
 Writes ``benchmarks/results/prepare_data.json`` (``--output`` to choose). ``--smoke``: a slice of a shipped book,
-twice, on one worker.
+twice, on one worker, both sides in this process.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -55,8 +57,15 @@ def tree_rss(pid: int) -> int:
     return total
 
 
-def run_measured(code: str) -> tuple[dict, int]:
-    """Run ``code`` in a fresh interpreter; returns its JSON line and the peak RSS of its process tree."""
+def run_measured(code: str, fresh: bool = True) -> tuple[dict, int]:
+    """Run ``code`` in a fresh interpreter; returns its JSON line and the peak RSS of its process tree.
+    ``fresh=False`` (a smoke run) runs it in this process, where the RSS says nothing: a fresh interpreter's
+    start-up, transformers' above all, would cost more than the smoke run itself."""
+    if not fresh:
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(code, {})
+        return json.loads(printed.getvalue().strip().splitlines()[-1]), tree_rss(os.getpid())
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, cwd=ROOT)
     peak = 0
     done = threading.Event()
@@ -153,7 +162,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     add_options(parser, "result file [benchmarks/results/prepare_data.json, prepare_data_x<times>.json]")
     args = parser.parse_args(argv)
     args.books, args.vocab = BOOKS, VOCAB
-    if args.smoke:  # a slice of a shipped book, both sides, each still in its own measured process
+    if args.smoke:  # a slice of a shipped book, both sides
         args.books = smoke_inputs.corpus_slice(smoke_folder() / "books", characters=20_000)
         args.vocab, args.workers, args.times = smoke_inputs.vocab_file().parent, 1, 2
     return args
@@ -170,7 +179,7 @@ def run_ours(args: argparse.Namespace, books: list[Path], tmp: str) -> dict:
                 (copy / b.name).symlink_to(b)
         inputs = [str(Path(tmp, "corpus"))]
     code = BERTKIT.format(inputs=inputs, output=str(Path(tmp, "out")), vocab=str(args.vocab), workers=args.workers)
-    ours, rss = run_measured(code)
+    ours, rss = run_measured(code, fresh=not args.smoke)
     ours.update(
         peak_rss_MB=rss / 2**20,
         instances_per_s=ours["instances"] / ours["seconds"],
@@ -191,7 +200,7 @@ def run_peer(args: argparse.Namespace, books: list[Path], tmp: str) -> dict:
     peer_books = books[: args.peer_books] if args.peer_books else books
     path = Path(tmp, "peer.txt")
     size = write_peer_corpus(peer_books, path)
-    peer, rss = run_measured(PEER.format(vocab_file=str(args.vocab / "vocab.txt"), path=str(path)))
+    peer, rss = run_measured(PEER.format(vocab_file=str(args.vocab / "vocab.txt"), path=str(path)), not args.smoke)
     peer.update(
         peak_rss_MB=rss / 2**20,
         instances_per_s=peer["instances"] / peer["seconds"],
