@@ -104,7 +104,7 @@ def peer_run(name: str, model_dir: str, inputs: PeerInputs, recipe: FinetuneConf
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
-    device = torch.device(recipe.train.device)
+    device = torch.device(recipe.train.device or "cpu")
     model = peer_model(name, model_dir, inputs, device)
     model.train()
     no_decay = [p for n, p in model.named_parameters() if "bias" in n or "LayerNorm" in n]
@@ -289,7 +289,7 @@ def run_task(name: str, seed: int, args: argparse.Namespace, model_dir: str) -> 
         if args.max_steps:
             steps_total = entry["bertkit"]["steps"] if "bertkit" in entry else args.max_steps
         else:
-            steps_total = math.ceil(config.train.epochs * len(inputs.batches))
+            steps_total = math.ceil((config.train.epochs or 1.0) * len(inputs.batches))
         entry["peer"] = peer_run(name, model_dir, inputs, config, seed, steps_total)
         entry["peer_main"] = max((e.get(main, float("-inf")) for e in entry["peer"]["evaluations"]), default=None)
     add_speedups(entry)

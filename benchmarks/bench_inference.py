@@ -41,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -129,8 +129,7 @@ def build_sides(
     those that could not be built."""
     import transformers
 
-    from bertkit.export import export_onnx, onnx_session, quantize_onnx
-    from bertkit.inference import embed, length_sorted_batches, load
+    from bertkit.inference import embed, load
 
     sides: dict[str, Side] = {}
     skipped: dict[str, str] = {}
@@ -178,14 +177,7 @@ def build_sides(
     onnx_names = [n for n in ("onnxruntime", "onnxruntime_int8") if n in names]
     if onnx_names and device.type == "cpu":
         try:
-            model = load(path).model
-            plain = export_onnx(model, work / "minilm.onnx")
-            tokenizer = load(path).tokenizer
-            if "onnxruntime" in names:
-                sides["onnxruntime"] = onnx_runner(onnx_session(plain, threads), tokenizer, length_sorted_batches)
-            if "onnxruntime_int8" in names:
-                int8 = quantize_onnx(plain, work / "minilm-int8.onnx")
-                sides["onnxruntime_int8"] = onnx_runner(onnx_session(int8, threads), tokenizer, length_sorted_batches)
+            sides.update(onnx_sides(onnx_names, path, work, threads))
         except Exception as exc:  # the export extra missing
             for name in onnx_names:
                 skipped[name] = str(exc)
@@ -195,6 +187,22 @@ def build_sides(
         except Exception as exc:  # optimum missing, or its export failing
             skipped["st_onnx_int8"] = f"{type(exc).__name__}: {exc}"
     return sides, skipped
+
+
+def onnx_sides(names: Sequence[str], path: str, work: Path, threads: int | None) -> dict[str, Side]:
+    """``bertkit export onnx`` of the model (and its int8 quantization) under onnxruntime."""
+    from bertkit.export import export_onnx, onnx_session, quantize_onnx
+    from bertkit.inference import length_sorted_batches, load
+
+    loaded = load(path)
+    plain = export_onnx(loaded.model, work / "minilm.onnx")
+    sides = {}
+    if "onnxruntime" in names:
+        sides["onnxruntime"] = onnx_runner(onnx_session(plain, threads), loaded.tokenizer, length_sorted_batches)
+    if "onnxruntime_int8" in names:
+        int8 = quantize_onnx(plain, work / "minilm-int8.onnx")
+        sides["onnxruntime_int8"] = onnx_runner(onnx_session(int8, threads), loaded.tokenizer, length_sorted_batches)
+    return sides
 
 
 def st_onnx_int8(path: str, work: Path, threads: int | None) -> Side:

@@ -176,7 +176,7 @@ def load(script: str) -> ModuleType:
     return importlib.import_module(script)
 
 
-def test_every_script_has_a_smoke_test():
+def test_every_script_has_a_smoke_test() -> None:
     assert sorted(CHECKS) == scripts()
 
 
