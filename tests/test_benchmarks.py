@@ -37,7 +37,7 @@ def check_unpad(out: Path, stdout: str) -> None:
 
 def check_train_step(out: Path, stdout: str) -> None:
     (row,) = read(out)["results"]
-    assert row["size"] == "tiny" and row["speedup"] > 0 and 0 < row["bertkit"]["mfu"]
+    assert row["size"] == "tiny" and row["speedup"] > 0 and row["bertkit"]["mfu"] > 0
     assert "HF sdpa tok/s" in stdout
 
 
