@@ -39,7 +39,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -49,7 +48,7 @@ import numpy as np
 import torch
 
 import smoke_inputs
-from harness import RESULTS, SHARED, add_options, output_path, smoke_folder, write_json
+from harness import RESULTS, SHARED, add_options, output_path, scratch_folder, smoke_folder, write_json
 from machine_info import record
 
 Side = Callable[[list[str], int, int], np.ndarray]
@@ -133,7 +132,7 @@ def build_sides(
 
     sides: dict[str, Side] = {}
     skipped: dict[str, str] = {}
-    work = Path(tempfile.mkdtemp())
+    work = scratch_folder("bertkit-inference-")
     if "transformers" in names:
         peer = transformers.BertModel.from_pretrained(path, attn_implementation="sdpa").to(device).eval()
         peer_tokenizer = transformers.AutoTokenizer.from_pretrained(path)

@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ from typing import Any
 import numpy as np
 
 import smoke_inputs
-from harness import RESULTS, SHARED, add_options, output_path, smoke_folder, write_json
+from harness import RESULTS, SHARED, add_options, output_path, scratch_folder, smoke_folder, write_json
 from machine_info import git_commit, machine
 
 TASKS = {
@@ -148,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         "embeddings, LayerNorms, pooler and task heads float32",
         "tasks": {},
     }
-    work = Path(tempfile.mkdtemp())
+    work = scratch_folder("bertkit-int8-")
     for task, (dev, metric, what) in TASKS.items():
         model = getattr(args, task)
         if model is None:

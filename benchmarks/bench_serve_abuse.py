@@ -15,7 +15,7 @@ warm-up, server-side tracebacks, and whether the server is still alive.
 
     .venv/bin/python benchmarks/bench_serve_abuse.py [--seconds 60] [--concurrency 8] [--slowloris 200]
 
-Writes ``benchmarks/results/reliability_serve_abuse.json``. ``--smoke``: a tiny model, every attack kind, two seconds.
+Writes ``benchmarks/results/reliability_serve_abuse.json``. ``--smoke``: a tiny model, every attack kind, one second.
 """
 
 from __future__ import annotations
@@ -27,14 +27,13 @@ import json
 import os
 import random
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 import loopback
-from harness import RESULTS, add_options, output_path, write_json
+from harness import RESULTS, add_options, output_path, scratch_folder, write_json
 from loopback import HOST, free_port, rss_bytes
 from machine_info import record
 
@@ -327,14 +326,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     add_options(parser, "result file [benchmarks/results/reliability_serve_abuse.json]")
     args = parser.parse_args(argv)
     if args.smoke:  # a tiny model, every attack kind, for a second or two
-        args.seconds, args.baseline_seconds, args.concurrency, args.attackers = 2.0, 0.5, 2, 4
+        args.seconds, args.baseline_seconds, args.concurrency, args.attackers = 1.0, 0.5, 2, 4
         args.slowloris, args.model_size = 4, "tiny"
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    work = Path(tempfile.mkdtemp(prefix="bertkit-abuse-"))
+    work = scratch_folder("bertkit-abuse-")
     model = make_model(work / "model", args.model_size)
     port = free_port()
     threads = os.environ.get("OMP_NUM_THREADS", "2")

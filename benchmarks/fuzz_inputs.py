@@ -17,7 +17,6 @@ import argparse
 import importlib
 import json
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -28,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import HypothesisException
 
-from harness import RESULTS, ROOT, add_options, output_path, write_json
+from harness import RESULTS, ROOT, add_options, output_path, scratch_folder, write_json
 from machine_info import record
 
 # The properties live in the test module, so that the CI's fixed-seed run and this one check the same things.
@@ -135,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(1)
-    work = Path(tempfile.mkdtemp(prefix="bertkit-fuzz-"))
+    work = scratch_folder("bertkit-fuzz-")
     results = {}
     for name, (strategies, check) in targets(work).items():
         if args.only and name not in args.only:

@@ -9,8 +9,10 @@ never into ``benchmarks/results/``, whose files are the measured figures the res
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -28,9 +30,16 @@ def add_options(parser: argparse.ArgumentParser, output_help: str = "result file
     parser.add_argument("--output", "--out", dest="output", default=None, help=output_help)
 
 
+def scratch_folder(prefix: str = "bertkit-bench-") -> Path:
+    """A fresh temporary folder for a run's working files (models, data, logs), removed when the process exits."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 def smoke_folder() -> Path:
-    """A fresh temporary folder for what a smoke run writes."""
-    return Path(tempfile.mkdtemp(prefix="bertkit-smoke-"))
+    """A scratch folder for a smoke run's tiny model and data."""
+    return scratch_folder("bertkit-smoke-")
 
 
 def output_path(args: argparse.Namespace, default: Path) -> Path:
@@ -38,8 +47,8 @@ def output_path(args: argparse.Namespace, default: Path) -> Path:
     of that name in a temporary folder. A smoke run refuses to write into ``benchmarks/results/``."""
     if args.output:
         path = Path(args.output)
-    elif args.smoke:
-        path = smoke_folder() / default.name
+    elif args.smoke:  # kept after the run, to be looked at
+        path = Path(tempfile.mkdtemp(prefix="bertkit-smoke-result-")) / default.name
     else:
         path = default
     if args.smoke and path.resolve().is_relative_to(RESULTS):
