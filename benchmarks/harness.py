@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -84,4 +83,3 @@ def set_threads(threads: int | None) -> None:
         import torch
 
         torch.set_num_threads(threads)
-        os.environ["OMP_NUM_THREADS"] = str(threads)
