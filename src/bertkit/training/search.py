@@ -217,8 +217,6 @@ def search(config: FinetuneConfig, settings: SearchConfig | None = None) -> Sear
         if run is None:
             return SearchResult(None, runs, best, _main_metric(runs), "signal")
         spent += run.seconds
-        if run.status == "cut":
-            stop_reason = "budget"
         if best is None or _better(run, best):
             if best is not None:
                 shutil.rmtree(work / best.name, ignore_errors=True)  # only the best run's model is kept
@@ -229,6 +227,9 @@ def search(config: FinetuneConfig, settings: SearchConfig | None = None) -> Sear
         journal.append({"end": name, **run.to_dict()})
         points.tell(run)
         notice(f"search: {name}: dev {run.main_metric} {_score(run)}; best so far {best.name} {_score(best)}")
+        if run.status == "cut":  # the loop stopped it at max_time: the budget is spent
+            stop_reason = "budget"
+            break
     if best is None:
         raise ConfigError(f"the search budget ended before its first run finished; raise --search-budget ({work})")
     if stop_reason == "budget":
@@ -268,7 +269,8 @@ def _train(config: FinetuneConfig, run: Run, work: Path, budget_left: float | No
     run.batch_size = sized.get("batch_size", run_config.train.micro_batch_size)
     run.epochs = sized.get("epochs", run_config.train.epochs)
     run.updates = result.train.step
-    run.seconds = round(time.perf_counter() - started, 1)
+    # kept to the millisecond: the budget adds these up, and a short run must not count as no time
+    run.seconds = round(time.perf_counter() - started, 3)
     return run
 
 
