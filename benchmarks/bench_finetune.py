@@ -192,15 +192,10 @@ def bertkit_run(config, out: Path, name: str, seed: int) -> dict:
 
 
 def run_task(name: str, seed: int, args, model_dir: str) -> dict:
+    from bertkit.tasks import make_task
+    from bertkit.tasks.prepare import featurize, read_examples
     from bertkit.tokenizer import Tokenizer
-    from bertkit.training.finetune import (
-        FinetuneConfig,
-        featurize,
-        groups_by_length,
-        make_task,
-        read_examples,
-        training_batches,
-    )
+    from bertkit.training.finetune import FinetuneConfig, groups_by_length, training_batches
     from bertkit.training.finetune_defaults import DEFAULT_SCHEDULE, task_defaults
 
     kind, train_file, dev_file, options, _ = TASKS[name]
@@ -208,7 +203,7 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
     # bertkit's defaults for the task fill whatever the command line leaves out, for both systems
     schedule = args.schedule or DEFAULT_SCHEDULE
     out = Path(tempfile.mkdtemp(prefix=f"bench-ft-{name}-"))
-    config = FinetuneConfig(
+    config = FinetuneConfig.from_options(
         task=kind,
         model=model_dir,
         train_file=train_file,
@@ -253,13 +248,13 @@ def run_task(name: str, seed: int, args, model_dir: str) -> dict:
     # features for the peer (identical to bertkit's) and the padding share of bertkit's batches
     task = make_task(kind, options)
     tokenizer = Tokenizer.from_pretrained(model_dir)
-    train_examples = read_examples(task, train_file, training=True)
+    train_examples = read_examples(task, train_file, training=True).examples
     if args.max_train_examples:
         train_examples = train_examples[: args.max_train_examples]
     task.fit_labels(train_examples)
-    features = featurize(task, train_examples, tokenizer, max_len, training=True)
-    dev_examples = read_examples(task, dev_file)
-    dev_features = featurize(task, dev_examples, tokenizer, max_len)
+    features = featurize(task, train_examples, tokenizer, max_len, training=True).features
+    dev_examples = read_examples(task, dev_file).examples
+    dev_features = featurize(task, dev_examples, tokenizer, max_len).features
     by_length = groups_by_length(config, task)
     grouped = training_batches(
         features, config.train.micro_batch_size, lambda c: c, seed=seed, group_by_length=by_length

@@ -70,7 +70,9 @@ def run(name: str, recipe: str, seed: int, args: argparse.Namespace, model_dir: 
     )
     if recipe == "fixed":
         options.update(FIXED)
-    config = FinetuneConfig(task, model_dir, str(Path(args.data_dir) / train), str(work / "model"), **options)
+    config = FinetuneConfig.from_options(
+        task, model_dir, str(Path(args.data_dir) / train), str(work / "model"), **options
+    )
     start = time.perf_counter()
     if recipe == "search":
         from bertkit.training.search import SearchConfig, search

@@ -71,7 +71,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     task = ClassificationTask()
-    train, dev = task.read(args.train), task.read(args.dev)
+    train, dev = task.read(args.train).examples, task.read(args.dev).examples
     labels = sorted({example.label for example in train})
     index = {label: i for i, label in enumerate(labels)}
     train_y = torch.tensor([index[e.label] for e in train])

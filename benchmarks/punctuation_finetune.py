@@ -38,7 +38,7 @@ def main() -> None:
         started = time.perf_counter()
         with tempfile.TemporaryDirectory() as work:
             run = finetune(
-                FinetuneConfig(
+                FinetuneConfig.from_options(
                     task="ner",
                     model=args.model,
                     train_file=f"{args.data}/train.conll",

@@ -18,7 +18,7 @@ PACKAGE = ROOT / "src" / "bertkit"
 # Floors, bottom up: a module may import its own floor and the ones below, never one above.
 # config <- tokenizer, model <- data <- training, tasks <- inference <- serve, cli.
 FLOORS: dict[str, int] = {
-    "errors": 0, "io": 0,
+    "errors": 0, "io": 0, "notices": 0,
     "config": 1,
     "tokenizer": 2, "model": 2, "tf_checkpoint": 2, "weights": 2, "hub": 2, "sentence_config": 2, "quantize": 2,
     "compiling": 2,

@@ -1091,7 +1091,7 @@ def _run_finetune(given: dict[str, Any]) -> None:
     for required, flag in (("task", "--task"), ("model", "--model"), ("train_file", "--train"), ("output", "--output")):
         if required not in options:
             fail(f"{flag} is required (on the command line or in the config file)")
-    finetune_config = FinetuneConfig(**options, task_options=task_options)
+    finetune_config = FinetuneConfig.from_options(**options, task_options=task_options)
     if searching.pop("search"):
         _run_search(finetune_config, config, trials=searching["search_trials"], budget=searching["search_budget"])
         return
