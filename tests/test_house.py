@@ -157,6 +157,30 @@ def test_lower_floors_never_import_upper_ones():
     assert not upward, "\n".join(upward)
 
 
+# Serving a model never loads the training machinery: how a task reads, featurizes and restores itself lives in
+# tasks/, below both.
+KEPT_APART: dict[str, set[str]] = {"inference": {"training"}, "serve": {"training"}}
+
+
+def imports_kept_apart(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(
+        f"{module} imports {target}"
+        for module, targets in graph.items()
+        for target in targets
+        if floor_of(target) in KEPT_APART.get(floor_of(module), set())
+    )
+
+
+def test_kept_apart_names_every_import_across():
+    graph = {"bertkit.serve.app": {"bertkit.training.loop", "bertkit.tasks"}, "bertkit.training.loop": {"bertkit.data"}}
+    assert imports_kept_apart(graph) == ["bertkit.serve.app imports bertkit.training.loop"]
+
+
+def test_inference_and_serving_import_nothing_from_training():
+    across = imports_kept_apart(import_graph())
+    assert not across, "\n".join(across)
+
+
 # ------------------------------------------------------------------------------------------ history words
 HISTORY = re.compile(r"\b(session|issue)s?\s*#?\d+", re.IGNORECASE)
 SEARCHED = ["src", "tests", "benchmarks", "docs", "README.md"]
