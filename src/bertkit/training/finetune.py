@@ -1,16 +1,19 @@
 """Fine-tuning for every task family, on the one shared training loop.
 
-``finetune(FinetuneConfig(...))`` reads and checks the data through ``bertkit.tasks`` (every bad-input error
-is raised before anything is written), loads the starting model with the task's head (a fresh head is
-initialised with a one-line notice), trains with :class:`bertkit.training.loop.Trainer` on length-grouped
-batches (each batch pads only to its own longest feature), evaluates on dev after every epoch, keeps the
-best model by the task's main metric, optionally stops early, and writes the output directory:
+``finetune(FinetuneConfig.from_options(...))`` reads and checks the data through ``bertkit.tasks`` (every
+bad-input error is raised before anything is written), loads the starting model with the task's head (a fresh
+head is initialised with a one-line notice), trains with :class:`bertkit.training.loop.Trainer` on
+length-grouped batches (each batch pads only to its own longest feature), evaluates on dev after every epoch,
+keeps the best model by the task's main metric, optionally stops early, and writes the output directory:
 
 * the fine-tuned model in Hugging Face layout (``config.json`` with ``id2label``/``label2id``,
   ``model.safetensors``, tokenizer files), loadable by bertkit and ``transformers.BertFor...``,
 * ``metrics.json`` (dev metrics of the saved model, per-epoch records, timings), ``metrics.jsonl`` (the
   training log), ``curves.png`` (when matplotlib is installed), ``finetune_config.json``,
 * ``dev_predictions/`` (the task's prediction files for dev, from the saved model).
+
+``finetune`` is its phases in order, each a function: ``read_data``, ``size_batches``,
+``load_and_check_model``, ``train_model``, ``repredict_on_resume`` and the writing of the output.
 
 Training runs in ``<output>.partial/`` (checkpoints, logs); the output directory is assembled under a
 temporary name and renamed when complete, so a crash never leaves a half-written model. After a crash or

@@ -1,7 +1,7 @@
 """Hyperparameter search for fine-tuning, as the BERT paper does it: run a grid, keep the best run on dev.
 
-``search(FinetuneConfig(...), SearchConfig(...))`` fine-tunes once per point of the grid (by default the
-paper's: batch 16 or 32, learning rate 5e-5, 3e-5 or 2e-5, 2 to 4 epochs), each point a normal
+``search(FinetuneConfig.from_options(...), SearchConfig(...))`` fine-tunes once per point of the grid (by
+default the paper's: batch 16 or 32, learning rate 5e-5, 3e-5 or 2e-5, 2 to 4 epochs), each point a normal
 :func:`~bertkit.training.finetune.finetune` run with the other options as given. It keeps only the best run's
 model, by the task's main dev metric, and writes the table of all runs beside it:
 
