@@ -14,6 +14,8 @@ keeps the best model by the task's main metric, optionally stops early, and writ
 
 ``finetune`` is its phases in order, each a function: ``read_data``, ``size_batches``,
 ``load_and_check_model``, ``train_model``, ``repredict_on_resume`` and the writing of the output.
+What a run is given is ``finetune_config.FinetuneConfig``; how the saved model is chosen on dev is
+``finetune_selection.DevSelection``.
 
 Training runs in ``<output>.partial/`` (checkpoints, logs); the output directory is assembled under a
 temporary name and renamed when complete, so a crash never leaves a half-written model. After a crash or
@@ -46,13 +48,13 @@ from bertkit.tasks import Task
 from bertkit.tasks.base import Feature
 from bertkit.tasks.batching import LengthGroupedOrder
 from bertkit.tasks.prepare import featurize, read_examples
-from bertkit.tasks.registry import CONFIG_KEY, TASK_NAMES, make_task, saved_settings
-from bertkit.tasks.runner import predict_features, run_model
+from bertkit.tasks.registry import CONFIG_KEY, make_task, saved_settings
+from bertkit.tasks.runner import predict_features
 from bertkit.training import distributed
-from bertkit.training.config import NOT_AN_OPTION, TrainConfig, option_names, split_options
-from bertkit.training.config import read_config_file as read_options
-from bertkit.training.finetune_defaults import Sizing, size_to_data, task_defaults, unset_defaults
-from bertkit.training.loop import Hooks, Trainer, TrainResult
+from bertkit.training.finetune_config import FinetuneConfig, read_config_file
+from bertkit.training.finetune_defaults import Sizing, size_to_data
+from bertkit.training.finetune_selection import DevSelection, previous_evaluations
+from bertkit.training.loop import Trainer, TrainResult
 from bertkit.training.metrics import notice
 from bertkit.training.precision import precision_name
 from bertkit.weights import save_pretrained
@@ -60,145 +62,7 @@ from bertkit.weights import save_pretrained
 if TYPE_CHECKING:
     from bertkit.tokenizer import Tokenizer
 
-
-# ------------------------------------------------------------------------------------------ config
-@dataclass
-class FinetuneConfig:
-    """Everything a fine-tuning run needs; the CLI and TOML/YAML config files fill the same fields.
-
-    ``train`` holds the loop's options (batch, learning rate, precision...). Fields left at ``None`` take the
-    task's defaults (:data:`~bertkit.training.finetune_defaults.DEFAULTS`). :meth:`from_options` builds one
-    from flat keywords (``FinetuneConfig.from_options(task=..., lr=3e-5, micro_batch_size=16)``), as the command
-    line and config files give them: what is not given comes from the task's defaults, then from
-    :class:`TrainConfig`. The batch and the epochs the user leaves unset are sized to the training set once it
-    is read (:func:`~bertkit.training.finetune_defaults.size_to_data`); ``sized`` names them.
-    """
-
-    task: str
-    """``classification``, ``regression``, ``ner`` or ``qa``."""
-    model: str
-    """Starting model: a Hugging Face-layout BERT directory with its tokenizer files."""
-    train_file: str
-    """Training data in the task's format (TSV/CSV/JSONL table, CoNLL columns, SQuAD JSON)."""
-    output: str
-    """Directory to write the fine-tuned model, metrics and logs to (must not exist unless ``overwrite``)."""
-    train: TrainConfig
-    """The loop's options; ``train.output_dir`` is ``<output>.partial``."""
-    dev_file: str | None = None
-    """Labelled dev data: evaluated after each epoch; its main metric picks the saved model."""
-    format: str | None = None
-    """How to read the train and dev data: ``tsv``, ``csv``, ``jsonl``, ``json``, ``parquet``, ``arrow``
-    (a datasets save_to_disk directory) or ``hf`` (``hf:NAME[:CONFIG]:SPLIT``); default: from the path."""
-    header: bool | None = None
-    """Whether the first line of a TSV/CSV file names its columns; default: detected, and reported."""
-    task_options: dict[str, Any] = field(default_factory=dict)
-    """Options of the task class (``text_column``, ``text_pair_column``, ``label_column``, ``main_metric``,
-    ``label_names``, ``doc_stride``, ``window_stride``, ``long_text``...); see ``docs/finetuning.md``."""
-    max_seq_length: int | None = None
-    """Longest feature in tokens, specials included."""
-    group_by_length: bool | None = None
-    """``True``: batch features of similar length (random order of batches), so that little compute goes to
-    padding. ``False``: plain random batches, whose padding the model skips in training (``Unpadded``), at
-    about 1.2x the cost of grouped ones. Default: random for ``regression`` (a score that correlates with
-    length makes length-grouped batches a biased sample: docs/finetuning.md), grouped for the others."""
-    eval_batch_size: int = 64
-    """Features per forward pass when evaluating."""
-    early_stopping_patience: int | None = None
-    """Stop after this many evaluations in a row without a better main metric (needs ``dev_file``)."""
-    max_train_examples: int | None = None
-    """Use only the first N training examples (quick runs, benchmarks)."""
-    overwrite: bool = False
-    """Replace an existing output directory."""
-    resume: bool = False
-    """Continue an interrupted run from the last checkpoint in ``<output>.partial/``."""
-    sized: tuple[str, ...] = field(default=(), metadata=NOT_AN_OPTION)
-    """Defaults that the training set's size decides (``micro_batch_size``, ``epochs``): those the user did not
-    set, directly or through another option (``--global-batch-size``, ``--max-steps``...)."""
-
-    @classmethod
-    def from_options(
-        cls,
-        task: str,
-        model: str,
-        train_file: str,
-        output: str,
-        *,
-        train: TrainConfig | None = None,
-        train_options: Mapping[str, Any] | None = None,
-        **options: Any,
-    ) -> FinetuneConfig:
-        """A config from flat options, as the command line and config files give them: fields of this class
-        and of :class:`TrainConfig` side by side (``None`` means "the default"), or training keywords in
-        ``train_options``. A ``train`` given whole is taken as it is (flat training keywords then replace its
-        fields); otherwise it is built from the task's defaults, and ``sized`` (unless given) names the sized
-        defaults that no given option decides."""
-        sized = options.pop("sized", None)
-        own, flat = split_options(options, cls)
-        flat = {**(train_options or {}), **flat}
-        split_options(flat, TrainConfig)  # a fine-tuning field among train_options is an error too
-        if train is None:
-            train, sized = _default_train(task_defaults(task), flat, sized)
-        elif flat:
-            train = dataclasses.replace(train, **flat)
-        given = {name: value for name, value in own.items() if value is not None}
-        return cls(task, model, train_file, output, train, sized=tuple(sized or ()), **given)
-
-    def __post_init__(self) -> None:
-        if self.task not in TASK_NAMES:
-            raise ConfigError(f"unknown task {self.task!r}; choose one of {', '.join(TASK_NAMES)}")
-        defaults = task_defaults(self.task)
-        for f in dataclasses.fields(self):
-            if f.default is None and getattr(self, f.name) is None:
-                setattr(self, f.name, defaults.get(f.name))
-        self.sized = tuple(self.sized)
-        for name in ("eval_batch_size", "max_seq_length"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("early_stopping_patience", "max_train_examples"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-        if self.early_stopping_patience is not None and self.dev_file is None:
-            raise ConfigError("early stopping needs a dev set: give --dev or drop --early-stopping-patience")
-        if self.overwrite and self.resume:
-            raise ConfigError("give --overwrite or --resume, not both")
-        self.train.output_dir = self.partial_dir
-
-    @property
-    def partial_dir(self) -> Path:
-        """Where training runs (checkpoints, logs) before the output directory is assembled."""
-        out = Path(self.output)
-        return out.with_name(out.name + ".partial")
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "train"}
-        out["train"] = self.train.to_dict()
-        return out
-
-
-def _default_train(
-    defaults: Mapping[str, Any], flat: Mapping[str, Any], sized: Sequence[str] | None
-) -> tuple[TrainConfig, Sequence[str]]:
-    """The loop's options from the task's defaults and the given flat ones (``None``: the default), and the
-    sized defaults (``sized`` when given, else those no given option decides)."""
-    flat = {k: v for k, v in flat.items() if v is not None or k not in defaults}
-    if sized is None:
-        sized = unset_defaults([k for k, v in flat.items() if v is not None])
-    train_defaults = {k: v for k, v in defaults.items() if k in option_names(TrainConfig) and k != "epochs"}
-    if not any(flat.get(limit) is not None for limit in ("epochs", "max_steps", "max_time")):
-        train_defaults["epochs"] = defaults["epochs"]
-    if flat.get("warmup_steps") is not None:  # given warmup steps win over the default warmup ratio
-        del train_defaults["warmup_ratio"]
-    return TrainConfig(**{**train_defaults, **flat}), sized
-
-
-def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
-    """Flat options from a TOML (or YAML) file: ``FinetuneConfig`` and ``TrainConfig`` fields, training keys
-    flat or in a ``[train]`` table, and a ``[task_options]`` table (the rules of
-    :func:`bertkit.training.config.read_config_file`). ``train``/``dev`` are accepted for
-    ``train_file``/``dev_file``; a ``[search]`` table is the search grid's (``bertkit.training.search``)."""
-    return read_options(path, FinetuneConfig, aliases={"train": "train_file", "dev": "dev_file"}, sections=("search",))
+__all__ = ["FinetuneConfig", "FinetuneResult", "finetune", "groups_by_length", "read_config_file", "training_batches"]
 
 
 # ------------------------------------------------------------------------------------------ batches
@@ -377,7 +241,7 @@ class Trained:
     """What the loop did: its result, the dev bookkeeping (best model, evaluations, timing) and the model."""
 
     result: TrainResult
-    selection: _DevSelection
+    selection: DevSelection
     model: torch.nn.Module
     """The trained model, unsharded (a gathered copy under FSDP)."""
     started: float
@@ -409,8 +273,8 @@ def train_model(
         extra={"task": config.task},
     ).for_epoch(len(batches), env.world_size)
     accum = train_config.accumulation(env.world_size)
-    previous = _previous_evaluations(work) if config.resume else []
-    selection = _DevSelection(task, config, data.tokenizer, batches, accum, data.dev, previous=previous)
+    previous = previous_evaluations(work) if config.resume else []
+    selection = DevSelection(task, config, data.tokenizer, batches, accum, data.dev, previous=previous)
     if env.is_main:
         kind = "length-grouped" if config.group_by_length else "random"
         notice(
@@ -549,28 +413,6 @@ def _check_output(config: FinetuneConfig) -> Path:
     return output
 
 
-def _previous_evaluations(work: Path) -> list[dict[str, Any]]:
-    """Dev evaluations of an interrupted run up to its last valid checkpoint (from its ``metrics.jsonl``)."""
-    from bertkit.training.checkpoint import latest_valid_checkpoint
-
-    checkpoint = latest_valid_checkpoint(work) if work.is_dir() else None
-    log = work / "metrics.jsonl"
-    if checkpoint is None or not log.is_file():
-        return []
-    last = int(checkpoint.name.rsplit("-", 1)[1])
-    records = []
-    for line in log.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:  # a line cut by a kill
-            continue
-        if record.get("split") == "eval" and record.get("step", 0) <= last:
-            records.append({k: v for k, v in record.items() if k != "split"})
-    for record in records:
-        record.setdefault("epoch", None)
-    return records
-
-
 def _load_tokenizer(model_dir: Path) -> Tokenizer:
     from bertkit.tokenizer import Tokenizer
 
@@ -606,101 +448,3 @@ def groups_by_length(config: FinetuneConfig, task: Task) -> bool:
     if config.group_by_length is not None:
         return config.group_by_length
     return task.batch_by_length
-
-
-class _DevSelection:
-    """The loop's hooks in fine-tuning: dev evaluation that keeps the best predictions, early stopping on
-    the main metric, epoch timing (evaluations excluded) and the export of ``best/`` with its tokenizer."""
-
-    def __init__(
-        self,
-        task: Task,
-        config: FinetuneConfig,
-        tokenizer: Any,
-        batches: ResumableBatches,
-        accum: int,
-        dev: tuple[Sequence, Sequence] | None,
-        previous: list[dict[str, Any]],
-    ) -> None:
-        self.task, self.config, self.tokenizer, self.batches, self.accum, self.dev = (
-            task,
-            config,
-            tokenizer,
-            batches,
-            accum,
-            dev,
-        )
-        self.evaluations = previous
-        """Every dev evaluation: ``step``, ``epoch``, ``seconds`` and the metrics (an interrupted run's first)."""
-        self.best: dict[str, Any] = {}
-        self.stale = 0  # evaluations in a row without a better main metric
-        for record in previous:  # a resumed run continues the best-model and patience bookkeeping
-            scores = {k: v for k, v in record.items() if k not in ("step", "epoch", "seconds")}
-            self._score(record["step"], record["epoch"], scores, predictions=None)
-        self.epoch_ends: list[float] = []
-        self.eval_spans: list[tuple[float, float]] = []  # (start, seconds) of each evaluation in this run
-
-    def hooks(self) -> Hooks:
-        return Hooks(
-            evaluate=self.evaluate if self.dev is not None else None,
-            export=self.export,
-            on_epoch_end=self.on_epoch_end,
-            should_stop=self.should_stop,
-        )
-
-    def _score(self, step: int, epoch: int | None, scores: dict[str, float], predictions: Any) -> None:
-        main = self.task.main_metric
-        if main in scores and (not self.best or scores[main] > self.best["metrics"][main]):
-            self.best.update(step=step, epoch=epoch, metrics=scores, predictions=predictions)
-            self.stale = 0
-        else:
-            self.stale += 1
-
-    def evaluate(self, model: torch.nn.Module) -> dict[str, float]:
-        assert self.dev is not None  # only handed to the loop with a dev set
-        examples, features = self.dev
-        start = time.perf_counter()
-        rows = run_model(
-            model, self.task, features, batch_size=self.config.eval_batch_size, pad_id=self.tokenizer.pad_id
-        )
-        predictions = self.task.postprocess(examples, features, rows)
-        scores = {
-            k: float(v) for k, v in self.task.evaluate(predictions, examples).items() if isinstance(v, (int, float))
-        }
-        if self.task.main_metric not in scores:
-            raise ConfigError(
-                f"main metric {self.task.main_metric!r} is not among the task's metrics "
-                f"({', '.join(scores)}); choose another main_metric"
-            )
-        step = self.batches.consumed // self.accum
-        self._score(step, self.batches.epoch, scores, predictions)
-        seconds = time.perf_counter() - start
-        self.eval_spans.append((start, seconds))
-        self.evaluations.append({"step": step, "epoch": self.batches.epoch, "seconds": round(seconds, 3), **scores})
-        return scores
-
-    def on_epoch_end(self, epoch: int, model: torch.nn.Module) -> None:
-        self.epoch_ends.append(time.perf_counter() - sum(seconds for _, seconds in self.eval_spans))
-
-    def export(self, model: torch.nn.Module, directory: Path) -> None:
-        save_pretrained(model, directory, tokenizer=self.tokenizer)
-
-    def should_stop(self) -> str | None:
-        patience = self.config.early_stopping_patience
-        if patience is None or self.stale < patience:
-            return None
-        main = self.task.main_metric
-        notice(
-            f"early stopping: {self.stale} evaluations without a better {main} "
-            f"(best {self.best['metrics'][main]:.4f} at step {self.best['step']})"
-        )
-        return "early_stopping"
-
-    def train_seconds(self, started: float, history: Sequence[Mapping[str, Any]]) -> float:
-        """Training wall-clock up to the last logged update, dev evaluations excluded."""
-        logged = [r for r in history if r.get("split") == "train" and "elapsed_s" in r]
-        if not logged:
-            return 0.0
-        # elapsed_s counts from the loop's start and includes evaluations done before that update
-        last = logged[-1]["elapsed_s"]
-        return last - sum(seconds for at, seconds in self.eval_spans if at - started < last)
