@@ -581,7 +581,7 @@ def test_example_configs_are_valid(path):
 
 
 def test_interrupted_run_resumes_to_the_same_model(base, data, tmp_path, monkeypatch):
-    import bertkit.training.finetune as ft
+    import bertkit.training.finetune_selection as ft  # where dev evaluation runs the model
 
     def config(output: Path, **more) -> FinetuneConfig:
         return FinetuneConfig.from_options(

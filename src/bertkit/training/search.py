@@ -287,9 +287,9 @@ def _train(config: FinetuneConfig, run: Run, work: Path, budget_left: float | No
     if not resume:
         shutil.rmtree(partial, ignore_errors=True)
     run_config = _run_config(config, run.params, run_dir, resume)
+    before = float(read_trainer_state(checkpoint)["elapsed"]) if checkpoint is not None else 0.0
     if budget_left is not None:
-        spent = float(read_trainer_state(checkpoint)["elapsed"]) if checkpoint is not None else 0.0
-        max_time = budget_left + spent  # the loop's max_time counts the time before the checkpoint too
+        max_time = budget_left + before  # the loop's max_time counts the time before the checkpoint too
         run_config = dataclasses.replace(run_config, train=dataclasses.replace(run_config.train, max_time=max_time))
     if resume:
         notice(f"search: {run.name} continues from its last checkpoint")
@@ -305,8 +305,9 @@ def _train(config: FinetuneConfig, run: Run, work: Path, budget_left: float | No
     run.batch_size = sized.get("batch_size", run_config.train.micro_batch_size)
     run.epochs = sized.get("epochs", run_config.train.epochs)
     run.updates = result.train.step
-    # kept to the millisecond: the budget adds these up, and a short run must not count as no time
-    run.seconds = round(time.perf_counter() - started, 3)
+    # the budget adds these up: kept to the millisecond, so that a short run does not count as no time, and
+    # with the time an interrupted run trained before its checkpoint, which the search spent too
+    run.seconds = round(before + time.perf_counter() - started, 3)
     return run
 
 
