@@ -2,6 +2,8 @@
 
 ``get_task(name, **options)`` returns a fresh task object with the uniform ``Task`` interface
 (see ``bertkit.tasks.base``): ``classification`` (also regression), ``ner`` and ``qa`` (SQuAD v1.1/v2.0).
+The names, the key a fine-tuned model keeps its task under and ``make_task`` are in ``tasks.registry``;
+``tasks.prepare`` reads a file into examples and features with the lines the user reads about them.
 """
 
 from __future__ import annotations
