@@ -192,7 +192,7 @@ def make_config(name: str, seed: int, args: argparse.Namespace, model_dir: str, 
 
     kind, train_file, dev_file, options, _ = TASKS[name]
     bounded = args.epochs is not None or args.max_steps is not None
-    return FinetuneConfig(
+    return FinetuneConfig.from_options(
         task=kind,
         model=model_dir,
         train_file=str(Path(args.data_dir) / train_file),
@@ -228,21 +228,23 @@ class PeerInputs:
 
 
 def peer_inputs(config: FinetuneConfig, name: str, max_train_examples: int | None) -> PeerInputs:
+    from bertkit.tasks import make_task
+    from bertkit.tasks.prepare import featurize, read_examples
     from bertkit.tokenizer import Tokenizer
-    from bertkit.training.finetune import featurize, groups_by_length, make_task, read_examples, training_batches
+    from bertkit.training.finetune import groups_by_length, training_batches
 
     kind, _, _, options, _ = TASKS[name]
     max_len = config.max_seq_length or 128
     task = make_task(kind, options)
     tokenizer = Tokenizer.from_pretrained(config.model)
-    train_examples = read_examples(task, config.train_file, training=True)
+    train_examples = read_examples(task, config.train_file, training=True).examples
     if max_train_examples:
         train_examples = train_examples[:max_train_examples]
     task.fit_labels(train_examples)
-    features = featurize(task, train_examples, tokenizer, max_len, training=True)
+    features = featurize(task, train_examples, tokenizer, max_len, training=True).features
     assert config.dev_file is not None
-    dev_examples = read_examples(task, config.dev_file)
-    dev_features = featurize(task, dev_examples, tokenizer, max_len)
+    dev_examples = read_examples(task, config.dev_file).examples
+    dev_features = featurize(task, dev_examples, tokenizer, max_len).features
     batches = training_batches(
         features,
         config.train.batch.micro_batch_size,

@@ -73,7 +73,9 @@ def make_config(name: str, recipe: str, seed: int, args: argparse.Namespace, mod
     )
     if recipe == "fixed":
         options.update(FIXED)
-    return FinetuneConfig(task, model_dir, str(Path(args.data_dir) / train), str(work / "model"), **options)
+    return FinetuneConfig.from_options(
+        task, model_dir, str(Path(args.data_dir) / train), str(work / "model"), **options
+    )
 
 
 def run_search(config: Any, grid: str) -> dict:

@@ -116,7 +116,9 @@ def smoke_setup(args: argparse.Namespace) -> dict[str, Path]:
     work = smoke_folder()
     train, dev = smoke_inputs.polarity_slice(work / "polarity", train=16, dev=8)
     model = smoke_inputs.tiny_model(work / "tiny")
-    config = FinetuneConfig("classification", str(model), str(train), str(work / "sst2"), max_steps=2, progress=False)
+    config = FinetuneConfig.from_options(
+        "classification", str(model), str(train), str(work / "sst2"), max_steps=2, progress=False
+    )
     finetune(config)
     args.sst2, args.conll, args.squad, args.compile_int8 = str(work / "sst2"), None, None, False
     args.embed_model = str(model)

@@ -83,7 +83,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 def probe(args: argparse.Namespace) -> list[dict]:
     task = ClassificationTask()
-    train, dev = task.read(args.train), task.read(args.dev)
+    train, dev = task.read(args.train).examples, task.read(args.dev).examples
     labels = sorted({str(example.label) for example in train})
     index = {label: i for i, label in enumerate(labels)}
     train_y = torch.tensor([index[str(e.label)] for e in train])

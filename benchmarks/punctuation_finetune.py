@@ -29,7 +29,7 @@ def run(args: argparse.Namespace, seed: int) -> dict:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as work:
         result = finetune(
-            FinetuneConfig(
+            FinetuneConfig.from_options(
                 task="ner",
                 model=args.model,
                 train_file=f"{args.data}/train.conll",

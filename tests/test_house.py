@@ -19,7 +19,7 @@ PACKAGE = ROOT / "src" / "bertkit"
 # errors, io, formats <- config, checkpoint files <- tokenizer, model <- data <- training, tasks <- inference <- serve, cli.
 # (formats: the file-format layer under both the corpus reader in data/ and the labelled-data readers in tasks/.)
 FLOORS: dict[str, int] = {
-    "errors": 0, "io": 0, "formats": 0, "option_groups": 0, "progress": 0,
+    "errors": 0, "io": 0, "formats": 0, "option_groups": 0, "progress": 0, "notices": 0,
     "config": 1, "checkpoint_files": 1, "tf_checkpoint": 1, "hub": 1,
     "tokenizer": 2, "model": 2, "weights": 2, "sentence_config": 2, "quantize": 2, "compiling": 2,
     "data": 3, "vocab": 3, "export": 3,
@@ -158,6 +158,30 @@ def test_upward_imports_are_named():
 def test_lower_floors_never_import_upper_ones():
     upward = upward_imports(import_graph())
     assert not upward, "\n".join(upward)
+
+
+# Serving a model never loads the training machinery: how a task reads, featurizes and restores itself lives in
+# tasks/, below both.
+KEPT_APART: dict[str, set[str]] = {"inference": {"training"}, "serve": {"training"}}
+
+
+def imports_kept_apart(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(
+        f"{module} imports {target}"
+        for module, targets in graph.items()
+        for target in targets
+        if floor_of(target) in KEPT_APART.get(floor_of(module), set())
+    )
+
+
+def test_kept_apart_names_every_import_across():
+    graph = {"bertkit.serve.app": {"bertkit.training.loop", "bertkit.tasks"}, "bertkit.training.loop": {"bertkit.data"}}
+    assert imports_kept_apart(graph) == ["bertkit.serve.app imports bertkit.training.loop"]
+
+
+def test_inference_and_serving_import_nothing_from_training():
+    across = imports_kept_apart(import_graph())
+    assert not across, "\n".join(across)
 
 
 # ------------------------------------------------------------------------------------------ history words

@@ -228,7 +228,7 @@ def _finetune_child(model: str, train: str, output: str, resume: bool, keep_last
     from bertkit.training.finetune import FinetuneConfig, finetune
 
     finetune(
-        FinetuneConfig(
+        FinetuneConfig.from_options(
             task="classification",
             model=model,
             train_file=train,

@@ -346,7 +346,7 @@ def _finetune(
 
     started = time.perf_counter()
     run = finetune(
-        FinetuneConfig(
+        FinetuneConfig.from_options(
             task=task,
             model=str(start),
             train_file=train_file or config.labeled_train,
@@ -387,7 +387,7 @@ def _write_task_text(labeled_train: str, path: Path) -> Path:
     """The training sentences of the labeled file, labels dropped, as a text file: 20 sentences a paragraph."""
     from bertkit.tasks.classification import ClassificationTask
 
-    sentences = [example.text for example in ClassificationTask().read(labeled_train)]
+    sentences = [example.text for example in ClassificationTask().read(labeled_train).examples]
     paragraphs = ["\n".join(sentences[i : i + 20]) for i in range(0, len(sentences), 20)]
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, "\n\n".join(paragraphs) + "\n")

@@ -150,7 +150,7 @@ def _finetune_config(
     for required, flag in (("task", "--task"), ("model", "--model"), ("train_file", "--train"), ("output", "--output")):
         if required not in options:
             fail(f"{flag} is required (on the command line or in the config file)")
-    return FinetuneConfig(**options, task_options=merged)
+    return FinetuneConfig.from_options(**options, task_options=merged)
 
 
 def _run_search(config: FinetuneConfig, config_file: str | None, *, trials: int | None, budget: str | None) -> None:

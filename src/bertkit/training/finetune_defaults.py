@@ -2,8 +2,8 @@
 
 The BERT paper fine-tunes with batch 16 or 32 for 2-4 epochs and notes that small sets are the sensitive
 ones. A fixed batch of 32 for 3 epochs gives a set of 3,000 sentences about 280 updates, which underfits
-(``docs/experiments.md``, "Batch and epochs for small sets"). So what the user leaves unset is sized to the
-data (:func:`size_to_data`):
+(docs/finetuning.md, "Batch and epochs follow the training set's size"). So what the user leaves unset is
+sized to the data (:func:`size_to_data`):
 
 * batch 16 (the paper's smaller one) below :data:`SMALL_SET` training examples, the task's batch from there on,
 * the task's epochs, raised until the run makes at least :data:`MIN_UPDATES` updates, at most :data:`MAX_EPOCHS`.
@@ -20,9 +20,9 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-# Fine-tuning decays the rate from the end of the warmup, as transformers does: Google BERT's decay from step 0
-# keeps the rate below its peak throughout, which scored lower (docs/experiments.md, "Learning-rate schedule").
-# Pre-training keeps Google's schedule.
+# Fine-tuning decays the rate from the end of the warmup, as transformers does, not from step 0 as Google BERT
+# does, whose rate stays about 10 % below the peak throughout and scored lower on dev (docs/experiments.md,
+# "Learning-rate schedule"). Pre-training keeps Google's schedule.
 DEFAULT_SCHEDULE = "poly"
 
 DEFAULTS: dict[str, dict[str, Any]] = {
