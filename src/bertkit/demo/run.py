@@ -30,13 +30,10 @@ def run_demo(config: DemoConfig) -> Path:
 
     vocabulary = learn_vocabulary(config, out)
     pretraining, fill_mask = run_pretraining(config, vocabulary, out)
-    results = DemoResults(
-        pretraining=pretraining,
-        fill_mask=fill_mask,
-        polarity=polarity(config, pretraining),
-        punctuation=punctuation(config, pretraining, out),
-        reference=reference_pair(config, out),
-    )
+    polarity_runs = polarity(config, pretraining)
+    punctuation_runs = punctuation(config, pretraining, out)
+    reference = reference_pair(config, out)
+    results = DemoResults(pretraining, fill_mask, polarity_runs, punctuation_runs, reference)
 
     report = render_report(config, results, out)
     path = out / "report.md"
