@@ -235,3 +235,32 @@ def test_code_and_docs_say_why_not_when():
             if HISTORY.search(line):
                 hits.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:100]}")
     assert not hits, "history references (say why, not when):\n" + "\n".join(hits)
+
+
+
+MAX_FUNCTION_LINES = 80
+
+
+def long_functions(path: Path, limit: int) -> list[str]:
+    """``file:line name (N lines)`` of every function in ``path`` longer than ``limit`` lines, docstring included."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    return [
+        f"{path.name}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno is not None
+        and node.end_lineno - node.lineno + 1 > limit
+    ]
+
+
+def test_the_length_reader_finds_long_functions_and_methods(tmp_path):
+    source = tmp_path / "long.py"
+    body = "        x = 1\n" * 80
+    source.write_text(f"def short():\n    pass\n\n\nclass C:\n    def long(self):\n{body}", encoding="utf-8")
+    assert long_functions(source, 80) == ["long.py:6 long (81 lines)"]
+    assert long_functions(source, 81) == []
+
+
+def test_no_function_in_src_is_longer_than_80_lines():
+    found = [entry for path in sorted(PACKAGE.rglob("*.py")) for entry in long_functions(path, MAX_FUNCTION_LINES)]
+    assert found == [], "split these into named steps:\n" + "\n".join(found)
