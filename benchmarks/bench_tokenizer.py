@@ -11,7 +11,7 @@ several rounds; the median round counts. Every contestant produces the ids of ev
 - ``tokenizers (stock Bert*)``: ``BertNormalizer`` + ``BertPreTokenizer``, as Hugging Face ships it;
 - ``transformers BertTokenizerFast``: ``fast(chunk)["input_ids"]``.
 
-Usage: python benchmarks/bench_tokenizer.py [--mb 10] [--rounds 3] [--chunk 4096] [--no-freeze]
+Usage: python benchmarks/bench_tokenizer.py [--mb 10] [--rounds 3] [--chunk 4096] [--no-freeze] [--smoke]
 Writes benchmarks/results/tokenizer.json.
 """
 
@@ -19,27 +19,30 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
+import gzip
 import os
 import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import smoke_inputs
+from harness import RESULTS, SHARED, add_options, output_path, write_json
 from machine_info import cpu_model, git_commit
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-VOCAB = DATA / "bert_vocab" / "vocab.txt"
-RESULTS = ROOT / "benchmarks" / "results" / "tokenizer.json"
+BOOKS = SHARED / "gutenberg" / "books"
+VOCAB = SHARED / "bert_vocab" / "vocab.txt"
+Contestant = Callable[[list[str]], list[list[int]]]
 
 
-def gutenberg_lines(megabytes: float) -> list[str]:
+def book_lines(books: Path, megabytes: float) -> list[str]:
     """Non-empty lines of the book bodies, the books in file-name order, until ``megabytes`` of characters."""
     budget, lines = int(megabytes * 1_000_000), []
-    for book in sorted((DATA / "gutenberg" / "books").glob("*.txt")):
-        text = book.read_text(encoding="utf-8")
+    for book in sorted([*books.glob("*.txt"), *books.glob("*.txt.gz")]):
+        raw = book.read_bytes()
+        text = (gzip.decompress(raw) if book.suffix == ".gz" else raw).decode("utf-8")
         start, end = text.find("*** START OF"), text.find("*** END OF")
         body = text[text.find("\n", start) + 1 : end] if start >= 0 and end > start else text
         for line in body.splitlines():
@@ -51,51 +54,33 @@ def gutenberg_lines(megabytes: float) -> list[str]:
     return lines
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mb", type=float, default=10.0, help="MB of text (characters / 1e6)")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--chunk", type=int, default=4096, help="lines per encode_batch call")
-    parser.add_argument("--output", type=Path, default=RESULTS)
-    parser.add_argument("--no-freeze", dest="freeze", action="store_false", help="leave the set-up heap to the GC")
-    args = parser.parse_args()
-    if not VOCAB.is_file():
-        print(f"shared data not found at {DATA}; nothing to benchmark", file=sys.stderr)
-        return 1
-
-    import tokenizers
+def contestants(vocab: Path) -> dict[str, Contestant]:
     import transformers
     from tokenizers import Tokenizer as RawTokenizer
     from tokenizers.implementations import BertWordPieceTokenizer
 
     from bertkit.tokenizer import Tokenizer
 
-    lines = gutenberg_lines(args.mb)
-    chunks = [lines[i : i + args.chunk] for i in range(0, len(lines), args.chunk)]
-    chars = sum(map(len, lines))
-    tok = Tokenizer.from_vocab(VOCAB)
+    tok = Tokenizer.from_vocab(vocab)
     same = RawTokenizer.from_str(tok.backend.to_str())
-    stock = BertWordPieceTokenizer(str(VOCAB), lowercase=True)._tokenizer
-    fast = transformers.BertTokenizerFast(str(VOCAB))
-
-    contestants = {
+    stock = BertWordPieceTokenizer(str(vocab), lowercase=True)._tokenizer
+    fast = transformers.BertTokenizerFast(str(vocab))
+    return {
         "bertkit encode_batch": lambda c: [e.ids for e in tok.encode_batch(c)],
         "bertkit ids_batch": tok.ids_batch,
         "tokenizers (same pipeline)": lambda c: [e.ids for e in same.encode_batch(c)],
         "tokenizers (stock Bert*)": lambda c: [e.ids for e in stock.encode_batch(c)],
         "transformers BertTokenizerFast": lambda c: fast(c)["input_ids"],
     }
-    # Move the set-up heap (transformers alone is hundreds of thousands of objects) out of the cyclic
-    # collector's sight: otherwise every full collection triggered by a contestant's allocations scans it,
-    # a cost of the benchmark process rather than of the contestant (--no-freeze to include it).
-    if args.freeze:
-        gc.collect()
-        gc.freeze()
-    walls: dict[str, list[float]] = {k: [] for k in contestants}
-    cpus: dict[str, list[float]] = {k: [] for k in contestants}
+
+
+def race(sides: dict[str, Contestant], chunks: list[list[str]], rounds: int) -> tuple[dict, dict, dict[str, int]]:
+    """Wall and CPU seconds of every round, per contestant, and the tokens each produced."""
+    walls: dict[str, list[float]] = {k: [] for k in sides}
+    cpus: dict[str, list[float]] = {k: [] for k in sides}
     tokens: dict[str, int] = {}
-    names = list(contestants)
-    for r in range(args.rounds):
+    names = list(sides)
+    for r in range(rounds):
         wall, cpu, count = dict.fromkeys(names, 0.0), dict.fromkeys(names, 0.0), dict.fromkeys(names, 0)
         # Contestants take turns on every chunk (rotating who goes first), so that load from other processes
         # on a shared machine falls on all of them alike.
@@ -103,7 +88,7 @@ def main() -> int:
             for k in range(len(names)):
                 name = names[(i + r + k) % len(names)]
                 w0, c0 = time.perf_counter(), time.process_time()
-                out = contestants[name](chunk)
+                out = sides[name](chunk)
                 wall[name] += time.perf_counter() - w0
                 cpu[name] += time.process_time() - c0
                 count[name] += sum(map(len, out))
@@ -111,38 +96,78 @@ def main() -> int:
             walls[name].append(wall[name])
             cpus[name].append(cpu[name])
             tokens[name] = count[name]
+    return walls, cpus, tokens
 
-    with_specials = tokens["bertkit encode_batch"]
-    rows = []
-    for name in contestants:
-        wall, cpu = statistics.median(walls[name]), statistics.median(cpus[name])
+
+def summary(walls: dict, cpus: dict, tokens: dict[str, int], chars: int) -> dict:
+    rows, wall = [], {name: statistics.median(values) for name, values in walls.items()}
+    for name in walls:
+        cpu = statistics.median(cpus[name])
         rows.append({
-            "name": name, "tokens": tokens[name], "wall_s": round(wall, 3), "cpu_s": round(cpu, 3),
-            "tokens_per_s": round(tokens[name] / wall), "mb_per_s": round(chars / wall / 1e6, 3),
+            "name": name, "tokens": tokens[name], "wall_s": round(wall[name], 3), "cpu_s": round(cpu, 3),
+            "tokens_per_s": round(tokens[name] / wall[name]), "mb_per_s": round(chars / wall[name] / 1e6, 3),
         })  # fmt: skip
-    by = {r["name"]: r for r in rows}
-    overhead = by["bertkit encode_batch"]["wall_s"] / by["tokenizers (same pipeline)"]["wall_s"] - 1
-    vs_stock = by["bertkit encode_batch"]["wall_s"] / by["tokenizers (stock Bert*)"]["wall_s"] - 1
-    vs_hf = by["transformers BertTokenizerFast"]["wall_s"] / by["bertkit encode_batch"]["wall_s"]
+    ours = wall["bertkit encode_batch"]
+    return {
+        "results": rows,
+        "overhead_vs_raw_tokenizers_same_pipeline": ours / wall["tokenizers (same pipeline)"] - 1,
+        "delta_vs_raw_tokenizers_stock_pipeline": ours / wall["tokenizers (stock Bert*)"] - 1,
+        "hf_fast_time_over_bertkit_time": wall["transformers BertTokenizerFast"] / ours,
+    }
 
-    print(f"{len(lines)} lines, {chars / 1e6:.1f} MB, {with_specials} tokens with [CLS]/[SEP]; "
-          f"median of {args.rounds} rounds, chunks of {args.chunk} lines, {os.cpu_count()} cores")  # fmt: skip
+
+def print_table(figures: dict) -> None:
     print(f"{'contestant':<32} {'wall s':>8} {'cpu s':>8} {'tokens/s':>12} {'MB/s':>7}")
-    for r in rows:
+    for r in figures["results"]:
         print(f"{r['name']:<32} {r['wall_s']:>8.2f} {r['cpu_s']:>8.2f} {r['tokens_per_s']:>12,} {r['mb_per_s']:>7.2f}")
-    print(f"bertkit overhead over raw tokenizers (same pipeline): {overhead:+.1%}")
-    print(f"bertkit vs raw tokenizers with the stock BertNormalizer pipeline: {vs_stock:+.1%}")
-    print(f"BertTokenizerFast / bertkit wall time: {vs_hf:.2f}x")
+    print(
+        f"bertkit overhead over raw tokenizers (same pipeline): {figures['overhead_vs_raw_tokenizers_same_pipeline']:+.1%}"
+    )
+    print(
+        f"bertkit vs raw tokenizers with the stock BertNormalizer pipeline: {figures['delta_vs_raw_tokenizers_stock_pipeline']:+.1%}"
+    )
+    print(f"BertTokenizerFast / bertkit wall time: {figures['hf_fast_time_over_bertkit_time']:.2f}x")
 
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=float, default=10.0, help="MB of text (characters / 1e6)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--chunk", type=int, default=4096, help="lines per encode_batch call")
+    parser.add_argument("--no-freeze", dest="freeze", action="store_false", help="leave the set-up heap to the GC")
+    add_options(parser)
+    args = parser.parse_args(argv)
+    books, vocab = BOOKS, VOCAB
+    if args.smoke:  # the shipped books and the vocabulary of all-MiniLM-L6-v2 where ../shared/data is absent
+        args.mb, args.rounds, args.chunk, args.freeze = 0.02, 1, 64, False
+        books, vocab = BOOKS if BOOKS.is_dir() else smoke_inputs.BOOKS, smoke_inputs.vocab_file()
+    if not vocab.is_file() or not books.is_dir():
+        print(f"shared data not found at {SHARED}; nothing to benchmark", file=sys.stderr)
+        return 1
+    import tokenizers
+    import transformers
+
+    lines = book_lines(books, args.mb)
+    chunks = [lines[i : i + args.chunk] for i in range(0, len(lines), args.chunk)]
+    chars = sum(map(len, lines))
+    sides = contestants(vocab)
+    # Move the set-up heap (transformers alone is hundreds of thousands of objects) out of the cyclic
+    # collector's sight: otherwise every full collection triggered by a contestant's allocations scans it,
+    # a cost of the benchmark process rather than of the contestant (--no-freeze to include it).
+    if args.freeze:
+        gc.collect()
+        gc.freeze()
+    figures = summary(*race(sides, chunks, args.rounds), chars)
+    print(f"{len(lines)} lines, {chars / 1e6:.1f} MB, {figures['results'][0]['tokens']} tokens with [CLS]/[SEP]; "
+          f"median of {args.rounds} rounds, chunks of {args.chunk} lines, {os.cpu_count()} cores")  # fmt: skip
+    print_table(figures)
     result = {
         "benchmark": "tokenizer encode_batch throughput",
         "data": f"Gutenberg book bodies, first {args.mb} MB of non-empty lines in file order",
         "lines": len(lines), "characters": chars, "rounds": args.rounds, "chunk_lines": args.chunk,
         "gc_freeze_after_setup": args.freeze,
-        "results": rows,
-        "overhead_vs_raw_tokenizers_same_pipeline": round(overhead, 4),
-        "delta_vs_raw_tokenizers_stock_pipeline": round(vs_stock, 4),
-        "hf_fast_time_over_bertkit_time": round(vs_hf, 3),
+        **{k: round(v, 4 if k.startswith(("overhead", "delta")) else 3) if isinstance(v, float) else v
+           for k, v in figures.items()},
         "machine": {
             "cpu": cpu_model(), "cores": os.cpu_count(), "platform": platform.platform(),
             "python": platform.python_version(), "tokenizers": tokenizers.__version__,
@@ -151,11 +176,7 @@ def main() -> int:
         "commit": git_commit(),
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }  # fmt: skip
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    from bertkit.io import atomic_write_text
-
-    atomic_write_text(args.output, json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.output}")
+    print(f"wrote {write_json(output_path(args, RESULTS / 'tokenizer.json'), result, indent=2)}")
     return 0
 
 

@@ -14,18 +14,18 @@ curve: a gap would point at a modelling or loss bug, not at the optimisation bud
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
-from pathlib import Path
 
 import torch
 
+import smoke_inputs
 from bertkit.config import BertConfig
 from bertkit.data.loader import PretrainingCollator, PretrainingDataset
 from bertkit.model import BertForPreTraining
 from bertkit.training.optim import param_groups
 from bertkit.weights import load_hf_state_dict
+from harness import RESULTS, add_options, output_path, smoke_folder, write_json
 from machine_info import machine
 
 
@@ -42,7 +42,8 @@ def run(name: str, model: torch.nn.Module, batches: list[dict], lr: float, windo
     model.train()
     optimizer = torch.optim.AdamW(param_groups(model, 0.01), lr=lr, eps=1e-6, fused=True)
     steps, warmup = len(batches), max(1, len(batches) // 10)
-    curve, correct, count, started = [], 0, 0, time.perf_counter()
+    curve: list[dict] = []
+    correct, count, started = 0, 0, time.perf_counter()
     for step, batch in enumerate(batches):
         scale = step / warmup if step < warmup else (steps - step) / (steps - warmup)
         for group in optimizer.param_groups:
@@ -79,24 +80,30 @@ def run(name: str, model: torch.nn.Module, batches: list[dict], lr: float, windo
     return curve
 
 
-def main() -> None:
+def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", required=True, help="a dataset written by `bertkit prepare-data`")
+    parser.add_argument("--data", help="a dataset written by `bertkit prepare-data` (required but with --smoke)")
     parser.add_argument("--size", default="tiny")
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--window", type=int, default=250)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--output", default="benchmarks/results/pretraining_curve.json")
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    add_options(parser)
+    args = parser.parse_args(argv)
+    if args.smoke:  # a prepared slice of a shipped book
+        args.steps, args.batch, args.window = 4, 4, 2
+        args.data = str(smoke_inputs.pretraining_data(smoke_folder()))
+    elif not args.data:
+        parser.error("--data is required")
+    return args
+
+
+def models(config: BertConfig) -> tuple[BertForPreTraining, torch.nn.Module]:
+    """bertkit's and transformers' BertForPreTraining with identical starting weights."""
     from transformers import BertConfig as HFConfig
     from transformers import BertForPreTraining as HFBertForPreTraining
 
-    dataset = PretrainingDataset(args.data, "train")
-    tokenizer_meta = dataset.meta["tokenizer"]
-    config = BertConfig.preset(args.size, vocab_size=tokenizer_meta["vocab_size"])
     torch.manual_seed(0)
     peer = HFBertForPreTraining(
         HFConfig(
@@ -105,7 +112,17 @@ def main() -> None:
         )
     )
     ours = BertForPreTraining(config)
-    load_hf_state_dict(ours, peer.state_dict(), source="peer")  # identical starting weights
+    load_hf_state_dict(ours, peer.state_dict(), source="peer")
+    return ours, peer
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    torch.set_num_threads(args.threads)
+    dataset = PretrainingDataset(args.data, "train")
+    tokenizer_meta = dataset.meta["tokenizer"]
+    config = BertConfig.preset(args.size, vocab_size=tokenizer_meta["vocab_size"])
+    ours, peer = models(config)
     collate = PretrainingCollator(pad_id=tokenizer_meta["pad_id"], max_predictions=dataset.max_predictions)
     order = torch.randperm(len(dataset), generator=torch.Generator().manual_seed(1)).tolist()
     if len(order) < args.steps * args.batch:
@@ -116,14 +133,14 @@ def main() -> None:
         "transformers": run("transformers", peer, batches, args.lr, args.window),
     }
     result = {
-        "command": " ".join(["python", "benchmarks/compare_pretraining_curve.py", *sys.argv[1:]]),
-        "settings": vars(args),
+        "command": " ".join(["python", "benchmarks/compare_pretraining_curve.py", *(argv or sys.argv[1:])]),
+        "settings": {k: v for k, v in vars(args).items() if k != "output"},
         "machine": machine() | {"torch_threads": args.threads},
         "curves": curves,
     }
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(result, indent=1) + "\n")
+    write_json(output_path(args, RESULTS / "pretraining_curve.json"), result)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -6,7 +6,7 @@ inputs or ``--seconds`` per target, whichever comes first, with random seeds (no
 A target passes when every input ended in a result or a ``BertkitError``; anything else is a failure
 with the shrunk input. Each input is also timed: the slowest one is reported (nothing may hang).
 
-    .venv/bin/python benchmarks/fuzz_inputs.py [--examples 5000] [--seconds 120]
+    .venv/bin/python benchmarks/fuzz_inputs.py [--examples 5000] [--seconds 120] [--smoke]
 
 Writes ``benchmarks/results/reliability_fuzz.json``.
 """
@@ -14,34 +14,37 @@ Writes ``benchmarks/results/reliability_fuzz.json``.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
-import os
-import platform
-import subprocess
 import sys
-import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.errors import HypothesisException
+
+from harness import RESULTS, ROOT, add_options, output_path, scratch_folder, write_json
+from machine_info import record
+
+# The properties live in the test module, so that the CI's fixed-seed run and this one check the same things.
 sys.path.insert(0, str(ROOT / "tests"))
+props = importlib.import_module("test_reliability_fuzz")
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from hypothesis.errors import HypothesisException  # noqa: E402
-
-import test_reliability_fuzz as props  # noqa: E402
+Target = tuple[dict[str, Any], Callable[..., None]]
 
 
 class TimeUp(Exception):
     """Raised inside a property when the target's time budget is spent (not a failure)."""
 
 
-def targets(work: Path) -> dict[str, tuple]:
+def targets(work: Path) -> dict[str, Target]:
     tokenizer = props.make_tokenizer(work / "tok")
     model_dir = props.tiny_model_dir(work / "model")
-    out = {
+    out: dict[str, Target] = {
         "tokenizer": (
             dict(text=props.any_text, pair=st.none() | props.any_text, max_length=st.none() | st.integers(1, 40)),
             lambda text, pair, max_length: props.check_tokenizer(tokenizer, text, pair, max_length),
@@ -87,11 +90,11 @@ def targets(work: Path) -> dict[str, tuple]:
     return out
 
 
-def run_target(name: str, strategies: dict, check, examples: int, seconds: float) -> dict:
+def run_target(strategies: dict[str, Any], check: Callable[..., None], examples: int, seconds: float) -> dict:
     count, slowest = 0, 0.0
     deadline = time.perf_counter() + seconds
 
-    def body(**kwargs):
+    def body(**kwargs: Any) -> None:
         nonlocal count, slowest
         if time.perf_counter() > deadline:
             raise TimeUp
@@ -119,25 +122,28 @@ def run_target(name: str, strategies: dict, check, examples: int, seconds: float
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--examples", type=int, default=5000, help="Inputs per target (at most).")
     parser.add_argument("--seconds", type=float, default=120.0, help="Time budget per target.")
     parser.add_argument("--only", nargs="*", help="Run only these targets.")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "reliability_fuzz.json"))
-    args = parser.parse_args()
+    add_options(parser)
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.examples, args.seconds = 3, 60.0
     import torch
 
     torch.set_num_threads(1)
-    work = Path(tempfile.mkdtemp(prefix="bertkit-fuzz-"))
+    work = scratch_folder("bertkit-fuzz-")
     results = {}
     for name, (strategies, check) in targets(work).items():
         if args.only and name not in args.only:
             continue
-        results[name] = run_target(name, strategies, check, args.examples, args.seconds)
+        results[name] = run_target(strategies, check, args.examples, args.seconds)
+        outcome = "FAIL " + results[name]["failure"] if results[name]["failure"] else "ok"
         print(
             f"{name:<22} {results[name]['inputs']:>7} inputs  {results[name]['seconds']:>6}s  slowest "
-            f"{results[name]['slowest_input_s']}s  {'FAIL ' + results[name]['failure'] if results[name]['failure'] else 'ok'}",
+            f"{results[name]['slowest_input_s']}s  {outcome}",
             flush=True,
         )
     summary = {
@@ -145,19 +151,13 @@ def main() -> None:
         "total_inputs": sum(r["inputs"] for r in results.values()),
         "failures": sum(1 for r in results.values() if r["failure"]),
         "settings": {"examples": args.examples, "seconds": args.seconds},
-        "machine": {
-            "cpu": platform.processor() or platform.machine(),
-            "cores": os.cpu_count(),
-            "python": platform.python_version(),
-        },
-        "commit": subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        ).stdout.strip(),
+        "machine": record(),
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(summary, indent=1) + "\n")
+    summary["commit"] = summary["machine"]["commit"]
+    write_json(output_path(args, RESULTS / "reliability_fuzz.json"), summary)
     print(f"total {summary['total_inputs']} inputs, {summary['failures']} failing target(s)")
+    return 1 if summary["failures"] else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

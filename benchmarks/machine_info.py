@@ -20,6 +20,7 @@ def cpu_model() -> str:
 
 
 def git_commit() -> str:
+    """The checked-out commit of this repository, or ``unknown`` outside a git checkout."""
     try:
         return subprocess.run(
             ["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent, check=True
@@ -41,3 +42,8 @@ def machine() -> dict:
         "python": platform.python_version(),
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
     }
+
+
+def record() -> dict:
+    """The machine and the commit, as a result file records them."""
+    return {**machine(), "commit": git_commit()}

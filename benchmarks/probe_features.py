@@ -14,14 +14,16 @@ expected to find what the features lack.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
+import smoke_inputs
 from bertkit.inference import embed
 from bertkit.tasks.classification import ClassificationTask
+from harness import RESULTS, add_options, output_path, smoke_folder, write_json
 from machine_info import machine
 
 FEATURES = {"cls-last": ("cls", -1), "mean-last": ("mean", -1), "mean-embeddings": ("mean", 0)}
@@ -53,31 +55,40 @@ def logistic_probe(
         return (linear(dev_x).argmax(1) == dev_y).double().mean().item()
 
 
-def features(examples: list, path: str, pooling: str, layer: int, max_length: int) -> torch.Tensor:
+def features(examples: Sequence[Any], path: str, pooling: str, layer: int, max_length: int) -> torch.Tensor:
     rows = embed([e.text for e in examples], path, pooling=pooling, layers=(layer,), max_length=max_length)
     return torch.from_numpy(rows).double()
 
 
-def main() -> None:
+def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", action="append", required=True, help="NAME=DIR (repeat)")
+    parser.add_argument("--model", action="append", help="NAME=DIR (repeat; required but with --smoke)")
     parser.add_argument("--train", default="data/polarity/train.tsv")
     parser.add_argument("--dev", default="data/polarity/dev.tsv")
     parser.add_argument("--examples", default="500,2000,all", help="training sizes: the first N sentences")
     parser.add_argument("--max-length", type=int, default=64)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--output", default=None, help="JSON file for the results")
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    add_options(parser, "JSON file for the results")
+    args = parser.parse_args(argv)
+    if args.smoke:  # two random-init tiny models, a few sentences of the shipped polarity set
+        work = smoke_folder()
+        train, dev = smoke_inputs.polarity_slice(work / "data", train=32, dev=16)
+        models = {name: smoke_inputs.tiny_model(work / name, "BertModel", seed=seed) for seed, name in enumerate("ab")}
+        args.model = [f"{name}={path}" for name, path in models.items()]
+        args.train, args.dev, args.examples, args.max_length = str(train), str(dev), "8,all", 32
+    elif not args.model:
+        parser.error("--model is required")
+    return args
 
+
+def probe(args: argparse.Namespace) -> list[dict]:
     task = ClassificationTask()
-    train, dev = task.read(args.train), task.read(args.dev)
-    labels = sorted({example.label for example in train})
+    train, dev = task.read(args.train).examples, task.read(args.dev).examples
+    labels = sorted({str(example.label) for example in train})
     index = {label: i for i, label in enumerate(labels)}
-    train_y = torch.tensor([index[e.label] for e in train])
-    dev_y = torch.tensor([index[e.label] for e in dev])
+    train_y = torch.tensor([index[str(e.label)] for e in train])
+    dev_y = torch.tensor([index[str(e.label)] for e in dev])
     sizes = [len(train) if s == "all" else min(int(s), len(train)) for s in args.examples.split(",")]
-
     results = []
     for spec in args.model:
         name, _, path = spec.partition("=")
@@ -89,17 +100,24 @@ def main() -> None:
                 accuracy = logistic_probe(train_x[:size], train_y[:size], dev_x, dev_y, len(labels))
                 results.append({"model": name, "features": feature, "train_examples": size, "dev_accuracy": accuracy})
                 print(f"{name:>12}  {feature:<16} n={size:<6} dev accuracy {accuracy:.3f}", flush=True)
+    return results
 
-    if args.output:
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    torch.set_num_threads(args.threads)
+    results = probe(args)
+    if args.output or args.smoke:
         record = {
-            "command": "python " + " ".join(sys.argv),
+            "command": "python " + " ".join(["benchmarks/probe_features.py", *(argv or sys.argv[1:])]),
             "machine": machine(),
             "train": args.train,
             "dev": args.dev,
             "results": results,
         }
-        Path(args.output).write_text(json.dumps(record, indent=1) + "\n")
+        write_json(output_path(args, RESULTS / "probe.json"), record)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -2,6 +2,7 @@
 
     python benchmarks/results_page.py            # rewrite docs/results.md
     python benchmarks/results_page.py --check    # exit 1 if docs/results.md differs from what this writes
+    python benchmarks/results_page.py --smoke    # write the page to a temporary folder
 
 Every figure in the page's tables is read from a result file; this script only holds what those files
 lack (a row's description, and the command where the file does not record it), keyed by file name.
@@ -15,6 +16,8 @@ import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
+
+from harness import add_options, output_path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -589,8 +592,14 @@ def render() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--check", action="store_true", help="exit 1 if docs/results.md is not up to date")
+    add_options(parser, "where to write the page (default docs/results.md)")
     args = parser.parse_args(argv)
     page = render()
+    if args.smoke or args.output:
+        out = output_path(args, PAGE)
+        out.write_text(page, encoding="utf-8")
+        print(f"wrote {out}")
+        return 0
     if args.check:
         if PAGE.read_text(encoding="utf-8") != page:
             print(f"{PAGE} is out of date: run python benchmarks/results_page.py", file=sys.stderr)

@@ -14,8 +14,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 from collections import defaultdict
 from pathlib import Path
+
+from harness import RESULTS, add_options, output_path
 
 # Metrics the benchmarks also report besides the main one (GLUE: MRPC accuracy/F1, STS-B Pearson/Spearman).
 ALSO = {"mrpc": ["f1"], "stsb": ["spearman"], "squad": ["exact_match"]}
@@ -28,6 +31,7 @@ def best(system: dict, main: str, metric: str) -> float | None:
 
 
 def spread(values: list[float]) -> str:
+    """Mean ± sample standard deviation (every seed's value), or the one value."""
     if not values:
         return ""
     mean = statistics.fmean(values)
@@ -36,17 +40,17 @@ def spread(values: list[float]) -> str:
     return f"{mean:.3f} ± {sd:.3f} ({seeds})" if len(values) > 1 else f"{mean:.3f}"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("files", nargs="+", type=Path)
-    args = parser.parse_args()
+def table(files: list[Path]) -> list[str]:
+    """The markdown table of the runs in ``files``: a row per task and metric."""
     runs: dict[str, list[dict]] = defaultdict(list)
-    for path in args.files:
+    for path in files:
         for run in json.loads(path.read_text())["runs"]:
             if run.get("max_steps") is None and run.get("max_train_examples") is None:
                 runs[run["task"]].append(run)
-    print("| task | metric | seeds | bertkit | peer | speed per epoch (peer s / bertkit s) |")
-    print("|---|---|---|---|---|---|")
+    rows = [
+        "| task | metric | seeds | bertkit | peer | speed per epoch (peer s / bertkit s) |",
+        "|---|---|---|---|---|---|",
+    ]
     for task, entries in runs.items():
         entries.sort(key=lambda r: r["seed"])
         ratios = [r["speedup_per_epoch"] for r in entries if r.get("speedup_per_epoch")]
@@ -55,13 +59,34 @@ def main() -> None:
         for metric in [main, *ALSO.get(task, [])]:
             ours = [best(r["bertkit"], main, metric) for r in entries]
             peer = [best(r["peer"], main, metric) for r in entries if "peer" in r]
-            print(
+            rows.append(
                 f"| {task} | {metric} | {', '.join(str(r['seed']) for r in entries)} | "
                 f"{spread([v for v in ours if v is not None])} | {spread([v for v in peer if v is not None])} | "
                 f"{speed} |"
             )
             speed = ""
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "files", nargs="*", type=Path, help="bench_finetune.py result files (required but with --smoke)"
+    )
+    add_options(parser, "also write the table to this markdown file")
+    args = parser.parse_args(argv)
+    if args.smoke:  # the measured GLUE files: a reader that no longer understands them shows up here
+        args.files = [RESULTS / f"finetune_full_{task}.json" for task in ("rte", "mrpc", "stsb")]
+    elif not args.files:
+        parser.error("give at least one result file")
+    rows = table(args.files)
+    print("\n".join(rows))
+    if args.output or args.smoke:
+        path = output_path(args, Path("finetune_summary.md"))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

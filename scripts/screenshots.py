@@ -45,7 +45,7 @@ def train(work: Path) -> Path:
     dev.write_text("".join((ROOT / "data/polarity/dev.tsv").read_text().splitlines(True)[:301]), encoding="utf-8")
     output = work / "polarity"
     finetune(
-        FinetuneConfig(
+        FinetuneConfig.from_options(
             task="classification",
             model=minilm(),
             train_file=str(ROOT / "data/polarity/train.tsv"),

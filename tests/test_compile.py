@@ -82,7 +82,7 @@ def test_other_lengths_and_batch_sizes_reuse_one_graph():
 
 
 def test_train_config_compiles_the_model(tmp_path):
-    config = TrainConfig(
+    config = TrainConfig.from_options(
         output_dir=tmp_path / "run", max_steps=1, progress=False, tensorboard=False, plot=False, compile=True
     )
     trainer = Trainer(ToyModel(), [], config)

@@ -185,6 +185,29 @@ def test_parquet_equals_jsonl_and_plain_text(tmp_path, tokenizer_dir):
     )
 
 
+def test_arrow_files_and_saved_datasets_equal_parquet(tmp_path):
+    """The corpus reader takes the Arrow inputs the labelled-data readers take: a file, compressed or not,
+    and a ``datasets.save_to_disk`` directory (its metadata files are not read as text)."""
+    pa = pytest.importorskip("pyarrow")
+    datasets = pytest.importorskip("datasets")
+    texts = make_texts(20, seed=4)
+    expected = list(corpus_texts([write_parquet(tmp_path / "c.parquet", texts)]))
+    table = pa.table({"id": list(range(len(texts))), "text": texts})
+    with pa.OSFile(str(tmp_path / "c.arrow"), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    stats = CorpusStats()
+    assert list(corpus_texts([tmp_path / "c.arrow"], None, stats)) == expected
+    assert stats.arrow_files == 1 and stats.files == 1
+    assert list(corpus_texts([compress(tmp_path / "c.arrow", ".xz", tmp_path / "xz")])) == expected
+    datasets.Dataset(table).save_to_disk(str(tmp_path / "saved" / "train"), num_shards=3)
+    assert list(corpus_texts([tmp_path / "saved" / "train"])) == expected
+    assert list(corpus_texts([tmp_path / "saved"])) == expected  # found inside a directory too
+    datasets.DatasetDict({"train": datasets.Dataset(table)}).save_to_disk(str(tmp_path / "dict"))
+    assert list(corpus_texts([tmp_path / "dict"])) == expected  # its metadata files are not text
+    with pytest.raises(DataError, match=r"c\.arrow: no column 'body' \(its columns: id, text\)"):
+        list(corpus_texts([tmp_path / "c.arrow"], CorpusOptions(text_field="body")))
+
+
 def test_parquet_missing_or_non_text_column_names_the_flag(tmp_path, capsys):
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")

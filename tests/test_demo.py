@@ -1,4 +1,5 @@
-"""The demo end to end, shrunk: one book, a `tiny` model, seconds of pre-training, a few labeled sentences."""
+"""The demo end to end, shrunk: every stage runs on tiny inputs (one book, a few hundred labeled sentences) at
+the smoke scale (a few updates and held-out batches), so the report's sections and files are all there."""
 
 from __future__ import annotations
 
@@ -11,12 +12,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.mark.skipif(not (ROOT / "data" / "corpus" / "11-0.txt").is_file(), reason="the shipped corpus is absent")
 def test_demo_runs_and_reports_the_comparison(tmp_path):
-    from bertkit.demo import DemoConfig, run_demo
+    from bertkit.demo import DemoConfig, DemoScale, run_demo
 
     config = DemoConfig(
         corpus=str(ROOT / "data" / "corpus" / "11-0.txt"),
-        labeled_train=str(ROOT / "data" / "polarity" / "train.tsv"),
-        labeled_dev=str(ROOT / "data" / "polarity" / "dev.tsv"),
+        labeled_train=str(head(ROOT / "data" / "polarity" / "train.tsv", 200, tmp_path / "train.tsv")),
+        labeled_dev=str(head(ROOT / "data" / "polarity" / "dev.tsv", 40, tmp_path / "dev.tsv")),
+        punctuation_text=str(ROOT / "data" / "punctuation" / "219-0.txt.gz"),
         output=str(tmp_path / "demo"),
         vocab_size=2000,
         model="tiny",
@@ -31,6 +33,8 @@ def test_demo_runs_and_reports_the_comparison(tmp_path):
         reference_epochs=1.0,
         punctuation_examples=48,
         punctuation_epochs=1.0,
+        pretrain_eval_every=5,
+        scale=DemoScale.smoke(),
     )
     report = run_demo(config).read_text(encoding="utf-8")
     assert "## Fill-mask, before and after pre-training" in report
@@ -52,7 +56,7 @@ def test_demo_runs_and_reports_the_comparison(tmp_path):
         assert stage in config.timings
     # Punctuation restoration, built from books the pre-training did not read, the same two starts.
     punctuation = own.split("## Fine-tuning on punctuation restoration: pre-trained vs random initialisation")[1]
-    assert "48 training and 500 dev windows of 30 words" in punctuation
+    assert "48 training and 64 dev windows of 30 words" in punctuation  # 64: the smoke scale's dev windows
     assert len([line for line in punctuation.splitlines() if line.startswith(("| seed 1 |", "| seed 2 |"))]) == 2
     assert "F1 points" in punctuation and "| question |" in punctuation
     assert (tmp_path / "demo" / "punctuation" / "train.conll").is_file()
@@ -62,6 +66,7 @@ def test_demo_runs_and_reports_the_comparison(tmp_path):
     assert (tmp_path / "demo" / "pretrain" / "best" / "vocab.txt").is_file()
     assert "Fine-tuning starts from the checkpoint with the best held-out loss" in report
     assert "stopped by the 3s time budget" in report or "stopped by the cap of" in report
+    assert "stopped by the cap of 10 updates" in report  # the smoke scale's cap ended it
     # The reference pair: all-MiniLM-L6-v2 (a dev dependency) against its architecture at random init.
     assert "all-MiniLM-L6-v2" in reference_part and "32 labeled training sentences, 1 epoch," in reference_part
     assert len([line for line in reference_part.splitlines() if line.startswith("| 1 |")]) == 1
@@ -72,10 +77,17 @@ def test_demo_runs_and_reports_the_comparison(tmp_path):
         assert stage in config.timings
 
 
+def head(path: Path, rows: int, into: Path) -> Path:
+    """The header and the first ``rows`` rows of a TSV file, written to ``into``."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    into.write_text("".join(lines[: rows + 1]), encoding="utf-8")
+    return into
+
+
 def test_demo_without_a_reference_model_skips_that_section(tmp_path):
-    from bertkit.demo import _reference_model
+    from bertkit.demo import reference_checkpoint
     from bertkit.errors import BertkitError
 
-    assert _reference_model(None) is None and _reference_model("") is None
+    assert reference_checkpoint(None) is None and reference_checkpoint("") is None
     with pytest.raises(BertkitError, match=r"no config\.json"):
-        _reference_model(str(tmp_path))
+        reference_checkpoint(str(tmp_path))

@@ -106,7 +106,7 @@ def test_a_few_fine_tuning_steps_on_the_shipped_books_score_the_marks(tmp_path):
     config = BertConfig.preset("tiny", vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_id)
     save_pretrained(BertForPreTraining(config), tmp_path / "start", tokenizer=tokenizer)
     run = finetune(
-        FinetuneConfig(
+        FinetuneConfig.from_options(
             task="ner",
             model=str(tmp_path / "start"),
             train_file=str(splits.train),

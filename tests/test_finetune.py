@@ -18,12 +18,12 @@ import torch
 from bertkit.cli import main
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.inference import evaluate_model, load_finetuned, predict
+from bertkit.tasks import make_task
 from bertkit.training.finetune import (
     FinetuneConfig,
     _training_collate,
     finetune,
     groups_by_length,
-    make_task,
     training_batches,
 )
 from inference_helpers import write_squad
@@ -94,7 +94,7 @@ def leftovers(output: Path) -> list[Path]:
 def test_classification_end_to_end(base, data, tmp_path):
     output = tmp_path / "cls"
     result = finetune(
-        FinetuneConfig(
+        FinetuneConfig.from_options(
             task="classification",
             model=str(base),
             train_file=str(data["cls"]),
@@ -135,7 +135,7 @@ def test_classification_end_to_end(base, data, tmp_path):
 
 def test_tiny_model_overfits_tiny_set(base, data, tmp_path):
     result = finetune(
-        FinetuneConfig(
+        FinetuneConfig.from_options(
             task="classification",
             model=str(base),
             train_file=str(data["cls"]),
@@ -158,7 +158,7 @@ def test_tiny_model_overfits_tiny_set(base, data, tmp_path):
 def test_regression_end_to_end(base, data, tmp_path):
     output = tmp_path / "reg"
     result = finetune(
-        FinetuneConfig(
+        FinetuneConfig.from_options(
             task="regression",
             model=str(base),
             train_file=str(data["reg"]),
@@ -182,7 +182,7 @@ def test_regression_end_to_end(base, data, tmp_path):
 def test_early_stopping(base, data, tmp_path):
     # A learning rate too small to change any prediction: the metric never improves after the first epoch.
     result = finetune(
-        FinetuneConfig(
+        FinetuneConfig.from_options(
             task="classification",
             model=str(base),
             train_file=str(data["cls"]),
@@ -280,7 +280,7 @@ def test_classification_output_loads_in_transformers(base, data, tmp_path, capsy
     hf_config = transformers.AutoConfig.from_pretrained(output)
     assert hf_config.id2label == {0: "neg", 1: "pos"}
 
-    code, out, err = run_cli(["evaluate", "--model", output, "--data", data["cls"]], capsys)
+    code, out, err = run_cli(["evaluate", "--model", output, "--input", data["cls"]], capsys)
     assert code == 0, err
     assert set(json.loads(out)) >= {"accuracy", "mcc", "f1"}
     code, _, err = run_cli(
@@ -323,7 +323,7 @@ def test_ner_cli_end_to_end(base, data, tmp_path, capsys):
     assert code == 0, err
     saved = json.loads((output / "config.json").read_text())
     assert set(saved["id2label"].values()) == {"B-LOC", "B-PER", "I-PER", "O"}
-    code, out, err = run_cli(["evaluate", "--model", output, "--data", data["ner"]], capsys)
+    code, out, err = run_cli(["evaluate", "--model", output, "--input", data["ner"]], capsys)
     assert code == 0 and {"precision", "recall", "f1"} <= set(json.loads(out))
     code, _, err = run_cli(
         ["predict", "--model", output, "--input", data["ner"], "--output", tmp_path / "n.jsonl"], capsys
@@ -449,7 +449,7 @@ def test_misaligned_squad_training_answer_is_skipped_and_counted(base, data, tmp
     train = tmp_path / "train.json"
     train.write_text(json.dumps(squad))
     result = finetune(
-        FinetuneConfig(
+        FinetuneConfig.from_options(
             task="qa",
             model=str(base),
             train_file=str(train),
@@ -472,7 +472,7 @@ def test_existing_output_is_refused(base, data, tmp_path):
     (output / "keep.txt").write_text("mine")
     with pytest.raises(ConfigError, match="already exists"):
         finetune(
-            FinetuneConfig(
+            FinetuneConfig.from_options(
                 task="classification", model=str(base), train_file=str(data["cls"]), output=str(output), progress=False
             )
         )
@@ -486,15 +486,28 @@ def test_evaluate_refuses_a_model_without_a_trained_head(base, data):
 
 def test_config_validation():
     with pytest.raises(ConfigError, match="unknown task"):
-        FinetuneConfig(task="summarize", model="m", train_file="t", output="o")
+        FinetuneConfig.from_options(task="summarize", model="m", train_file="t", output="o")
     with pytest.raises(ConfigError, match="early stopping needs a dev set"):
-        FinetuneConfig(task="ner", model="m", train_file="t", output="o", early_stopping_patience=2)
-    qa = FinetuneConfig(task="qa", model="m", train_file="t", output="o")
-    assert (qa.train.lr, qa.train.epochs, qa.max_seq_length, qa.train.micro_batch_size) == (3e-5, 2.0, 384, 12)
-    given = FinetuneConfig(task="qa", model="m", train_file="t", output="o", micro_batch_size=24, lr=5e-5)
-    assert (given.train.lr, given.train.micro_batch_size) == (5e-5, 24)  # a default never overrides a given value
-    cls = FinetuneConfig(task="classification", model="m", train_file="t", output="o")
-    assert (cls.train.lr, cls.train.epochs, cls.max_seq_length, cls.train.micro_batch_size) == (5e-5, 3.0, 128, 32)
+        FinetuneConfig.from_options(task="ner", model="m", train_file="t", output="o", early_stopping_patience=2)
+    qa = FinetuneConfig.from_options(task="qa", model="m", train_file="t", output="o")
+    assert (qa.train.optimizer.lr, qa.train.duration.epochs, qa.max_seq_length, qa.train.batch.micro_batch_size) == (
+        3e-5,
+        2.0,
+        384,
+        12,
+    )
+    given = FinetuneConfig.from_options(task="qa", model="m", train_file="t", output="o", micro_batch_size=24, lr=5e-5)
+    assert (given.train.optimizer.lr, given.train.batch.micro_batch_size) == (
+        5e-5,
+        24,
+    )  # a default never overrides a given value
+    cls = FinetuneConfig.from_options(task="classification", model="m", train_file="t", output="o")
+    assert (
+        cls.train.optimizer.lr,
+        cls.train.duration.epochs,
+        cls.max_seq_length,
+        cls.train.batch.micro_batch_size,
+    ) == (5e-5, 3.0, 128, 32)
 
 
 # ------------------------------------------------------------------------------------------ batches
@@ -527,7 +540,7 @@ def test_batching_default_is_random_for_regression_only():
     from bertkit.tasks.classification import ClassificationExample
 
     def grouped(task, labels=("a", "b"), **kwargs):
-        config = FinetuneConfig(task=task, model="m", train_file="t", output="o", **kwargs)
+        config = FinetuneConfig.from_options(task=task, model="m", train_file="t", output="o", **kwargs)
         fitted = make_task(task, {})
         if task in ("classification", "regression"):
             fitted.fit_labels([ClassificationExample("x", None, label, "t:1") for label in labels])
@@ -572,16 +585,16 @@ def test_example_configs_are_valid(path):
     from bertkit.training.finetune import read_config_file
 
     options = read_config_file(path)
-    config = FinetuneConfig(model="some/model", **options)
+    config = FinetuneConfig.from_options(model="some/model", **options)
     assert config.task in ("classification", "regression", "ner", "qa") and Path(config.train_file).name
     assert config.dev_file is not None
 
 
 def test_interrupted_run_resumes_to_the_same_model(base, data, tmp_path, monkeypatch):
-    import bertkit.training.finetune as ft
+    import bertkit.training.finetune_selection as ft  # where dev evaluation runs the model
 
     def config(output: Path, **more) -> FinetuneConfig:
-        return FinetuneConfig(
+        return FinetuneConfig.from_options(
             task="classification",
             model=str(base),
             train_file=str(data["cls"]),
@@ -628,7 +641,7 @@ def test_a_work_dir_left_by_a_finished_run_is_removed(base, data, tmp_path):
     output.mkdir()
     (output / "metrics.json").write_text("{}")
     (tmp_path / "done.partial" / "checkpoint-3").mkdir(parents=True)
-    config = FinetuneConfig(
+    config = FinetuneConfig.from_options(
         task="classification", model=str(base), train_file=str(data["cls"]), output=str(output), resume=True
     )
     with pytest.raises(ConfigError, match="that run finished"):
@@ -649,7 +662,9 @@ def test_token_tasks_weigh_every_labeled_token_alike_across_length_grouped_batch
         }
         for n in (1, 1, 6, 8)
     ]
-    config = FinetuneConfig(task="ner", model="unused", train_file="unused", output="unused", micro_batch_size=2)
+    config = FinetuneConfig.from_options(
+        task="ner", model="unused", train_file="unused", output="unused", micro_batch_size=2
+    )
     ner = NerTask()
     batch = _training_collate(ner, features, config, pad_id=0)(features[:2])
     assert float(batch["label_normalizer"]) == 8.0 and batch["labels"].shape == (2, 3)
@@ -685,7 +700,7 @@ def test_epochs_and_max_steps_end_the_run_at_whichever_comes_first(base, data, t
     assert (summary["steps"], summary["stop_reason"]) == (4, "max_steps")
     # --max-steps alone is not capped by the default epochs (3 epochs would be 9 updates)
     result = finetune(
-        FinetuneConfig(
+        FinetuneConfig.from_options(
             task="classification",
             model=str(base),
             train_file=str(data["cls"]),
@@ -701,7 +716,7 @@ def test_epochs_and_max_steps_end_the_run_at_whichever_comes_first(base, data, t
 
 def test_finetune_records_the_resolved_precision(base, data, tmp_path):
     finetune(
-        FinetuneConfig(
+        FinetuneConfig.from_options(
             task="classification",
             model=str(base),
             train_file=str(data["cls"]),
@@ -717,7 +732,7 @@ def test_finetune_records_the_resolved_precision(base, data, tmp_path):
 
 
 def test_flat_options_fill_the_nested_train_config():
-    config = FinetuneConfig(
+    config = FinetuneConfig.from_options(
         task="ner",
         model="m",
         train_file="t",
@@ -726,23 +741,31 @@ def test_flat_options_fill_the_nested_train_config():
         warmup_steps=5,
         train_options={"optimizer": "lamb"},
     )
-    assert (config.train.lr, config.train.warmup_steps, config.train.warmup_ratio) == (1e-3, 5, None)
-    assert config.train.optimizer == "lamb" and config.train.schedule == "poly"
+    assert (config.train.optimizer.lr, config.train.schedule.warmup_steps, config.train.schedule.warmup_ratio) == (
+        1e-3,
+        5,
+        None,
+    )
+    assert config.train.optimizer.name == "lamb" and config.train.schedule.name == "poly"
     assert config.train.output_dir == Path("runs/x.partial")
     with pytest.raises(ConfigError, match=r"'micro_bach_size' .*did you mean 'micro_batch_size'"):
-        FinetuneConfig(task="ner", model="m", train_file="t", output="o", micro_bach_size=4)
+        FinetuneConfig.from_options(task="ner", model="m", train_file="t", output="o", micro_bach_size=4)
     with pytest.raises(ConfigError, match="'max_seq_length'"):  # a fine-tuning field is no training option
-        FinetuneConfig(task="ner", model="m", train_file="t", output="o", train_options={"max_seq_length": 64})
+        FinetuneConfig.from_options(
+            task="ner", model="m", train_file="t", output="o", train_options={"max_seq_length": 64}
+        )
 
 
 def test_none_means_the_task_default_for_every_keyword():
     # Python callers (benchmarks, notebooks) pass their own unset options straight through as None.
-    config = FinetuneConfig(
+    config = FinetuneConfig.from_options(
         task="qa", model="m", train_file="t", output="o", max_seq_length=None, lr=None, micro_batch_size=None
     )
-    assert (config.max_seq_length, config.train.lr, config.train.micro_batch_size) == (384, 3e-5, 12)
+    assert (config.max_seq_length, config.train.optimizer.lr, config.train.batch.micro_batch_size) == (384, 3e-5, 12)
     assert config.eval_batch_size == 64 and config.group_by_length is None
-    given = FinetuneConfig(task="qa", model="m", train_file="t", output="o", max_seq_length=256, eval_batch_size=8)
+    given = FinetuneConfig.from_options(
+        task="qa", model="m", train_file="t", output="o", max_seq_length=256, eval_batch_size=8
+    )
     assert (given.max_seq_length, given.eval_batch_size) == (256, 8)
 
 
@@ -778,7 +801,7 @@ def test_headerless_training_file_keeps_every_row_and_reports_it(base, tmp_path,
 def test_predict_and_evaluate_report_rows_and_truncation(base, data, tmp_path, capsys):
     output = tmp_path / "cls"
     result = finetune(
-        FinetuneConfig(
+        FinetuneConfig.from_options(
             task="classification",
             model=str(base),
             train_file=str(data["cls"]),
@@ -797,7 +820,7 @@ def test_predict_and_evaluate_report_rows_and_truncation(base, data, tmp_path, c
     jsonl.write_text(
         json.dumps([{"sentence": "the lazy film was bad", "label": "neg"}, {"sentence": "good", "label": "pos"}])
     )
-    code, out, err = run_cli(["evaluate", "--model", output, "--data", jsonl], capsys)
+    code, out, err = run_cli(["evaluate", "--model", output, "--input", jsonl], capsys)
     assert code == 0 and "accuracy" in json.loads(out), err
     assert f"{jsonl} (json): read 2 rows, used 2, skipped 0" in err
     assert "1 of 2 examples were cut at max_seq_length 5" in err

@@ -18,13 +18,13 @@ QUIET = {"tensorboard": False, "plot": False, "progress": False}
 
 def sizing(examples: int, task: str = "classification", **given):
     """The rule for ``examples`` examples (one feature each) with ``given`` options set by the user."""
-    config = FinetuneConfig(task, "model", "train.tsv", "out", **given)
+    config = FinetuneConfig.from_options(task, "model", "train.tsv", "out", **given)
     return size_to_data(
         examples,
         examples,
         sized=config.sized,
-        batch_size=config.train.micro_batch_size,
-        epochs=config.train.epochs,
+        batch_size=config.train.batch.micro_batch_size,
+        epochs=config.train.duration.epochs,
     )
 
 
@@ -73,11 +73,11 @@ def test_what_the_user_sets_wins():
 def test_sized_survives_a_replace_and_is_not_an_option():
     import dataclasses
 
-    config = FinetuneConfig("ner", "model", "train.txt", "out", lr=3e-5)
+    config = FinetuneConfig.from_options("ner", "model", "train.txt", "out", lr=3e-5)
     assert config.sized == ("micro_batch_size", "epochs")
     assert dataclasses.replace(config, output="other").sized == config.sized
-    assert FinetuneConfig("ner", "m", "t", "o", micro_batch_size=8, epochs=1).sized == ()
-    assert FinetuneConfig("ner", "m", "t", "o", max_steps=9).sized == ("micro_batch_size",)
+    assert FinetuneConfig.from_options("ner", "m", "t", "o", micro_batch_size=8, epochs=1).sized == ()
+    assert FinetuneConfig.from_options("ner", "m", "t", "o", max_steps=9).sized == ("micro_batch_size",)
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,7 @@ def small_set(tmp_path_factory) -> dict[str, Path]:
 def test_a_run_sizes_prints_and_records_the_choice(small_set, tmp_path, capsys):
     output = tmp_path / "out"
     result = finetune(
-        FinetuneConfig(
+        FinetuneConfig.from_options(
             "classification",
             str(small_set["model"]),
             str(small_set["train"]),

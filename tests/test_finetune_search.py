@@ -30,7 +30,7 @@ def setup(tmp_path_factory) -> dict[str, Path]:
 
 def config(setup, output: Path, **options) -> FinetuneConfig:
     options = {"epochs": 4, "micro_batch_size": 4, "max_seq_length": 16, "seed": 3, "train_options": QUIET, **options}
-    return FinetuneConfig(
+    return FinetuneConfig.from_options(
         "classification", str(setup["model"]), str(setup["train"]), str(output), dev_file=str(setup["train"]), **options
     )
 
@@ -131,7 +131,9 @@ def test_bad_search_settings_are_one_line_errors(settings, message):
 
 
 def test_search_needs_a_dev_set(setup, tmp_path):
-    no_dev = FinetuneConfig("classification", str(setup["model"]), str(setup["train"]), str(tmp_path / "o"))
+    no_dev = FinetuneConfig.from_options(
+        "classification", str(setup["model"]), str(setup["train"]), str(tmp_path / "o")
+    )
     with pytest.raises(ConfigError, match="give --dev"):
         search(no_dev)
 

@@ -160,7 +160,7 @@ def test_pretrain_init_from_and_tokenizer_extend_take_hub_ids(models, tmp_path, 
 
 def test_prepare_data_and_the_demo_take_hub_ids(models, tmp_path, capsys):
     from bertkit.data import PrepareConfig, prepare_dataset
-    from bertkit.demo import _reference_model
+    from bertkit.demo import reference_checkpoint
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("the cat sat on the mat.\nthe dog sat on the log.\n\na bird flew over the tree.\nit sang.\n")
@@ -170,4 +170,4 @@ def test_prepare_data_and_the_demo_take_hub_ids(models, tmp_path, capsys):
     )
     assert by_name is not None and by_path is not None
     assert (tmp_path / "a" / "tokenizer" / "vocab.txt").read_bytes() == (models["first"] / "vocab.txt").read_bytes()
-    assert _reference_model("org/name@v2") == str(resolve_model("org/name@v2"))
+    assert reference_checkpoint("org/name@v2") == str(resolve_model("org/name@v2"))

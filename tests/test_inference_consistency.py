@@ -41,7 +41,7 @@ QUESTIONS = ["who led the army ?", "where did george washington live ?"]
 
 def _finetune(base: Path, task: str, train: Path, output: Path, **more) -> Path:
     finetune(
-        FinetuneConfig(
+        FinetuneConfig.from_options(
             task=task,
             model=str(base),
             train_file=str(train),

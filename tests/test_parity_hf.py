@@ -244,3 +244,33 @@ def test_transformers_checkpoint_loads_in_bertkit(ours_cls, name, safe, tmp_path
         a = model(ids, types, mask, **ours_kw).loss
         b = hf(input_ids=ids, token_type_ids=types, attention_mask=mask, **hf_kw).loss
         assert abs(a.item() - b.item()) <= 1e-5
+
+
+# The classes' own methods, written as every Hugging Face user writes them: the encoder and one head each way.
+MODEL_METHOD_CLASSES = [(BertModel, "BertModel"), (BertForSequenceClassification, "BertForSequenceClassification")]
+
+
+@pytest.mark.parametrize("ours_cls,name", MODEL_METHOD_CLASSES, ids=[n for _, n in MODEL_METHOD_CLASSES])
+@torch.no_grad()
+def test_model_save_pretrained_loads_in_transformers(ours_cls, name, tmp_path):
+    torch.manual_seed(0)
+    model = ours_cls(_tiny()).eval()
+    model.save_pretrained(tmp_path)
+    hf, info = getattr(transformers, name).from_pretrained(tmp_path, output_loading_info=True)
+    assert info["missing_keys"] == [] and info["unexpected_keys"] == [] and info["mismatched_keys"] == []
+    ids, types, mask = _inputs()
+    _compare(name, model(ids, types, mask), hf.eval()(input_ids=ids, token_type_ids=types, attention_mask=mask), mask)
+
+
+@pytest.mark.parametrize("ours_cls,name", MODEL_METHOD_CLASSES, ids=[n for _, n in MODEL_METHOD_CLASSES])
+@torch.no_grad()
+def test_model_from_pretrained_reads_a_transformers_directory(ours_cls, name, tmp_path, caplog):
+    torch.manual_seed(1)
+    hf_config = transformers.BertConfig(**{k: v for k, v in _tiny(name).to_dict().items() if k != "architectures"})
+    hf = getattr(transformers, name)(hf_config).eval()
+    hf.save_pretrained(tmp_path)
+    model = ours_cls.from_pretrained(tmp_path)
+    assert type(model) is ours_cls and not model.training
+    assert not [r for r in caplog.records if r.name == "bertkit.weights"]  # nothing missing, nothing ignored
+    ids, types, mask = _inputs()
+    _compare(name, model(ids, types, mask), hf(input_ids=ids, token_type_ids=types, attention_mask=mask), mask)

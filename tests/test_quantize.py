@@ -139,7 +139,9 @@ def test_int8_predictions_agree_with_float32_on_a_trained_model():
 def test_training_an_int8_model_is_refused(tmp_path):
     model = quantize_model(BertForSequenceClassification(_config(num_labels=2)))
     batches: list = []  # refused before any batch is read
-    config = TrainConfig(output_dir=tmp_path / "run", max_steps=1, progress=False, tensorboard=False, plot=False)
+    config = TrainConfig.from_options(
+        output_dir=tmp_path / "run", max_steps=1, progress=False, tensorboard=False, plot=False
+    )
     with pytest.raises(ConfigError, match="int8-quantized, which is for inference only"):
         Trainer(model, batches, config)
 

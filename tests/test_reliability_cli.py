@@ -115,7 +115,7 @@ FILE_ARGS = [
         ],
     ),
     ("finetune-config", ["finetune", "--config", "{BAD}", "--model", "{model}", "--output", "{OUT}"]),
-    ("evaluate-data", ["evaluate", "--model", "{model}", "--data", "{BAD}", "--task", "classification"]),
+    ("evaluate-data", ["evaluate", "--model", "{model}", "--input", "{BAD}", "--task", "classification"]),
     (
         "predict-input",
         ["predict", "--model", "{model}", "--input", "{BAD}", "--output", "{OUT}.jsonl", "--task", "classification"],
@@ -155,7 +155,7 @@ DIR_ARGS = [
             "--no-progress",
         ],
     ),
-    ("evaluate-model", ["evaluate", "--model", "{BAD}", "--data", "{train}"]),
+    ("evaluate-model", ["evaluate", "--model", "{BAD}", "--input", "{train}"]),
     ("predict-model", ["predict", "--model", "{BAD}", "--input", "{train}", "--output", "{OUT}.jsonl"]),
     (
         "prepare-data-tokenizer",
@@ -275,7 +275,7 @@ CONTRADICTIONS = [
             "-1",
         ],
     ),
-    ("evaluate-task", ["evaluate", "--model", "{model}", "--data", "{train}", "--task", "poetry"]),
+    ("evaluate-task", ["evaluate", "--model", "{model}", "--input", "{train}", "--task", "poetry"]),
     (
         "prepare-data-shards",
         [
@@ -389,8 +389,8 @@ def classifier(env, tmp_path_factory) -> str:
     return str(save_model(root / "model", BertForSequenceClassification, tok, **labels))
 
 
-@pytest.mark.parametrize("flag", ["--input", "-i", "--data", "-d"])
-def test_evaluate_reads_input_or_its_data_alias(env, classifier, capsys, flag):
+@pytest.mark.parametrize("flag", ["--input", "-i"])
+def test_evaluate_reads_input(env, classifier, capsys, flag):
     import json
 
     code = main(["evaluate", "--model", classifier, flag, env["train"], "--task", "classification"])
@@ -409,8 +409,8 @@ def test_evaluate_help_shows_input_not_data(capsys):
 
 @pytest.mark.parametrize(
     "args,expected",
-    [([], "--input FILE"), (["--input", "{train}", "--data", "{lines}"], "--data is --input's alias")],
-    ids=["neither", "both-differ"],
+    [([], "--input FILE")],
+    ids=["neither"],
 )
 def test_evaluate_input_mistakes_name_the_flag(env, classifier, capsys, args, expected):
     code = main(["evaluate", "--model", classifier, *[a.format(**env) for a in args]])

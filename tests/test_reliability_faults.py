@@ -74,7 +74,7 @@ def _install_fault(fault: str) -> None:
         return seen["n"] == nth
 
     import bertkit.training.checkpoint as ck
-    from bertkit import weights
+    from bertkit.checkpoint_files import hf_files
     from bertkit.model import BertModel
     from bertkit.training import metrics
 
@@ -91,7 +91,7 @@ def _install_fault(fault: str) -> None:
 
         BertModel.forward = forward
     elif kind in ("weights_torn", "export_torn"):
-        real_save_file = weights.save_file
+        real_save_file = hf_files.save_file
 
         def save_file(tensors, path, metadata=None):
             real_save_file(tensors, path, metadata=metadata)
@@ -104,7 +104,7 @@ def _install_fault(fault: str) -> None:
             if wanted and hit():
                 _truncate_and_die(path)
 
-        weights.save_file = save_file
+        hf_files.save_file = save_file
     elif kind == "weights_done":
         real_save_pretrained = ck.weights.save_pretrained
 
@@ -231,7 +231,7 @@ def _finetune_child(model: str, train: str, output: str, resume: bool, keep_last
     from bertkit.training.finetune import FinetuneConfig, finetune
 
     finetune(
-        FinetuneConfig(
+        FinetuneConfig.from_options(
             task="classification",
             model=model,
             train_file=train,

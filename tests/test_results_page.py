@@ -11,6 +11,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def load_script():
+    # The script imports its shared modules by name, as it does when run as `python benchmarks/results_page.py`.
+    if str(ROOT / "benchmarks") not in sys.path:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
     spec = importlib.util.spec_from_file_location("results_page", ROOT / "benchmarks" / "results_page.py")
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

@@ -53,7 +53,7 @@ def test_glue_files_read_with_defaults(name, labeled, count):
     path = DATA / name
     if not path.is_file():
         pytest.skip(f"{path} is absent")
-    examples = ClassificationTask().read(path, labeled=labeled)
+    examples = ClassificationTask().read(path, labeled=labeled).examples
     assert len(examples) == count
     pairs = not name.startswith("sst2")
     assert all((e.text_pair is not None) == pairs for e in examples)
@@ -65,7 +65,7 @@ def test_mrpc_bom_and_literal_quotes():
     path = DATA / "glue/MRPC/dev.tsv"
     if not path.is_file():
         pytest.skip(f"{path} is absent")
-    first = ClassificationTask().read(path)[0]
+    first = ClassificationTask().read(path).examples[0]
     assert first.label == "1"
     assert first.text.startswith("He said the foodservice pie business")
     assert first.text_pair.startswith('"The foodservice pie business')  # a literal quote, not CSV quoting
@@ -75,10 +75,10 @@ def test_glue_label_kinds():
     if not (DATA / "glue").is_dir():
         pytest.skip("../shared/data/glue is absent")
     sst = ClassificationTask()
-    sst.fit_labels(sst.read(DATA / "glue/RTE/train.tsv"))
+    sst.fit_labels(sst.read(DATA / "glue/RTE/train.tsv").examples)
     assert not sst.regression and sst.label_map.labels == ["0", "1"] and sst.main_metric == "accuracy"
     sts = ClassificationTask()
-    sts.fit_labels(sts.read(DATA / "glue/STS-B/train.tsv"))
+    sts.fit_labels(sts.read(DATA / "glue/STS-B/train.tsv").examples)
     assert sts.regression and sts.num_labels == 1 and sts.main_metric == "pearson"
     assert sts.config_updates() == {"num_labels": 1, "problem_type": "regression", "id2label": None}
 
@@ -88,21 +88,23 @@ def test_glue_label_kinds():
 
 def test_csv_jsonl_and_column_options(tmp_path):
     csv_path = write(tmp_path, "d.csv", 'review,stars\n"Good, really good",pos\n"Said ""meh""",neg\n')
-    examples = get_task("classification", text_column="review", label_column="stars").read(csv_path)
+    examples = get_task("classification", text_column="review", label_column="stars").read(csv_path).examples
     assert [(e.text, e.label) for e in examples] == [("Good, really good", "pos"), ('Said "meh"', "neg")]
     assert examples[1].where.endswith("d.csv:3")
     jsonl = write(tmp_path, "d.jsonl", '{"q": "a?", "p": "b", "y": 2}\n\n{"q": "c?", "p": "d", "y": 10}\n')
     task = get_task("classification", text_column="q", text_pair_column="p", label_column="y")
-    examples = task.read(jsonl)
+    examples = task.read(jsonl).examples
     assert [(e.text, e.text_pair, e.label) for e in examples] == [("a?", "b", "2"), ("c?", "d", "10")]
     task.fit_labels(examples)
     assert task.label_map.labels == ["2", "10"]  # numbers sort numerically
-    headerless_index = get_task("classification", text_column=0, label_column=1).read(
-        write(tmp_path, "x.tsv", "t\tl\nhello\tA\n")
+    headerless_index = (
+        get_task("classification", text_column=0, label_column=1)
+        .read(write(tmp_path, "x.tsv", "t\tl\nhello\tA\n"))
+        .examples
     )
     assert headerless_index[0].text == "hello" and headerless_index[0].label == "A"
     single = (
-        get_task("classification", text_pair_column="").read(DATA / "glue/RTE/dev.tsv")
+        get_task("classification", text_pair_column="").read(DATA / "glue/RTE/dev.tsv").examples
         if (DATA / "glue/RTE/dev.tsv").is_file()
         else None
     )
@@ -137,8 +139,8 @@ def test_named_column_missing(tmp_path):
 
 def test_unknown_dev_label_names_file_and_line(tmp_path, tokenizer):
     task = ClassificationTask()
-    task.fit_labels(task.read(write(tmp_path, "train.tsv", "sentence\tlabel\na\tpos\nb\tneg\n")))
-    dev = task.read(write(tmp_path, "dev.tsv", "sentence\tlabel\nc\tpos\nd\tneutral\n"))
+    task.fit_labels(task.read(write(tmp_path, "train.tsv", "sentence\tlabel\na\tpos\nb\tneg\n")).examples)
+    dev = task.read(write(tmp_path, "dev.tsv", "sentence\tlabel\nc\tpos\nd\tneutral\n")).examples
     with pytest.raises(DataError, match=r"dev\.tsv:3: label 'neutral' does not occur in the training data"):
         task.featurize(dev, tokenizer, 16)
 
@@ -183,7 +185,7 @@ def test_featurize_pairs_truncate(tokenizer):
         ClassificationExample("hi", "there", "y", "f:3"),
     ]
     task.fit_labels(examples)
-    features = task.featurize(examples, tokenizer, max_seq_length=10)
+    features = task.featurize(examples, tokenizer, max_seq_length=10).features
     f = features[0]
     assert len(f["input_ids"]) == 10
     assert f["input_ids"][0] == tokenizer.cls_id and f["input_ids"][-1] == tokenizer.sep_id
@@ -201,7 +203,7 @@ def test_windows_cover_long_text_and_pool(tokenizer):
     task = ClassificationTask(long_text="windows", window_stride=7)
     task.fit_labels([ClassificationExample(text, None, "pos", "f:1"), ClassificationExample("b", None, "neg", "f:2")])
     examples = [ClassificationExample(text, None, "pos", "f:1"), ClassificationExample("short", None, "neg", "f:2")]
-    features = task.featurize(examples, tokenizer, max_seq_length=16)
+    features = task.featurize(examples, tokenizer, max_seq_length=16).features
     windows = [f for f in features if f["example_index"] == 0]
     assert len(windows) > 2 and [f["example_index"] for f in features][-1] == 1
     for number, f in enumerate(windows):
@@ -223,7 +225,7 @@ def test_collate_pads_to_longest_with_exact_head_keys(tokenizer):
     examples = [ClassificationExample("one", None, "1.5", "f:1"), ClassificationExample("a b c d", None, "0.5", "f:2")]
     task.fit_labels(examples)
     assert task.regression
-    batch = task.collate(task.featurize(examples, tokenizer, 32), pad_id=tokenizer.pad_id)
+    batch = task.collate(task.featurize(examples, tokenizer, 32).features, pad_id=tokenizer.pad_id)
     assert set(batch) == {"input_ids", "token_type_ids", "attention_mask", "labels"}
     assert batch["labels"].dtype == torch.float32 and batch["labels"].tolist() == [1.5, 0.5]
     assert batch["input_ids"].shape[1] == 6
@@ -275,7 +277,7 @@ def test_end_to_end_with_tiny_model(tokenizer):
         ClassificationExample("dull , tedious and far too long", "no", "0", "f:2"),
     ]
     task.fit_labels(examples)
-    features = task.featurize(examples, tokenizer, 32)
+    features = task.featurize(examples, tokenizer, 32).features
     model = BertForSequenceClassification(
         BertConfig.preset("tiny", vocab_size=tokenizer.vocab_size, **task.config_updates())
     ).eval()
@@ -293,7 +295,7 @@ def test_mixed_singles_and_pairs_in_one_call(tokenizer):
         ClassificationExample("one two three four five six", None, None, "i:0"),
         ClassificationExample("one two three four five six", "seven", None, "i:1"),
     ]
-    features = ClassificationTask().featurize(examples, tokenizer, 8)
+    features = ClassificationTask().featurize(examples, tokenizer, 8).features
     assert [len(f["input_ids"]) for f in features] == [8, 8]
     assert features[0]["token_type_ids"] == [0] * 8
     assert features[1]["token_type_ids"][-2:] == [1, 1] and "labels" not in features[0]

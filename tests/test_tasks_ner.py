@@ -97,7 +97,7 @@ def test_first_subtoken_labels(tokenizer):
     task = NerTask()
     example = NerExample(words, tags, "f", 1)
     task.fit_labels([example])
-    [feature] = task.featurize([example], tokenizer, 64)
+    [feature] = task.featurize([example], tokenizer, 64).features
     pieces = tokenizer.ids_batch(words)
     assert feature["input_ids"] == [tokenizer.cls_id, *itertools.chain.from_iterable(pieces), tokenizer.sep_id]
     expected = [IGNORE_INDEX]
@@ -125,7 +125,7 @@ def test_long_sentence_split_and_rejoined(tokenizer):
     task = NerTask(window_stride=6)
     example = NerExample(words, tags, "f", 1)
     task.fit_labels([example])
-    features = task.featurize([example], tokenizer, 16)
+    features = task.featurize([example], tokenizer, 16).features
     assert len(features) > 3 and all(len(f["input_ids"]) <= 16 for f in features)
     # each word is max-context in exactly one window
     owner = {}
@@ -156,7 +156,7 @@ def test_collate_and_end_to_end_with_tiny_model(tokenizer, tmp_path):
     task = NerTask()
     examples = read_conll(write(tmp_path, SAMPLE))
     task.fit_labels(examples)
-    features = task.featurize(examples, tokenizer, 32)
+    features = task.featurize(examples, tokenizer, 32).features
     batch = task.collate(features, pad_id=tokenizer.pad_id)
     assert set(batch) == {"input_ids", "token_type_ids", "attention_mask", "labels"}
     short = min(range(2), key=lambda i: len(features[i]["input_ids"]))
@@ -184,7 +184,7 @@ def test_bioes_tags_round_trip(tokenizer):
     task = NerTask()
     example = NerExample(words, tags, "f", 1)
     task.fit_labels([example])
-    [feature] = task.featurize([example], tokenizer, 32)
+    [feature] = task.featurize([example], tokenizer, 32).features
     row = np.zeros((len(feature["input_ids"]), task.num_labels))
     for position, label in enumerate(feature["labels"]):
         if label != IGNORE_INDEX:
@@ -200,7 +200,7 @@ def test_oracle_on_real_conll_valid_scores_one(tokenizer):
     task = NerTask(window_stride=16)
     examples = read_conll(CONLL / "valid.txt")
     task.fit_labels(examples)
-    features = task.featurize(examples, tokenizer, 48)  # short windows: long sentences get split
+    features = task.featurize(examples, tokenizer, 48).features  # short windows: long sentences get split
     assert len(features) > len(examples)
     rows = []
     for f in features:

@@ -71,9 +71,9 @@ def test_misaligned_training_answer_is_skipped_and_counted(tmp_path):
         ],
     )
     task = QuestionAnsweringTask()
-    examples = task.read(path, training=True)
-    assert [e.qid for e in examples] == ["ok"] and task.skipped == 1
-    assert len(task.read(path)) == 2  # evaluation only scores texts: nothing to check or skip
+    read = task.read(path, training=True)
+    assert [e.qid for e in read.examples] == ["ok"] and read.dropped == 1
+    assert len(task.read(path).examples) == 2  # evaluation only scores texts: nothing to check or skip
     with pytest.raises(DataError, match=r"squad\.json.*'bad'.*answer_start 3"):
         QuestionAnsweringTask(strict=True).read(path, training=True)
 
@@ -98,7 +98,7 @@ def test_version_2_detected(tmp_path):
         tmp_path, [{"id": "n", "question": "Who lost?", "answers": [], "is_impossible": True}], version="v2.0"
     )
     task = QuestionAnsweringTask()
-    examples = task.read(path, training=True)
+    examples = task.read(path, training=True).examples
     assert task.version_2_with_negative and examples[0].is_impossible
 
 
@@ -112,7 +112,7 @@ def test_features_windows_offsets_and_targets(tokenizer):
         "q", "Which year is in sentence seven?", context, [{"text": answer, "answer_start": context.index(answer)}]
     )
     task = QuestionAnsweringTask(doc_stride=16, max_query_length=6)
-    features = task.featurize([example], tokenizer, max_seq_length=48, training=True)
+    features = task.featurize([example], tokenizer, max_seq_length=48, training=True).features
     context_ids = tokenizer.encode(context, add_special_tokens=False).ids
     question_ids = tokenizer.ids_batch([example.question])[0][:6]
     assert len(features) > 3
@@ -145,8 +145,8 @@ def test_oracle_logits_reproduce_real_dev_answers(tokenizer):
     if not SQUAD.is_dir():
         pytest.skip("../shared/data/squad is absent")
     task = QuestionAnsweringTask()
-    examples = task.read(SQUAD / "dev.json", training=True)
-    features = task.featurize(examples, tokenizer, max_seq_length=384, training=True)
+    examples = task.read(SQUAD / "dev.json", training=True).examples
+    features = task.featurize(examples, tokenizer, max_seq_length=384, training=True).features
     assert len(features) > len(examples)  # some contexts need several windows
     rows = []
     for f in features:
@@ -308,7 +308,7 @@ def test_end_to_end_with_tiny_model(tokenizer):
         SquadExample("b", "What is in Paris?", "The Eiffel Tower.", [{"text": "Eiffel Tower", "answer_start": 4}]),
     ]
     task = get_task("qa", doc_stride=32, max_query_length=16)
-    features = task.featurize(examples, tokenizer, max_seq_length=64, training=True)
+    features = task.featurize(examples, tokenizer, max_seq_length=64, training=True).features
     model = BertForQuestionAnswering(BertConfig.preset("tiny", vocab_size=tokenizer.vocab_size)).eval()
     batch = task.collate(features, pad_id=tokenizer.pad_id)
     assert set(batch) == set(task.model_input_names)
@@ -359,7 +359,9 @@ def test_features_match_hf_legacy_squad_processor(tokenizer, max_seq_length, doc
         tqdm_enabled=False,
     )
     task = QuestionAnsweringTask(doc_stride=doc_stride)
-    ours = task.featurize(task.read(SQUAD / "dev.json", training=True)[:60], tokenizer, max_seq_length, training=True)
+    ours = task.featurize(
+        task.read(SQUAD / "dev.json", training=True).examples[:60], tokenizer, max_seq_length, training=True
+    ).features
     assert len(ours) == len(hf) >= 60
     for h, o in zip(hf, ours):
         assert [i for i, m in zip(h.input_ids, h.attention_mask) if m] == o["input_ids"]
@@ -392,8 +394,8 @@ def test_postprocess_matches_hf_legacy_on_random_logits(tokenizer, tmp_path, ver
         tqdm_enabled=False,
     )
     task = QuestionAnsweringTask(doc_stride=32, version_2_with_negative=version_2, null_score_diff_threshold=1.0)
-    examples = task.read(SQUAD / "dev.json")[:80]
-    ours = task.featurize(examples, tokenizer, 128)
+    examples = task.read(SQUAD / "dev.json").examples[:80]
+    ours = task.featurize(examples, tokenizer, 128).features
     rng = np.random.default_rng(0)
     rows, results = [], []
     for h, o in zip(hf, ours, strict=True):

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import bz2
 import csv
+import gzip
 import json
+import lzma
 import sys
 from pathlib import Path
 
 import pytest
 
 from bertkit.errors import ConfigError, DataError
-from bertkit.tasks import ClassificationTask, NerTask
+from bertkit.tasks import ClassificationTask, NerTask, read_squad
 from bertkit.tasks.readers import detect_header, parse_hub_name, read_table
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -58,42 +61,42 @@ def write_columnar(root: Path, rows: list[tuple[str, str]]) -> dict[str, Path]:
 
 def test_every_text_format_gives_the_same_examples_as_the_tsv(tmp_path):
     paths = write_formats(tmp_path, ROWS)
-    expected = pairs(ClassificationTask().read(paths["tsv"]))
+    expected = pairs(ClassificationTask().read(paths["tsv"]).examples)
     assert expected == ROWS
     for name, path in paths.items():
-        task = ClassificationTask()
-        assert pairs(task.read(path)) == ROWS, name
-        assert task.report is not None and task.report.used == len(ROWS)
+        read = ClassificationTask().read(path)
+        assert pairs(read.examples) == ROWS, name
+        assert read.report is not None and read.report.used == len(ROWS)
 
 
 def test_columnar_formats_give_the_same_examples_as_the_tsv(tmp_path):
     for name, path in write_columnar(tmp_path, ROWS).items():
-        task = ClassificationTask()
-        assert pairs(task.read(path)) == ROWS, name
-        assert task.report.line().startswith(f"{path} (")
-        assert "read 4 rows, used 4, skipped 0" in task.report.line()
+        read = ClassificationTask().read(path)
+        assert pairs(read.examples) == ROWS, name
+        assert read.report.line().startswith(f"{path} (")
+        assert "read 4 rows, used 4, skipped 0" in read.report.line()
 
 
 def test_real_sst2_in_every_format_equals_the_tsv(tmp_path):
     source = DATA / "sst2" / "dev.tsv"
     if not source.is_file():
         pytest.skip(f"{source} is absent")
-    tsv = ClassificationTask().read(source)
+    tsv = ClassificationTask().read(source).examples
     rows = pairs(tsv)
     assert len(rows) == 872
     paths = {**write_formats(tmp_path, rows), **write_columnar(tmp_path, rows)}
     for name, path in paths.items():
-        assert pairs(ClassificationTask().read(path)) == rows, name
+        assert pairs(ClassificationTask().read(path).examples) == rows, name
 
 
 def test_format_overrides_the_suffix(tmp_path):
     csv_as_txt = tmp_path / "quoted.txt"  # .txt would be read as TSV
     csv_as_txt.write_text('sentence,label\n"one, two",1\n"three",0\n', encoding="utf-8")
-    assert pairs(ClassificationTask().read(csv_as_txt, format="csv")) == [("one, two", "1"), ("three", "0")]
-    assert pairs(ClassificationTask(format="csv").read(csv_as_txt)) == [("one, two", "1"), ("three", "0")]
+    assert pairs(ClassificationTask().read(csv_as_txt, format="csv").examples) == [("one, two", "1"), ("three", "0")]
+    assert pairs(ClassificationTask(format="csv").read(csv_as_txt).examples) == [("one, two", "1"), ("three", "0")]
     jsonl = tmp_path / "rows.data"
     jsonl.write_text('{"sentence": "x", "label": 1}\n', encoding="utf-8")
-    assert pairs(ClassificationTask().read(jsonl, format="jsonl")) == [("x", "1")]
+    assert pairs(ClassificationTask().read(jsonl, format="jsonl").examples) == [("x", "1")]
     with pytest.raises(DataError, match=r"rows\.data: cannot tell the format .* --format"):
         ClassificationTask().read(jsonl)
     with pytest.raises(DataError, match="unknown table format 'xls'"):
@@ -112,12 +115,13 @@ def headerless(tmp_path: Path, n: int = 300) -> Path:
 def test_headerless_tsv_keeps_every_row(tmp_path):
     path = headerless(tmp_path)
     task = ClassificationTask(text_column=0, label_column=1)
-    examples = task.read(path)
+    read = task.read(path)
+    examples, report = read.examples, read.report
     assert len(examples) == 300 and examples[0].text == "review number 0 is bad"
-    assert task.report.used == 300 and task.report.skipped == {}
-    assert "no header" in task.report.line() and "--header" in task.report.line()
-    forced = ClassificationTask(text_column=0, label_column=1)
-    assert len(forced.read(path, header=True)) == 299
+    assert report.used == 300 and report.skipped == {}
+    assert "no header" in report.line() and "--header" in report.line()
+    forced = ClassificationTask(text_column=0, label_column=1).read(path, header=True)
+    assert len(forced.examples) == 299
     assert forced.report.skipped == {"header line": 1}
 
 
@@ -125,10 +129,11 @@ def test_header_detection_and_the_explicit_flag(tmp_path):
     named = tmp_path / "named.tsv"
     named.write_text("review\tstars\nnice\t5\nawful\t1\n")
     task = ClassificationTask(text_column="review", label_column="stars")
-    assert pairs(task.read(named)) == [("nice", "5"), ("awful", "1")]
-    assert task.report.skipped == {"header line": 1} and "first line is a header" in task.report.line()
+    read = task.read(named)
+    assert pairs(read.examples) == [("nice", "5"), ("awful", "1")]
+    assert read.report.skipped == {"header line": 1} and "first line is a header" in read.report.line()
     as_data = ClassificationTask(text_column=0, label_column=1, header=False)
-    assert pairs(as_data.read(named)) == [("review", "stars"), ("nice", "5"), ("awful", "1")]
+    assert pairs(as_data.read(named).examples) == [("review", "stars"), ("nice", "5"), ("awful", "1")]
     assert detect_header([["text", "label"], ["a", "0"], ["b", "1"]])[0] is True  # a word over numbers
     assert detect_header([["a", "pos"], ["b", "neg"], ["c", "pos"]])[0] is False  # a label that recurs
     assert detect_header([["sentence"], ["a"]], ["sentence"]) == (True, "it names column 'sentence'")
@@ -138,10 +143,11 @@ def test_blank_lines_are_counted_not_silent(tmp_path):
     path = tmp_path / "gaps.tsv"
     path.write_text("sentence\tlabel\na\t1\n\nb\t0\n\n")
     task = ClassificationTask()
-    assert len(task.read(path)) == 2
-    assert task.report.skipped == {"header line": 1, "blank lines": 2}
-    assert task.report.read == 5
-    assert "read 5 rows, used 2, skipped 3 (2 blank lines, 1 header line); first line is a header" in task.report.line()
+    read = task.read(path)
+    assert len(read.examples) == 2
+    assert read.report.skipped == {"header line": 1, "blank lines": 2}
+    assert read.report.read == 5
+    assert "read 5 rows, used 2, skipped 3 (2 blank lines, 1 header line); first line is a header" in read.report.line()
 
 
 # ------------------------------------------------------------------------------------------ errors
@@ -186,7 +192,7 @@ def test_dataset_dict_directory_asks_for_a_split(tmp_path):
     dd.save_to_disk(str(tmp_path / "dd"))
     with pytest.raises(DataError, match=r"dd: a dataset with splits train; give one split's directory"):
         ClassificationTask().read(tmp_path / "dd")
-    assert pairs(ClassificationTask().read(tmp_path / "dd" / "train")) == [("a", "1")]
+    assert pairs(ClassificationTask().read(tmp_path / "dd" / "train").examples) == [("a", "1")]
 
 
 @pytest.fixture
@@ -209,9 +215,9 @@ def test_hub_names_load_a_local_dataset_offline(tmp_path, offline_datasets):
     local.mkdir()
     paths = write_formats(tmp_path / "src", ROWS)
     (local / "train.csv").write_bytes(paths["csv"].read_bytes())
-    task = ClassificationTask()
-    assert pairs(task.read(f"hf:{local}:train")) == ROWS
-    assert task.report.format == "hf" and task.report.used == len(ROWS)
+    read = ClassificationTask().read(f"hf:{local}:train")
+    assert pairs(read.examples) == ROWS
+    assert read.report.format == "hf" and read.report.used == len(ROWS)
 
 
 def test_hub_name_offline_and_not_cached_is_one_line(offline_datasets):
@@ -228,16 +234,16 @@ def test_hub_name_offline_and_not_cached_is_one_line(offline_datasets):
 def test_conll_any_columns_tag_column_tabs_and_docstart(tmp_path):
     spaced = tmp_path / "five.txt"
     spaced.write_text("-DOCSTART- -X- -X- O\n\nEU NNP B-NP x B-ORG\nrejects VBZ B-VP x O\n\nPeter NNP B-NP x B-PER\n")
-    task = NerTask()
-    examples = task.read(spaced)
+    read = NerTask().read(spaced)
+    examples, report = read.examples, read.report
     assert [e.tags for e in examples] == [["B-ORG", "O"], ["B-PER"]]
-    assert task.report.skipped == {"-DOCSTART- lines": 1} and task.report.used == 3
-    assert "2 sentences" in task.report.line()
-    chunks = NerTask(tag_column=2).read(spaced)
+    assert report.skipped == {"-DOCSTART- lines": 1} and report.used == 3
+    assert "2 sentences" in report.line()
+    chunks = NerTask(tag_column=2).read(spaced).examples
     assert [e.tags for e in chunks] == [["B-NP", "B-VP"], ["B-NP"]]
     tabbed = tmp_path / "tabs.tsv"
     tabbed.write_text("EU\tB-ORG\nrejects\tO\n\nPeter\tB-PER\n")
-    assert [(e.words, e.tags) for e in NerTask().read(tabbed)] == [
+    assert [(e.words, e.tags) for e in NerTask().read(tabbed).examples] == [
         (["EU", "rejects"], ["B-ORG", "O"]),
         (["Peter"], ["B-PER"]),
     ]
@@ -258,13 +264,13 @@ def test_real_conll_report(tmp_path):
     path = DATA / "conll2003" / "valid.txt"
     if not path.is_file():
         pytest.skip(f"{path} is absent")
-    task = NerTask()
-    examples = task.read(path)
+    read = NerTask().read(path)
+    examples, report = read.examples, read.report
     docstarts = sum(line.startswith("-DOCSTART-") for line in path.read_text().splitlines())
-    assert task.report.skipped == {"-DOCSTART- lines": docstarts}
-    assert task.report.used == sum(len(e.words) for e in examples)
-    assert f"{len(examples)} sentences" in task.report.line()
-    assert [e.tags for e in NerTask(tag_column=3).read(path)] == [e.tags for e in examples]
+    assert report.skipped == {"-DOCSTART- lines": docstarts}
+    assert report.used == sum(len(e.words) for e in examples)
+    assert f"{len(examples)} sentences" in report.line()
+    assert [e.tags for e in NerTask(tag_column=3).read(path).examples] == [e.tags for e in examples]
 
 
 # ------------------------------------------------------------------------------------------ truncation
@@ -275,14 +281,11 @@ def test_truncation_is_counted(tmp_path):
 
     tokenizer = make_tokenizer(tmp_path / "tok")
     task = ClassificationTask()
-    examples = task.read(write_formats(tmp_path, [("good " * 40, "1"), ("bad", "0")])["tsv"])
-    task.featurize(examples, tokenizer, 16)
-    assert task.truncated == 1
-    task.featurize(examples, tokenizer, 128)
-    assert task.truncated == 0
+    examples = task.read(write_formats(tmp_path, [("good " * 40, "1"), ("bad", "0")])["tsv"]).examples
+    assert task.featurize(examples, tokenizer, 16).truncated == 1
+    assert task.featurize(examples, tokenizer, 128).truncated == 0
     windows = ClassificationTask(long_text="windows")
-    windows.featurize(examples, tokenizer, 16)
-    assert windows.truncated == 0  # split into windows, not cut
+    assert windows.featurize(examples, tokenizer, 16).truncated == 0  # split into windows, not cut
 
 
 def test_real_sst2_without_its_header_keeps_every_row(tmp_path):
@@ -292,6 +295,48 @@ def test_real_sst2_without_its_header_keeps_every_row(tmp_path):
     lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
     path = tmp_path / "noheader.tsv"
     path.write_text("".join(lines[1:]), encoding="utf-8")
-    task = ClassificationTask(text_column=0, label_column=1)
-    assert pairs(task.read(path)) == pairs(ClassificationTask().read(source))
-    assert task.report.used == 872 and "no header" in task.report.line()
+    read = ClassificationTask(text_column=0, label_column=1).read(path)
+    assert pairs(read.examples) == pairs(ClassificationTask().read(source).examples)
+    assert read.report.used == 872 and "no header" in read.report.line()
+
+
+# ------------------------------------------------------------------------------------------ compression
+
+
+def compress(data: bytes, suffix: str) -> bytes:
+    if suffix == ".zst":
+        return pytest.importorskip("zstandard").ZstdCompressor().compress(data)
+    return {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}[suffix](data)
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz", ".zst"])
+def test_compressed_files_give_the_same_examples(suffix, tmp_path):
+    """The labelled readers open files through the same layer as the corpus reader: any format, any compression."""
+    paths = write_formats(tmp_path / "plain", ROWS)
+    if suffix == ".gz":  # the binary formats too, once
+        paths.update((k, v) for k, v in write_columnar(tmp_path / "plain", ROWS).items() if k != "saved")
+    for name, path in paths.items():
+        packed = tmp_path / (path.name + suffix)
+        packed.write_bytes(compress(path.read_bytes(), suffix))
+        read = ClassificationTask().read(packed)
+        assert pairs(read.examples) == ROWS, name
+        assert read.report.used == len(ROWS)
+    conll = tmp_path / "tags.conll"
+    conll.write_text("EU B-ORG\nrejects O\n\nPeter B-PER\n", encoding="utf-8")
+    packed = tmp_path / ("tags.conll" + suffix)
+    packed.write_bytes(compress(conll.read_bytes(), suffix))
+    assert [e.tags for e in NerTask().read(packed).examples] == [["B-ORG", "O"], ["B-PER"]]
+    from inference_helpers import write_squad
+
+    squad = write_squad(tmp_path / "squad.json", [("john smith lived in paris", [("who?", "john smith")])])
+    packed = tmp_path / ("squad.json" + suffix)
+    packed.write_bytes(compress(squad.read_bytes(), suffix))
+    examples, _, _ = read_squad(packed)
+    assert [(e.question, e.answers[0]["text"]) for e in examples] == [("who?", "john smith")]
+
+
+def test_bad_bytes_in_a_labelled_file_name_the_line(tmp_path):
+    path = tmp_path / "latin1.tsv"
+    path.write_bytes("sentence\tlabel\nfine\t1\ncaf\xe9\t0\n".encode("latin-1"))
+    with pytest.raises(DataError, match=r"latin1\.tsv: not UTF-8 text \(line 3, byte 4: .*convert it to UTF-8"):
+        ClassificationTask().read(path)

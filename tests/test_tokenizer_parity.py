@@ -1,18 +1,22 @@
 """Token-id parity with the reference ``transformers.BertTokenizer`` (the slow, pure-Python algorithm).
 
 Real data (SST-2 dev, CoNLL-2003 valid, SQuAD dev contexts and questions, Gutenberg books) with the real
-bert-base-uncased vocabulary, and every Unicode code point. Reads ``../shared/data``; skips without it.
+bert-base-uncased vocabulary; every Unicode code point, classed and normalised by the reference's rules
+and a sample of them through both tokenizers. Reads ``../shared/data``; skips without it.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import re
+import unicodedata
 from pathlib import Path
 
 import pytest
 
 from bertkit.tokenizer import Tokenizer
+from bertkit.tokenizer.normalization import char_classes
 
 transformers = pytest.importorskip("transformers", reason="parity tests need transformers (dev extra)")
 
@@ -110,30 +114,85 @@ def test_gutenberg_2mb(ours, slow):
     assert_same_ids(ours, slow, texts)
 
 
-def all_code_points(lo: int, hi: int) -> list[str]:
-    """Every code point in [lo, hi) in context (after a letter, before an uppercase letter, twice per word), in
-    space-separated chunks so the slow tokenizer is called a few hundred times rather than a million."""
-    cps = [c for c in range(lo, hi) if not 0xD800 <= c <= 0xDFFF]
+# ------------------------------------------------------------------------------------------ every code point
+# The reference decides each character's fate with a few per-character rules; bertkit hands the same rules to
+# ``tokenizers`` as regex classes and normalisers. Both are compared over every code point, once, directly;
+# then a sample of code points in context goes through both full tokenizers.
+CODE_POINTS = [c for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]  # lone surrogates are no text
+OPTIONS = [
+    {"lowercase": True},
+    {"lowercase": False},
+    {"lowercase": False, "strip_accents": True, "tokenize_chinese_chars": False},
+]
+OPTION_IDS = ["uncased", "cased", "cased-strip-nocjk"]
+
+
+def members(regex_class: str) -> set[int]:
+    """The code points of a regex class, read from the text bertkit hands to the ``tokenizers`` regex engine."""
+    found: set[int] = set()
+    for first, last in re.findall(r"\\x\{([0-9A-F]+)\}(?:-\\x\{([0-9A-F]+)\})?", regex_class):
+        found.update(range(int(first, 16), int(last or first, 16) + 1))
+    return found
+
+
+def reference_set(rule) -> set[int]:
+    return {c for c in CODE_POINTS if rule(chr(c))}
+
+
+def test_every_code_point_is_classed_as_the_reference_classes_it():
+    from transformers.models.bert.tokenization_bert import BasicTokenizer, _is_control, _is_punctuation, _is_whitespace
+
+    classes = char_classes()
+    deleted = reference_set(lambda ch: ch in "\x00\ufffd" or _is_control(ch))
+    assert members(classes.delete) == deleted
+    # A space in the reference: what it maps to " " or what str.split then splits on, if not deleted first.
+    spaces = reference_set(lambda ch: _is_whitespace(ch) or ch.isspace()) - deleted
+    assert members(classes.space) | {0x20} == spaces
+    punctuation = reference_set(_is_punctuation)
+    assert members(classes.punctuation) == punctuation
+    cjk = {c for c in CODE_POINTS if BasicTokenizer()._is_chinese_char(c)}
+    assert members(classes.punctuation_or_cjk) == punctuation | cjk
+    assert members(classes.nonspacing_marks) == reference_set(lambda ch: unicodedata.category(ch) == "Mn")
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=OPTION_IDS)
+def test_every_code_point_is_normalised_as_the_reference_normalises_it(options):
+    """NFC, case and accents, character by character: each code point kept (neither deleted nor a space) between
+    newlines, which neither side composes, reorders or changes case across, in one call each."""
+    from transformers.models.bert.tokenization_bert import BasicTokenizer
+
+    ours = Tokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], **options)
+    reference = BasicTokenizer(do_lower_case=options["lowercase"], strip_accents=options.get("strip_accents"))
+    classes = char_classes()
+    dropped = members(classes.delete) | members(classes.space)
+    kept = [chr(c) for c in CODE_POINTS if c not in dropped and c != 0x20]
+    text = "\n".join(kept)
+    # BasicTokenizer.tokenize's steps on one token, applied to all of them at once
+    expected = unicodedata.normalize("NFC", text)
+    if options["lowercase"]:
+        expected = expected.lower()
+    if (options["lowercase"] and options.get("strip_accents") is not False) or options.get("strip_accents"):
+        expected = reference._run_strip_accents(expected)
+    got = ours.backend.normalizer.normalize_str(text).split(" ")  # the newlines are spaces by then
+    want = expected.split("\n")
+    assert len(got) == len(want) == len(kept)
+    differ = [(f"U+{ord(ch):04X}", g, w) for ch, g, w in zip(kept, got, want) if g != w]
+    assert not differ, f"{len(differ)} code points normalise differently, first: {differ[:5]}"
+
+
+def code_points_in_context(step: int) -> list[str]:
+    """Every ``step``-th code point in context (after a letter, before an uppercase letter, twice per word), in
+    space-separated chunks so the slow tokenizer is called a few times rather than once per code point."""
+    cps = CODE_POINTS[::step]
     return [" ".join(f"x{chr(c)}Ab{chr(c)}" for c in cps[i : i + 2000]) for i in range(0, len(cps), 2000)]
 
 
-@pytest.mark.parametrize("options", [{"lowercase": True}, {"lowercase": False}], ids=["uncased", "cased"])
-def test_every_bmp_code_point(options):
-    ours = Tokenizer.from_vocab(VOCAB, **options)
-    slow = transformers.BertTokenizer(str(VOCAB), do_lower_case=options["lowercase"])
-    assert_same_ids(ours, slow, all_code_points(0, 0x10000))
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    "options",
-    [{"lowercase": True}, {"lowercase": False, "strip_accents": True, "tokenize_chinese_chars": False}],
-    ids=["uncased", "cased-strip-nocjk"],
-)
-def test_every_code_point_above_bmp(options):
+@pytest.mark.parametrize("options", OPTIONS, ids=OPTION_IDS)
+def test_a_sample_of_code_points_through_both_tokenizers(options):
     ours = Tokenizer.from_vocab(VOCAB, **options)
     slow = transformers.BertTokenizer(
         str(VOCAB), do_lower_case=options["lowercase"], strip_accents=options.get("strip_accents"),
         tokenize_chinese_chars=options.get("tokenize_chinese_chars", True),
     )  # fmt: skip
-    assert_same_ids(ours, slow, all_code_points(0x10000, 0x110000))
+    # a step prime to the block sizes, so that every block and every offset within a block is visited
+    assert_same_ids(ours, slow, code_points_in_context(101))

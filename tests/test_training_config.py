@@ -10,9 +10,10 @@ import pytest
 import torch
 
 from bertkit.cli import app, main
-from bertkit.cli_options import field_docs, help_text
+from bertkit.cli.options import field_docs, help_text
 from bertkit.data import CorpusOptions, PrepareConfig
 from bertkit.errors import ConfigError
+from bertkit.option_groups import option_leaves
 from bertkit.training import pretrain as pretrain_module
 from bertkit.training.config import TrainConfig, option_names
 from bertkit.training.finetune import FinetuneConfig
@@ -202,24 +203,21 @@ def test_each_field_is_an_option_with_its_docstring_and_default(name, classes, s
     params = _params(name)
     seen: set[str] = set()
     for cls in classes:
-        docs = field_docs(cls)
-        for field in dataclasses.fields(cls):
-            if field.name in seen or field.name in skip or field.name not in option_names(cls) or field.name == "train":
+        for leaf in option_leaves(cls):  # option groups walked: a leaf by its flat name
+            option, field = leaf.name, leaf.field
+            if option in seen or option in skip or option == "train":
                 continue
-            seen.add(field.name)
-            param = params[field.name]
-            assert param.help.startswith(help_text(docs[field.name])), field.name
-            assert param.default is None, f"{field.name}: the dataclass fills defaults, not the CLI"
-            if name == "finetune" and field.name in DEFAULTS["all"]:
-                expected = DEFAULTS["all"][field.name]
-            else:
-                expected = field.default
+            seen.add(option)
+            param = params[option]
+            assert param.help.startswith(help_text(field_docs(leaf.owner)[field.name])), option
+            assert param.default is None, f"{option}: the dataclass fills defaults, not the CLI"
+            expected = DEFAULTS["all"][option] if name == "finetune" and option in DEFAULTS["all"] else field.default
             if expected not in (None, dataclasses.MISSING):
                 if isinstance(expected, bool):
                     shown = "on" if expected else "off"
                 else:
                     shown = f"{expected:g}" if isinstance(expected, float) else str(expected)
-                assert f"(default: {shown}" in param.help, (field.name, param.help)
+                assert f"(default: {shown}" in param.help, (option, param.help)
     if name == "finetune":
         assert "(default: 32; qa 12)" in params["micro_batch_size"].help
 
@@ -235,14 +233,16 @@ def test_help_lists_every_option_with_its_help(name, capsys, monkeypatch):
 
 # ------------------------------------------------------------------------------------------ epochs vs max_steps
 def test_epochs_and_max_steps_resolve_to_the_limit_that_comes_first():
-    first = TrainConfig(epochs=1, max_steps=25).for_epoch(10)
-    assert (first.max_steps, first.max_steps_from) == (10, "epochs")
-    steps = TrainConfig(epochs=3, max_steps=25).for_epoch(10)
-    assert (steps.max_steps, steps.max_steps_from) == (25, "max_steps")
+    first = TrainConfig.from_options(epochs=1, max_steps=25).for_epoch(10)
+    assert (first.duration.max_steps, first.duration.max_steps_from) == (10, "epochs")
+    steps = TrainConfig.from_options(epochs=3, max_steps=25).for_epoch(10)
+    assert (steps.duration.max_steps, steps.duration.max_steps_from) == (25, "max_steps")
     # epochs count micro-batches per process; an update takes `accumulation` of them
-    accumulated = TrainConfig(epochs=1.5, micro_batch_size=4, global_batch_size=16).for_epoch(10, world_size=2)
-    assert (accumulated.max_steps, accumulated.max_steps_from) == (8, "epochs")
-    alone = TrainConfig(max_steps=7)
+    accumulated = TrainConfig.from_options(epochs=1.5, micro_batch_size=4, global_batch_size=16).for_epoch(
+        10, world_size=2
+    )
+    assert (accumulated.duration.max_steps, accumulated.duration.max_steps_from) == (8, "epochs")
+    alone = TrainConfig.from_options(max_steps=7)
     assert alone.for_epoch(3) is alone
 
 

@@ -22,7 +22,7 @@ def run(tmp_path, *, model=None, data_seed=1, dropout=0.1, **overrides):
     model = model or ToyModel(dropout=dropout)
     micro = overrides.pop("micro_batch_size", 8)
     batches = ResumableBatches(toy_dataset(), micro, collate, seed=data_seed, repeat=True)
-    cfg = TrainConfig(output_dir=tmp_path, micro_batch_size=micro, **{**FAST, **overrides})
+    cfg = TrainConfig.from_options(output_dir=tmp_path, micro_batch_size=micro, **{**FAST, **overrides})
     return model, train(model, batches, cfg, evaluate=overrides.pop("evaluate", None))
 
 
@@ -132,9 +132,9 @@ def test_evaluation_epochs_and_best_export(tmp_path):
     # 64 examples / 16 per batch = 4 updates per epoch; 12 updates = 3 epochs, evaluated at each end.
     model = ToyModel()
     batches = ResumableBatches(toy_dataset(), 16, collate, seed=0)
-    cfg = TrainConfig(output_dir=tmp_path, micro_batch_size=16, epochs=3, best_metric="accuracy", **FAST).for_epoch(
-        len(batches)
-    )
+    cfg = TrainConfig.from_options(
+        output_dir=tmp_path, micro_batch_size=16, epochs=3, best_metric="accuracy", **FAST
+    ).for_epoch(len(batches))
     result = train(model, batches, cfg, evaluate=evaluate)
     evals = [r for r in result.history if r["split"] == "eval"]
     assert [r["step"] for r in evals] == [4, 8, 12] and result.best_metric == 0.9
@@ -203,7 +203,7 @@ def test_trainer_hooks_stop_the_run_and_checkpoints_keep_their_keys(tmp_path):
     hooks = Hooks(
         on_epoch_end=lambda epoch, model: ended.append(epoch), should_stop=lambda: "enough" if len(ended) == 2 else None
     )
-    cfg = TrainConfig(output_dir=tmp_path, micro_batch_size=16, max_steps=50, **FAST)
+    cfg = TrainConfig.from_options(output_dir=tmp_path, micro_batch_size=16, max_steps=50, **FAST)
     result = Trainer(ToyModel(), batches, cfg, hooks).train()
     # 64 examples / 16 = 4 updates per epoch: the hook asks to stop after the second epoch's last update.
     assert (result.stop_reason, result.step, ended) == ("enough", 8, [0, 1])
@@ -238,10 +238,21 @@ def test_a_time_budget_that_ends_first_shortens_the_schedule(tmp_path):
 
     batches = ResumableBatches(toy_dataset(), 8, collate, seed=1, repeat=True)
     options = {**FAST, "warmup_steps": 0, "schedule": "linear"}
-    cfg = TrainConfig(output_dir=tmp_path, micro_batch_size=8, max_steps=1000, max_time=100, **options)
+    cfg = TrainConfig.from_options(output_dir=tmp_path, micro_batch_size=8, max_steps=1000, max_time=100, **options)
     trainer = Trainer(ToyModel(), batches, cfg, Hooks())
     trainer.step = 100
     trainer.elapsed = lambda: 50.0  # 2 updates/s: the 100 s budget ends at update 200, before the 1000 steps
-    assert trainer.learning_rate() == pytest.approx(cfg.lr * (1 - 100 / 200))
+    assert trainer.learning_rate() == pytest.approx(cfg.optimizer.lr * (1 - 100 / 200))
     trainer.elapsed = lambda: 5.0  # 20 updates/s: the steps end first, and the schedule is theirs
-    assert trainer.learning_rate() == pytest.approx(cfg.lr * (1 - 100 / 1000))
+    assert trainer.learning_rate() == pytest.approx(cfg.optimizer.lr * (1 - 100 / 1000))
+
+
+def test_progress_redirected_to_a_file_is_plain_lines(tmp_path, capsys):
+    batches = ResumableBatches(toy_dataset(), 8, collate, seed=1, repeat=True)
+    options = {**FAST, "progress": True}
+    cfg = TrainConfig.from_options(output_dir=tmp_path, micro_batch_size=8, max_steps=20, eval_every=10, **options)
+    train(ToyModel(), batches, cfg, evaluate=lambda model: {"accuracy": 0.5})
+    err = capsys.readouterr().err
+    assert "\r" not in err  # captured stderr is no terminal: no bar redraws
+    assert "step 10 eval: accuracy 0.5" in err
+    assert any(line.startswith("train: 20/20 step (100%)") and "loss " in line for line in err.splitlines())

@@ -113,23 +113,23 @@ def test_parse_duration_rejects_garbage(bad):
 
 
 def test_accumulation_is_derived_from_the_global_batch():
-    cfg = TrainConfig(micro_batch_size=8, global_batch_size=64, max_steps=1)
+    cfg = TrainConfig.from_options(micro_batch_size=8, global_batch_size=64, max_steps=1)
     assert cfg.accumulation(1) == 8 and cfg.accumulation(2) == 4 and 8 * 4 * cfg.accumulation(4) == 64
     with pytest.raises(ConfigError, match="multiple"):
         cfg.accumulation(3)
-    assert 8 * 2 * TrainConfig(micro_batch_size=8, grad_accum_steps=3, max_steps=1).accumulation(2) == 48
+    assert 8 * 2 * TrainConfig.from_options(micro_batch_size=8, grad_accum_steps=3, max_steps=1).accumulation(2) == 48
 
 
 def test_train_config_validation():
     with pytest.raises(ConfigError, match="needs an end"):
-        TrainConfig()
+        TrainConfig.from_options()
     with pytest.raises(ConfigError, match="not both"):
-        TrainConfig(max_steps=1, global_batch_size=8, grad_accum_steps=2)
+        TrainConfig.from_options(max_steps=1, global_batch_size=8, grad_accum_steps=2)
     with pytest.raises(ConfigError):
-        TrainConfig(max_steps=1, precision="fp8")
+        TrainConfig.from_options(max_steps=1, precision="fp8")
     with pytest.raises(ConfigError):
-        TrainConfig(max_steps=1, micro_batch_size=0)
-    assert TrainConfig(epochs=3).for_epoch(10).max_steps == 30
-    assert TrainConfig(max_time="1h").max_time == 3600
+        TrainConfig.from_options(max_steps=1, micro_batch_size=0)
+    assert TrainConfig.from_options(epochs=3).for_epoch(10).duration.max_steps == 30
+    assert TrainConfig.from_options(max_time="1h").duration.max_time == 3600
     with pytest.raises(ConfigError, match="unknown training option"):
         TrainConfig.from_dict({"max_steps": 1, "learning_rate": 1})

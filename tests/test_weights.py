@@ -248,3 +248,64 @@ def test_tokenizer_is_saved_alongside(tmp_path):
 
     save_pretrained(BertModel(tiny()), tmp_path / "out", tokenizer=FakeTokenizer())
     assert sorted(os.listdir(tmp_path / "out")) == ["config.json", "model.safetensors", "vocab.txt"]
+
+
+# ------------------------------------------------------------------------------------------ the model's own methods
+@pytest.mark.parametrize("cls", [BertModel, BertForSequenceClassification], ids=lambda c: c.__name__)
+def test_model_save_pretrained_and_from_pretrained_round_trip(cls, tmp_path):
+    """``transformers``' way: the class loads and saves itself, in the layout ``load_model`` reads and writes."""
+    model = cls(tiny()).eval()
+    assert model.save_pretrained(tmp_path / "out") == tmp_path / "out"
+    assert sorted(os.listdir(tmp_path / "out")) == ["config.json", "model.safetensors"]  # nothing temporary left
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["architectures"] == [cls.__name__]
+    saved = load_file(tmp_path / "out" / "model.safetensors")
+    expected = to_hf_state_dict(model)  # Hugging Face names
+    assert saved.keys() == expected.keys() and all(torch.equal(saved[k], expected[k]) for k in saved)
+    loaded = cls.from_pretrained(tmp_path / "out")
+    assert type(loaded) is cls and not loaded.training
+    for a, b in zip(outputs(model, *inputs()), outputs(loaded, *inputs())):
+        assert torch.equal(a, b)
+    by_loader = load_model(tmp_path / "out")
+    for a, b in zip(outputs(by_loader, *inputs()), outputs(loaded, *inputs())):
+        assert torch.equal(a, b)
+
+
+def test_from_pretrained_checks_as_the_loader_does(tmp_path, caplog):
+    save_pretrained(BertModel(tiny()), tmp_path)
+    with caplog.at_level(logging.WARNING, logger="bertkit.weights"):
+        head = BertForSequenceClassification.from_pretrained(tmp_path, num_labels=4)
+    assert head.classifier.out_features == 4
+    notices = [r.getMessage() for r in caplog.records]
+    assert len(notices) == 1 and "classifier.weight" in notices[0] and "newly initialised" in notices[0]
+    head.save_pretrained(tmp_path / "head")
+    with pytest.raises(CheckpointError, match="num_labels"):
+        BertForSequenceClassification.from_pretrained(tmp_path / "head", num_labels=2)
+    resized = BertForSequenceClassification.from_pretrained(
+        tmp_path / "head", num_labels=2, ignore_mismatched_sizes=True
+    )
+    assert resized.classifier.out_features == 2
+    with pytest.raises(CheckpointError, match="num_hidden_layers"):
+        BertModel.from_pretrained(tmp_path, num_hidden_layers=1)
+    with pytest.raises(ConfigError, match="unknown config field"):
+        BertModel.from_pretrained(tmp_path, hidden_sise=64)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match="not a model directory"):
+        BertModel.from_pretrained(tmp_path / "empty")
+    state = to_hf_state_dict(BertModel(tiny()))
+    del state["encoder.layer.1.output.dense.weight"]
+    save_file(state, tmp_path / "model.safetensors")
+    with pytest.raises(CheckpointError, match=r"lacks 1 encoder weights \(encoder.layer.1.output.dense.weight\)"):
+        BertModel.from_pretrained(tmp_path)
+
+
+def test_model_methods_leave_int8_checkpoints_to_the_loader(tmp_path):
+    """An int8 model stores its weights with their scales, which only ``bertkit.weights`` writes and reads."""
+    model = BertModel(tiny())
+    model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "bertkit_quantization": {"scheme": "int8"}}))
+    with pytest.raises(CheckpointError, match=r"int8-quantized weights; load it with bertkit\.load_model"):
+        BertModel.from_pretrained(tmp_path)
+    model.config.extra["bertkit_quantization"] = {"scheme": "int8"}
+    with pytest.raises(CheckpointError, match=r"save it with bertkit\.save_pretrained"):
+        model.save_pretrained(tmp_path / "out")

@@ -37,7 +37,7 @@ _EXPORTS: dict[str, str] = {
     "convert_checkpoint": "bertkit.weights",
     "SentenceConfig": "bertkit.sentence_config",
     "resolve_model": "bertkit.hub",
-    "read_tf_checkpoint": "bertkit.tf_checkpoint",
+    "read_tf_checkpoint": "bertkit.checkpoint_files",
     # pre-training data
     "PrepareConfig": "bertkit.data",
     "prepare_dataset": "bertkit.data",

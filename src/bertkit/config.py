@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bertkit.errors import ConfigError
+from bertkit.formats import read_text
 from bertkit.io import atomic_write_text
 
 CONFIG_NAME = "config.json"
@@ -199,8 +200,8 @@ class BertConfig:
         if not path.is_file():
             raise ConfigError(f"config file {path} does not exist")
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            data = json.loads(read_text(path, ConfigError))
+        except json.JSONDecodeError as exc:
             raise ConfigError(f"{path} is not valid JSON: {exc}") from None
         if not isinstance(data, dict):
             raise ConfigError(f"{path} must hold a JSON object")

@@ -24,6 +24,12 @@ class DataError(BertkitError, ValueError):
     """An input data file is missing, malformed or inconsistent."""
 
 
+class MissingExtraError(ConfigError, DataError):
+    """An optional dependency (a ``bertkit[...]`` extra) is not installed. It is a ``ConfigError`` (the
+    installation lacks a package) and a ``DataError`` (the data cannot be read without it), so code that
+    catches either one catches it."""
+
+
 class TruncationWarning(UserWarning):
     """Some inputs were longer than the model's input length and were cut; ``count`` of ``total`` inputs,
     at ``max_length`` tokens."""

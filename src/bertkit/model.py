@@ -4,29 +4,35 @@ the masked-LM head, and the pre-training and fine-tuning heads.
 Numerics follow the original BERT and Hugging Face's ``modeling_bert.py``: post-LN layers, exact (erf) GELU,
 LayerNorm eps from the config (1e-12), additive masking of padded keys only. Attention runs through
 ``torch.nn.functional.scaled_dot_product_attention``; an eager path computes the same thing by hand and can
-return the attention probabilities. Parameter names are bertkit's own; ``bertkit.weights`` holds the
+return the attention probabilities. Parameter names are bertkit's own; ``bertkit.checkpoint_files`` holds the
 explicit table to and from Hugging Face names (Q, K and V are one fused projection here).
 
 Training batches with much padding are unpadded (``Unpadded``): projections, feed-forward and LayerNorm, nearly
 all of the work, run on the real tokens only; the attention alone sees the padded layout.
 
-The model knows nothing of files: ``bertkit.weights`` loads and saves it (``load_model``, ``save_pretrained``).
+Each class loads and saves itself as in ``transformers`` (``BertModel.from_pretrained(path)``,
+``model.save_pretrained(directory)``) through the floor below, ``bertkit.checkpoint_files``; the model knows
+nothing of the loader above (``bertkit.weights``: quantization, compilation, tokenizer files).
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Self
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
+from bertkit.checkpoint_files import QUANTIZATION_KEY, load_hf_state_dict, read_pretrained, write_pretrained
 from bertkit.config import BertConfig
-from bertkit.errors import ConfigError
+from bertkit.errors import CheckpointError, ConfigError
 
 ATTN_IMPLEMENTATIONS = ("sdpa", "eager")
 UNPAD_SHARE = 0.1
@@ -355,10 +361,44 @@ def _check_attn_implementation(name: str | None) -> str:
 
 class PreTrainedMixin(nn.Module):
     """The base of every model class here (the encoder and each head), so that other code can tell a bertkit
-    model from any module. Reading and writing checkpoint files is ``bertkit.weights``' job (``load_model``,
-    ``save_pretrained``): the model knows nothing of files."""
+    model from any module, and each class loads and saves itself as in Hugging Face ``transformers``.
+
+    ``from_pretrained``/``save_pretrained`` call down to ``bertkit.checkpoint_files`` (the name tables and the
+    files); quantizing, compiling and tokenizer files are ``bertkit.weights``' job (``load_model``,
+    ``save_pretrained``), which the model never imports."""
 
     config: BertConfig
+
+    @classmethod
+    def from_pretrained(
+        cls, path: str | os.PathLike, *, ignore_mismatched_sizes: bool = False, **config_overrides: Any
+    ) -> Self:
+        """This class built from a Hugging Face-layout directory's ``config.json`` and loaded with its weights
+        (``model.safetensors``, sharded or ``pytorch_model.bin``, Google's TF checkpoint; or a hub id), in eval
+        mode. ``config_overrides`` replace config fields (``num_labels=3``...). The checks are
+        ``bertkit.load_model``'s: missing or misshapen encoder tensors raise ``CheckpointError``, a missing head
+        is initialised with a notice (``ignore_mismatched_sizes``: also one of another size)."""
+        pretrained = read_pretrained(path, config_overrides)
+        if pretrained.quantization:
+            raise CheckpointError(
+                f"{pretrained.directory} holds {pretrained.quantization}-quantized weights; load it with "
+                f"bertkit.load_model"
+            )
+        pretrained.check_sizes()
+        model = cls(pretrained.config)
+        source = str(pretrained.weights)
+        load_hf_state_dict(model, pretrained.state, ignore_mismatched_sizes=ignore_mismatched_sizes, source=source)
+        return model.eval()
+
+    def save_pretrained(self, directory: str | os.PathLike) -> Path:
+        """Write ``config.json`` and ``model.safetensors`` in Hugging Face's layout (names, ``architectures``),
+        each atomically, so that ``transformers``' class of the same name loads the directory. Returns it."""
+        if self.config.extra.get(QUANTIZATION_KEY):
+            raise CheckpointError(
+                f"this {type(self).__name__} is quantized; save it with bertkit.save_pretrained, which writes "
+                f"its int8 weights with their scales"
+            )
+        return write_pretrained(self, directory)
 
 
 # ------------------------------------------------------------------------------------------ BertModel

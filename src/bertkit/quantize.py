@@ -26,11 +26,12 @@ from typing import Any, cast
 import torch
 from torch import Tensor, nn
 
+from bertkit.checkpoint_files.pretrained import QUANTIZATION_KEY
 from bertkit.config import BertConfig
 from bertkit.errors import BertkitError, ConfigError
 
 SCHEMES = ("int8",)
-CONFIG_KEY = "bertkit_quantization"
+CONFIG_KEY = QUANTIZATION_KEY
 """``config.json`` key of a quantized checkpoint: ``{"scheme": "int8", ...}``."""
 SCALE_SUFFIX = "_scale"
 FLOAT32_LINEARS = ("attention.qkv",)

@@ -33,12 +33,12 @@ import torch
 from safetensors.torch import save_file
 from torch import Tensor
 
+from bertkit.checkpoint_files import SAFETENSORS_NAME, read_state_dict
 from bertkit.config import BertConfig
 from bertkit.data.corpus import CorpusOptions, CorpusStats, corpus_texts
 from bertkit.errors import CheckpointError, ConfigError, TokenizerError
 from bertkit.io import atomic_directory
 from bertkit.tokenizer import UNK, Tokenizer
-from bertkit.weights import SAFETENSORS_NAME, read_state_dict
 
 REPORT_NAME = "vocab_extension.json"
 _UNUSED = re.compile(r"\[unused\d+\]")
@@ -152,6 +152,40 @@ def extend_vocabulary(
     config = BertConfig.load(source)
     state = read_state_dict(source)
 
+    new, known = _requested_tokens(tokenizer, tokens)
+    if corpus:
+        picked = frequent_split_words(
+            tokenizer, corpus_texts(corpus, corpus_options, corpus_stats), max_new_tokens + len(new), min_frequency
+        )
+        chosen = {a.token for a in new}
+        new += [a for a in picked if a.token not in chosen][:max_new_tokens]
+    if not new:
+        why = [f"the {len(known)} requested token(s) are already in the vocabulary"] if known else []
+        if corpus:
+            why.append(
+                f"no word of the corpus seen at least {min_frequency} times is split by the vocabulary "
+                f"(a lower --min-frequency may find some)"
+            )
+        raise ConfigError(f"nothing to add: {'; '.join(why)}")
+
+    tokens_by_id, unused = _assign_slots(tokenizer, new, use_unused)
+    rows = max(config.vocab_size, len(tokens_by_id))
+    _grow_state(state, config, new, tokenizer.vocab, rows, source)
+    report = VocabularyExtension(
+        str(output), tokenizer.vocab_size, len(tokens_by_id), min(len(new), unused), new, known
+    )
+    with atomic_directory(output) as staging:
+        save_file(state, str(staging / SAFETENSORS_NAME), metadata={"format": "pt"})
+        dataclasses.replace(config, vocab_size=rows).save(staging)
+        tokenizer.with_vocab(tokens_by_id).save_pretrained(staging)
+        (staging / REPORT_NAME).write_text(
+            json.dumps(asdict(report), indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+    return report
+
+
+def _requested_tokens(tokenizer: Tokenizer, tokens: Sequence[str]) -> tuple[list[AddedToken], list[str]]:
+    """The requested tokens, normalised, that the vocabulary lacks (each once), and those it already has."""
     vocab = tokenizer.vocab
     new: list[AddedToken] = []
     known: list[str] = []
@@ -161,24 +195,12 @@ def extend_vocabulary(
             known.append(word)
         elif all(a.token != word for a in new):
             new.append(AddedToken(word, -1, tokenizer.word_pieces(word.removeprefix("##"))))
-    if corpus:
-        picked = frequent_split_words(
-            tokenizer, corpus_texts(corpus, corpus_options, corpus_stats), max_new_tokens + len(new), min_frequency
-        )
-        chosen = {a.token for a in new}
-        new += [a for a in picked if a.token not in chosen][:max_new_tokens]
+    return new, known
 
-    if not new:
-        why = [f"the {len(known)} requested token(s) are already in the vocabulary"] if known else []
-        why += (
-            [
-                f"no word of the corpus seen at least {min_frequency} times is split by the vocabulary "
-                f"(a lower --min-frequency may find some)"
-            ]
-            if corpus
-            else []
-        )
-        raise ConfigError(f"nothing to add: {'; '.join(why)}")
+
+def _assign_slots(tokenizer: Tokenizer, new: list[AddedToken], use_unused: bool) -> tuple[list[str], int]:
+    """Give each new token its id (``[unusedN]`` slots first, then appended ids); the extended vocabulary in id
+    order, and how many ``[unusedN]`` slots there were."""
     old_tokens = tokenizer.convert_ids_to_tokens(list(range(tokenizer.vocab_size)))
     unused = [i for i, t in enumerate(old_tokens) if _UNUSED.fullmatch(t)] if use_unused else []
     slots = unused[: len(new)] + list(range(len(old_tokens), len(old_tokens) + max(0, len(new) - len(unused))))
@@ -189,9 +211,14 @@ def extend_vocabulary(
             tokens_by_id[slot] = entry.token
         else:
             tokens_by_id.append(entry.token)
-    rows = max(config.vocab_size, len(tokens_by_id))
-    piece_ids = [[vocab[p] for p in entry.pieces if p != UNK and p in vocab] for entry in new]
+    return tokens_by_id, len(unused)
 
+
+def _grow_state(
+    state: dict[str, Tensor], config: BertConfig, new: list[AddedToken], vocab: dict[str, int], rows: int, source: Path
+) -> None:
+    """Every tensor indexed by token id grown in place to ``rows`` rows, the new tokens' rows initialised."""
+    piece_ids = [[vocab[p] for p in entry.pieces if p != UNK and p in vocab] for entry in new]
     grown = 0
     for name, tensor in list(state.items()):
         if name.endswith(_ROW_TENSORS + _BIAS_TENSORS):
@@ -204,16 +231,3 @@ def extend_vocabulary(
             grown += name.endswith(_ROW_TENSORS[0])
     if not grown:
         raise CheckpointError(f"{source} has no embeddings.word_embeddings.weight; is it a BERT checkpoint?")
-
-    config = dataclasses.replace(config, vocab_size=rows)
-    report = VocabularyExtension(
-        str(output), tokenizer.vocab_size, len(tokens_by_id), min(len(new), len(unused)), new, known
-    )
-    with atomic_directory(output) as staging:
-        save_file(state, str(staging / SAFETENSORS_NAME), metadata={"format": "pt"})
-        config.save(staging)
-        tokenizer.with_vocab(tokens_by_id).save_pretrained(staging)
-        (staging / REPORT_NAME).write_text(
-            json.dumps(asdict(report), indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
-        )
-    return report

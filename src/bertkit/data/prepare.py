@@ -28,13 +28,13 @@ import multiprocessing
 import os
 import random
 import shutil
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from multiprocessing.pool import AsyncResult
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from tqdm import tqdm
 
 from bertkit.data.corpus import (
     Block,
@@ -51,6 +51,7 @@ from bertkit.data.shards import block_name, index_dataset, pack_instances, read_
 from bertkit.errors import DataError
 from bertkit.hub import resolve_model
 from bertkit.io import atomic_path
+from bertkit.progress import Progress
 from bertkit.tokenizer import Tokenizer
 
 log = logging.getLogger("bertkit.data")
@@ -270,8 +271,36 @@ def prepare_dataset(config: PrepareConfig, *, progress: bool = True) -> dict[str
     tokenizer = Tokenizer.from_pretrained(resolve_model(config.tokenizer))
     created = not output.exists()  # removed again if the inputs turn out to hold no text
     output.mkdir(parents=True, exist_ok=True)
-    tokenizer_dir = output / TOKENIZER_DIR
-    tokenizer.save_pretrained(tokenizer_dir)
+    tokenizer.save_pretrained(output / TOKENIZER_DIR)
+    header = _header(config, tokenizer, files, output)
+    stats = CorpusStats()
+    blocks = iter_blocks(read_documents(files, config.corpus, stats), config.block_bytes)
+    shown = Progress(
+        sum(p.stat().st_size for p in files),
+        desc="prepare-data",
+        unit="B",
+        unit_scale=True,
+        enabled=progress,
+        smoothing=0.05,
+    )
+    with shown:
+        num_blocks = _write_blocks(config, blocks, header, shown)
+    if num_blocks == 0:
+        if created:
+            shutil.rmtree(output, ignore_errors=True)
+        raise DataError(
+            f"the inputs contain no usable text (see the skipped files: {'; '.join(stats.skipped[:3]) or 'none'})"
+        )
+    header["corpus_stats"] = stats.to_dict()
+    meta = index_dataset(output, header, expected_blocks=num_blocks)
+    for line in stats.warnings():
+        log.warning(line)
+    return meta
+
+
+def _header(config: PrepareConfig, tokenizer: Tokenizer, files: list[Path], output: Path) -> dict[str, Any]:
+    """What every block and ``dataset.json`` record: the settings, their hash and the tokenizer (and, for
+    whole-word masking, the continuation table written beside them)."""
     settings = config.output_settings()
     header: dict[str, Any] = {
         "settings": settings,
@@ -290,62 +319,49 @@ def prepare_dataset(config: PrepareConfig, *, progress: bool = True) -> dict[str
         with atomic_path(output / CONTINUATION_FILE) as tmp:
             np.save(tmp, continuation_table(tokenizer.vocab, tokenizer.vocab_size))
         header["continuation_file"] = CONTINUATION_FILE
+    return header
 
-    stats = CorpusStats()
-    total_bytes = sum(p.stat().st_size for p in files)
-    workers = config.workers or os.cpu_count() or 1
+
+def _write_blocks(config: PrepareConfig, blocks: Iterable[Block], header: dict[str, Any], shown: Progress) -> int:
+    """Process this job's blocks not written yet (in worker processes unless ``workers`` is 1); the number of
+    blocks the corpus has."""
+    output = Path(config.output)
     done = _existing_blocks(output, header["settings_hash"])
-    bar = _progress_bar(total_bytes, progress)
-    blocks = iter_blocks(read_documents(files, config.corpus, stats), config.block_bytes)
+    workers = config.workers or os.cpu_count() or 1
+    init_args = (str(output / TOKENIZER_DIR), header, str(output))
     num_blocks = 0
-    try:
-        if workers == 1:
-            _init_worker(str(tokenizer_dir), header, str(output))
-            for block in blocks:
-                num_blocks += 1
-                if _mine(block.index, config) and block.index not in done:
-                    process_block(block)
-                bar.update(block.nbytes)
-        else:
-            ctx = multiprocessing.get_context("spawn")
-            with ctx.Pool(
-                workers, initializer=_init_worker, initargs=(str(tokenizer_dir), header, str(output))
-            ) as pool:
-                pending: collections.deque[tuple[AsyncResult[Any], int]] = collections.deque()
-                for block in blocks:
-                    num_blocks += 1
-                    if not _mine(block.index, config) or block.index in done:
-                        bar.update(block.nbytes)
-                        continue
-                    pending.append((pool.apply_async(process_block, (block,)), block.nbytes))
-                    del block
-                    while len(pending) >= 2 * workers:  # bounded in-flight work = bounded memory
-                        _finish(pending.popleft(), bar)
-                while pending:
-                    _finish(pending.popleft(), bar)
-    finally:
-        bar.close()
-    if num_blocks == 0:
-        if created:
-            shutil.rmtree(output, ignore_errors=True)
-        raise DataError(
-            f"the inputs contain no usable text (see the skipped files: {'; '.join(stats.skipped[:3]) or 'none'})"
-        )
-    header["corpus_stats"] = stats.to_dict()
-    meta = index_dataset(output, header, expected_blocks=num_blocks)
-    for line in stats.warnings():
-        log.warning(line)
-    return meta
+    if workers == 1:
+        _init_worker(*init_args)
+        for block in blocks:
+            num_blocks += 1
+            if _mine(block.index, config) and block.index not in done:
+                process_block(block)
+            shown.update(block.nbytes)
+        return num_blocks
+    with multiprocessing.get_context("spawn").Pool(workers, initializer=_init_worker, initargs=init_args) as pool:
+        pending: collections.deque[tuple[AsyncResult[Any], int]] = collections.deque()
+        for block in blocks:
+            num_blocks += 1
+            if not _mine(block.index, config) or block.index in done:
+                shown.update(block.nbytes)
+                continue
+            pending.append((pool.apply_async(process_block, (block,)), block.nbytes))
+            del block
+            while len(pending) >= 2 * workers:  # bounded in-flight work = bounded memory
+                _finish(pending.popleft(), shown)
+        while pending:
+            _finish(pending.popleft(), shown)
+    return num_blocks
 
 
 def _mine(index: int, config: PrepareConfig) -> bool:
     return index % config.num_shards == config.shard_index
 
 
-def _finish(item: tuple[AsyncResult[Any], int], bar: tqdm) -> None:
+def _finish(item: tuple[AsyncResult[Any], int], shown: Progress) -> None:
     result, nbytes = item
     result.get()
-    bar.update(nbytes)
+    shown.update(nbytes)
 
 
 def _existing_blocks(output: Path, settings_hash: str) -> set[int]:
@@ -360,7 +376,3 @@ def _existing_blocks(output: Path, settings_hash: str) -> set[int]:
         if path.name == f"{block_name(meta['block'])}.json":
             done.add(meta["block"])
     return done
-
-
-def _progress_bar(total: int, enabled: bool) -> tqdm:
-    return tqdm(total=total, unit="B", unit_scale=True, desc="prepare-data", disable=not enabled, smoothing=0.05)

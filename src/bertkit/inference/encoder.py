@@ -153,51 +153,34 @@ def embed(
     Inputs cut at the length are counted: a ``bertkit.errors.TruncationWarning`` (``warnings.warn``) says
     how many, with the number in its ``count`` attribute.
     """
-    if pooling not in (None, "cls", "mean", "max", "none"):
-        raise BertkitError(f"pooling must be cls, mean, max or none, got {pooling!r}")
-    if long_text not in ("truncate", "windows"):
-        raise BertkitError(f"--long-text (long_text) must be truncate or windows, got {long_text!r}")
-    if window_stride < 1:
-        raise BertkitError(f"--window-stride (window_stride) must be at least 1, got {window_stride}")
+    _check_options(pooling, long_text, window_stride)
     loaded = as_loaded(model, head="BertModel")
     settings = embed_settings(loaded, pooling, normalize, max_length)
-    pooling, normalize, max_length = settings.pooling, settings.normalize, settings.max_length
-    layer_ids = parse_layers(layers)
-    num_states = loaded.config.num_hidden_layers + 1
-    for layer in layer_ids:
-        if not -num_states <= layer < num_states:
-            raise BertkitError(
-                f"layer {layer} does not exist: the model has {num_states - 1} layers (use -1 for the last)"
-            )
-    encoder = loaded.encoder
-    encodings = _encode_counting(loaded, list(texts), max_length, truncation=long_text == "truncate")
+    layer_ids = _layer_ids(loaded, layers)
+    truncation = long_text == "truncate"
+    encodings = _encode_counting(loaded, list(texts), settings.max_length, truncation=truncation)
     pieces = [(i, _feature(e.ids, e.type_ids)) for i, e in enumerate(encodings)]  # (text index, model input)
-    if long_text == "windows":
-        limit = input_length(loaded, max_length)
+    if not truncation:
+        limit = input_length(loaded, settings.max_length)
         if limit < 3:
             raise BertkitError(f"--max-length (max_length) {limit} leaves no room for text between [CLS] and [SEP]")
         pieces = _cut_windows(encodings, limit, window_stride, loaded.tokenizer.cls_id, loaded.tokenizer.sep_id)
+    encoder = loaded.encoder
 
     def forward(inputs: dict[str, torch.Tensor], chunk: list[Feature]) -> list[torch.Tensor]:
         """Per input: its token vectors when it is a window or nothing is pooled, else its pooled vector."""
         out = encoder(**inputs, output_hidden_states=layer_ids != [-1])
         states = [out.last_hidden_state] if out.hidden_states is None else [out.hidden_states[i] for i in layer_ids]
         hidden = torch.cat(states, dim=-1).float()
-        mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        pooled = _pool(hidden, inputs["attention_mask"], settings.pooling)
         lengths = inputs["attention_mask"].sum(1).tolist()
-        if pooling == "cls":
-            pooled = hidden[:, 0]
-        elif pooling == "max":  # padding never wins the maximum
-            pooled = hidden.masked_fill(mask == 0, torch.finfo(hidden.dtype).min).max(1).values
-        else:
-            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
         return [
-            hidden[row, : lengths[row]].cpu() if pooling == "none" or feature["window"] else pooled[row].cpu()
+            hidden[row, : lengths[row]].cpu() if settings.pooling == "none" or feature["window"] else pooled[row].cpu()
             for row, feature in enumerate(chunk)
         ]
 
     outputs = run_batches(
-        loaded.encoder,
+        encoder,
         [f for _, f in pieces],
         lambda rows, inputs: rows,
         batch_size=batch_size,
@@ -205,24 +188,67 @@ def embed(
         forward=forward,
         progress="embed" if progress else None,
     )
-    rows: list[Any] = [None] * len(encodings)
+    rows = _text_rows(pieces, outputs, len(encodings), settings.pooling)
+    return _as_array(rows, settings, width=len(layer_ids) * loaded.config.hidden_size)
+
+
+def _check_options(pooling: str | None, long_text: str, window_stride: int) -> None:
+    if pooling not in (None, "cls", "mean", "max", "none"):
+        raise BertkitError(f"pooling must be cls, mean, max or none, got {pooling!r}")
+    if long_text not in ("truncate", "windows"):
+        raise BertkitError(f"--long-text (long_text) must be truncate or windows, got {long_text!r}")
+    if window_stride < 1:
+        raise BertkitError(f"--window-stride (window_stride) must be at least 1, got {window_stride}")
+
+
+def _layer_ids(loaded: Loaded, layers: str | Sequence[int]) -> list[int]:
+    """``layers`` as indices, each checked against the model's hidden states (embeddings and L layers)."""
+    layer_ids = parse_layers(layers)
+    num_states = loaded.config.num_hidden_layers + 1
+    for layer in layer_ids:
+        if not -num_states <= layer < num_states:
+            raise BertkitError(
+                f"layer {layer} does not exist: the model has {num_states - 1} layers (use -1 for the last)"
+            )
+    return layer_ids
+
+
+def _pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    """One vector per input of ``hidden`` (``[batch, tokens, width]``), over its real tokens."""
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    if pooling == "cls":
+        return hidden[:, 0]
+    if pooling == "max":  # padding never wins the maximum
+        return hidden.masked_fill(mask == 0, torch.finfo(hidden.dtype).min).max(1).values
+    return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+
+
+def _text_rows(
+    pieces: Sequence[tuple[int, Feature]], outputs: Sequence[torch.Tensor], texts: int, pooling: str
+) -> list[torch.Tensor]:
+    """One output per text: its own, or the join of its windows' token vectors once all of them are in."""
+    rows: list[Any] = [None] * texts
     windows: dict[int, list[tuple[_TextWindow, torch.Tensor]]] = {}  # long text -> its windows' token vectors
     for (text, feature), output in zip(pieces, outputs):
         if feature["window"] is not None:
             windows.setdefault(text, []).append((feature["window"], output))
         else:
             rows[text] = output
-    for text, parts in windows.items():  # pooled once all windows of the text are in
+    for text, parts in windows.items():
         parts.sort(key=lambda part: part[0].start)
         rows[text] = _join_windows([w for w, _ in parts], [state for _, state in parts], pooling)
-    if normalize and pooling != "none":
+    return rows
+
+
+def _as_array(rows: list[torch.Tensor], settings: EmbedSettings, width: int) -> np.ndarray:
+    """``[texts, width]`` float32 (normalised when asked), or an object array of token matrices (``none``)."""
+    if settings.normalize and settings.pooling != "none":
         rows = [torch.nn.functional.normalize(row, dim=-1) for row in rows]
     arrays = [row.numpy() for row in rows]
-    if pooling == "none":
+    if settings.pooling == "none":
         result = np.empty(len(arrays), dtype=object)
         result[:] = arrays
         return result
-    width = len(layer_ids) * loaded.config.hidden_size
     return np.stack(arrays) if arrays else np.zeros((0, width), dtype=np.float32)
 
 

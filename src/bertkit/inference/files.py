@@ -19,8 +19,8 @@ from bertkit.hub import resolve_model
 from bertkit.inference.loading import TASK_PIPELINES, Loaded, load
 from bertkit.tasks import HEAD_TO_TASK
 from bertkit.tasks.base import write_jsonl
+from bertkit.tasks.prepare import featurize, read_examples
 from bertkit.tasks.runner import predict_features
-from bertkit.training.finetune import featurize, read_examples
 
 
 def load_finetuned(
@@ -97,8 +97,8 @@ def evaluate_model(
             compile=compile,
         )
     )
-    examples = read_examples(loaded.task, data, format=format, header=header)
-    features = featurize(loaded.task, examples, loaded.tokenizer, loaded.max_length, report=True)
+    examples = read_examples(loaded.task, data, format=format, header=header).examples
+    features = featurize(loaded.task, examples, loaded.tokenizer, loaded.max_length, report=True).features
     predictions, _ = predict_features(
         loaded.model, loaded.task, examples, features, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id
     )
@@ -146,8 +146,8 @@ def predict(
             compile=compile,
         )
     )
-    examples = read_examples(loaded.task, input, labeled=False, format=format, header=header)
-    features = featurize(loaded.task, examples, loaded.tokenizer, loaded.max_length, report=True)
+    examples = read_examples(loaded.task, input, labeled=False, format=format, header=header).examples
+    features = featurize(loaded.task, examples, loaded.tokenizer, loaded.max_length, report=True).features
     predictions, rows = predict_features(
         loaded.model, loaded.task, examples, features, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id
     )

@@ -21,7 +21,7 @@ from bertkit.inference.inputs import TextInput, as_list, check_texts, input_leng
 from bertkit.inference.loading import Loaded, for_pipeline, with_options
 from bertkit.tasks.classification import ClassificationExample
 from bertkit.tasks.ner import NerExample, NerTask
-from bertkit.tasks.qa import QuestionAnsweringTask, SquadExample
+from bertkit.tasks.qa import QuestionAnsweringTask, SquadExample, SquadPredictions
 from bertkit.tasks.runner import run_model
 from bertkit.tokenizer import Tokenizer
 
@@ -51,7 +51,7 @@ def classify(
         )
         for i, t in enumerate(items)
     ]
-    features = task.featurize(examples, loaded.tokenizer, input_length(loaded, max_length))
+    features = task.featurize(examples, loaded.tokenizer, input_length(loaded, max_length)).features
     rows = run_model(loaded.model, task, features, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id)
     predictions = task.postprocess(examples, features, rows)
     return predictions[0] if is_single(texts) else predictions
@@ -131,7 +131,7 @@ def tag(
     spans = [word_spans(loaded.tokenizer, text) for text in items]
     tagged = [i for i, s in enumerate(spans) if s]  # a text without words has nothing to tag
     examples = [NerExample([items[i][s:e] for s, e in spans[i]], None, "input", i) for i in tagged]
-    features = task.featurize(examples, loaded.tokenizer, loaded.max_length) if examples else []
+    features = task.featurize(examples, loaded.tokenizer, loaded.max_length).features if examples else []
     rows = run_model(loaded.model, task, features, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id)
     predictions = dict(zip(tagged, task.postprocess(examples, features, rows))) if examples else {}
     scores = dict(zip(tagged, task.word_scores(examples, features, rows))) if examples else {}
@@ -196,6 +196,31 @@ def answer(
     loaded = for_pipeline("answer", model)
     questions, contexts = paired_texts(question, context, "question", "context")
     seq_len = input_length(loaded, max_length)
+    task = _answering_task(
+        loaded,
+        seq_len,
+        max_query_length,
+        doc_stride=doc_stride,
+        n_best_size=top_k,
+        max_answer_length=max_answer_length,
+        version_2_with_negative=allow_no_answer,
+        null_score_diff_threshold=null_threshold,
+    )
+    examples = [SquadExample(str(i), q, c, []) for i, (q, c) in enumerate(zip(questions, contexts))]
+    features = task.featurize(examples, loaded.tokenizer, seq_len).features
+    rows = run_model(loaded.model, task, features, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id)
+    predictions = task.postprocess(examples, features, rows)
+    results = []
+    for example in examples:
+        answers = _ranked_answers(predictions, example.qid, allow_no_answer)
+        results.append(answers[0] if top_k == 1 else answers[:top_k])
+    return results[0] if isinstance(question, str) else results
+
+
+def _answering_task(
+    loaded: Loaded, seq_len: int, max_query_length: int | None, *, n_best_size: int, **options: Any
+) -> QuestionAnsweringTask:
+    """The model's QA task with the caller's window options; the n-best list holds at least ``n_best_size``."""
     saved = loaded.task
     assert isinstance(saved, QuestionAnsweringTask)
     saved_options = loaded.settings.task_options if loaded.settings is not None else {}
@@ -206,33 +231,23 @@ def answer(
     else:
         query_length = min(saved.max_query_length, seq_len // 2)
     task = with_options(
-        saved,
-        doc_stride=doc_stride,
-        max_query_length=query_length,
-        n_best_size=max(saved.n_best_size, top_k),
-        max_answer_length=max_answer_length,
-        version_2_with_negative=allow_no_answer,
-        null_score_diff_threshold=null_threshold,
+        saved, max_query_length=query_length, n_best_size=max(saved.n_best_size, n_best_size), **options
     )
-    examples = [SquadExample(str(i), q, c, []) for i, (q, c) in enumerate(zip(questions, contexts))]
-    features = task.featurize(examples, loaded.tokenizer, seq_len)
-    rows = run_model(loaded.model, task, features, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id)
-    predictions = task.postprocess(examples, features, rows)
-    results = []
-    for example in examples:
-        answers = []
-        for entry in predictions.nbest[example.qid]:
-            if entry["text"] == "":  # SQuAD v2's null answer
-                answers.append(Answer("", None, None, float(entry["probability"])))
-            elif entry["start_char"] is not None:  # None: Google's "empty" placeholder when no span is valid
-                answers.append(
-                    Answer(entry["text"], entry["start_char"], entry["end_char"], float(entry["probability"]))
-                )
-        if allow_no_answer and predictions.predictions[example.qid] == "":
-            answers.sort(key=lambda a: a.text != "")  # the thresholded decision comes first
-        else:
-            answers = [a for a in answers if a.text]
-        if not answers:
-            answers = [Answer("", None, None, 0.0)]
-        results.append(answers[0] if top_k == 1 else answers[:top_k])
-    return results[0] if isinstance(question, str) else results
+    assert isinstance(task, QuestionAnsweringTask)
+    return task
+
+
+def _ranked_answers(predictions: SquadPredictions, qid: str, allow_no_answer: bool) -> list[Answer]:
+    """A question's n-best answers, best first: the null answer first when the threshold chose it, else only
+    spans; one empty answer when there is none."""
+    answers = []
+    for entry in predictions.nbest[qid]:
+        if entry["text"] == "":  # SQuAD v2's null answer
+            answers.append(Answer("", None, None, float(entry["probability"])))
+        elif entry["start_char"] is not None:  # None: Google's "empty" placeholder when no span is valid
+            answers.append(Answer(entry["text"], entry["start_char"], entry["end_char"], float(entry["probability"])))
+    if allow_no_answer and predictions.predictions[qid] == "":
+        answers.sort(key=lambda a: a.text != "")  # the thresholded decision comes first
+    else:
+        answers = [a for a in answers if a.text]
+    return answers or [Answer("", None, None, 0.0)]

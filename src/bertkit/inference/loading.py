@@ -27,8 +27,8 @@ from bertkit.model import HEAD_CLASSES
 from bertkit.quantize import is_quantized
 from bertkit.sentence_config import SentenceConfig, read_sentence_config
 from bertkit.tasks import HEAD_TO_TASK, Task
+from bertkit.tasks.registry import CONFIG_KEY, make_task
 from bertkit.tokenizer import Tokenizer
-from bertkit.training.finetune import CONFIG_KEY, make_task
 from bertkit.weights import load_model, read_state_dict, weights_file
 
 PIPELINES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {

@@ -2,57 +2,40 @@
 
 ``get_task(name, **options)`` returns a fresh task object with the uniform ``Task`` interface
 (see ``bertkit.tasks.base``): ``classification`` (also regression), ``ner`` and ``qa`` (SQuAD v1.1/v2.0).
+The names, the key a fine-tuned model keeps its task under and ``make_task`` are in ``tasks.registry``;
+``tasks.prepare`` reads a file into examples and features with the lines the user reads about them.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from bertkit.errors import ConfigError
-from bertkit.tasks.base import LabelMap, Task
+from bertkit.tasks.base import Featurized, LabelMap, Read, Task
 from bertkit.tasks.batching import LengthGroupedBatchSampler
 from bertkit.tasks.classification import ClassificationExample, ClassificationPrediction, ClassificationTask
 from bertkit.tasks.ner import NerExample, NerPrediction, NerTask, read_conll
 from bertkit.tasks.qa import QuestionAnsweringTask, SquadExample, SquadPredictions, read_squad
-
-TASKS: dict[str, type] = {"classification": ClassificationTask, "ner": NerTask, "qa": QuestionAnsweringTask}
-"""Task classes by command-line name."""
-
-HEAD_TO_TASK = {
-    cls.head: name
-    for name, cls in (("classification", ClassificationTask), ("ner", NerTask), ("qa", QuestionAnsweringTask))
-}
-"""Task name for a head class name, to pick the task of a fine-tuned model from ``config.architectures``."""
-
-
-def get_task(name: str, **options: Any) -> Task:
-    """A new task of family ``name`` configured with ``options`` (the dataclass fields of its class)."""
-    try:
-        cls = TASKS[name]
-    except KeyError:
-        raise ConfigError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}") from None
-    try:
-        return cls(**options)
-    except TypeError as e:
-        raise ConfigError(f"bad option for task {name!r}: {e}") from None
-
+from bertkit.tasks.registry import CONFIG_KEY, HEAD_TO_TASK, TASK_NAMES, TASKS, get_task, make_task
 
 __all__ = [
+    "CONFIG_KEY",
     "HEAD_TO_TASK",
     "TASKS",
+    "TASK_NAMES",
     "ClassificationExample",
     "ClassificationPrediction",
     "ClassificationTask",
+    "Featurized",
     "LabelMap",
     "LengthGroupedBatchSampler",
     "NerExample",
     "NerPrediction",
     "NerTask",
     "QuestionAnsweringTask",
+    "Read",
     "SquadExample",
     "SquadPredictions",
     "Task",
     "get_task",
+    "make_task",
     "read_conll",
     "read_squad",
 ]

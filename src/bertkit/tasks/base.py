@@ -3,7 +3,9 @@
 A task turns files into examples (``read``), examples into model features (``featurize``), features into
 padded batches whose keys are exactly the head's ``forward`` arguments (``collate``), the head's outputs
 back into per-feature rows (``unbatch``), rows into predictions (``postprocess``) and predictions into
-metrics (``evaluate``). The training loop and the CLI only ever talk to this interface.
+metrics (``evaluate``). The training loop and the CLI only ever talk to this interface. A task keeps no
+per-call state: ``read`` and ``featurize`` return what they counted (``Read``, ``Featurized``) beside their
+results.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ import json
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import torch
 
@@ -23,6 +26,30 @@ from bertkit.tasks.readers import ReadReport
 
 Feature = dict[str, Any]
 """One model input: the head's keyword arguments as lists of ints, plus bookkeeping keys (``example_index``...)."""
+
+ExampleT = TypeVar("ExampleT")
+
+
+@dataclass
+class Read(Generic[ExampleT]):
+    """What ``Task.read`` returns: the examples of a file and the report of what was read, used and skipped."""
+
+    examples: list[ExampleT]
+    report: ReadReport
+    dropped: int = 0
+    """Training examples left out and counted (SQuAD answers not found at ``answer_start``); 0 for tasks
+    that refuse bad input instead."""
+
+
+@dataclass
+class Featurized:
+    """What ``Task.featurize`` returns: the features and what featurizing did to the examples."""
+
+    features: list[Feature]
+    truncated: int = 0
+    """Examples cut to fit ``max_seq_length`` (QA: questions cut at ``max_query_length``)."""
+    dropped: int = 0
+    """Training examples that gave no feature, counted (SQuAD answers that cover no token)."""
 
 
 @runtime_checkable
@@ -37,13 +64,6 @@ class Task(Protocol):
     """Key of ``evaluate``'s result used to pick the best checkpoint (higher is better)."""
     model_input_names: tuple[str, ...]
     """Keys ``collate`` returns: the keyword arguments of the head's ``forward``."""
-    skipped: int
-    """Training examples the last ``read`` and ``featurize`` dropped, counted (SQuAD answers that do not
-    align with their text); 0 for tasks that refuse bad input instead."""
-    report: ReadReport | None
-    """What the last ``read`` read, used and skipped, and why."""
-    truncated: int
-    """Examples the last ``featurize`` cut to fit ``max_seq_length``."""
 
     @property
     def batch_by_length(self) -> bool:
@@ -59,9 +79,10 @@ class Task(Protocol):
         training: bool = False,
         format: str | None = None,
         header: bool | None = None,
-    ) -> list:
-        """Examples of ``path``; ``training`` lets a task check training-only constraints; ``format`` and
-        ``header`` choose how a table is read (tasks with one file format refuse another)."""
+    ) -> Read[Any]:
+        """Examples of ``path`` with the report of what was read; ``training`` lets a task check training-only
+        constraints; ``format`` and ``header`` choose how a table is read (tasks with one file format refuse
+        another)."""
         ...
 
     def fit_labels(self, examples: Sequence) -> None: ...
@@ -74,7 +95,9 @@ class Task(Protocol):
 
     def featurize(
         self, examples: Sequence, tokenizer: Any, max_seq_length: int, *, training: bool = False
-    ) -> list[Feature]: ...
+    ) -> Featurized:
+        """Features of ``examples``, with how many were cut or dropped."""
+        ...
 
     def collate(self, features: Sequence[Feature], pad_id: int = 0) -> dict[str, torch.Tensor]: ...
 

@@ -34,7 +34,9 @@ from bertkit.errors import ConfigError, DataError
 from bertkit.tasks import metrics
 from bertkit.tasks.base import (
     Feature,
+    Featurized,
     LabelMap,
+    Read,
     build_pair,
     pad_and_stack,
     to_numpy_rows,
@@ -108,12 +110,6 @@ class ClassificationTask:
     model_input_names: tuple[str, ...] = field(
         default=("input_ids", "token_type_ids", "attention_mask", "labels"), init=False
     )
-    skipped: int = field(default=0, init=False)
-    """Always 0: only SQuAD training data skips (and counts) examples."""
-    report: ReadReport | None = field(default=None, init=False, repr=False)
-    """What the last ``read`` read, used and skipped."""
-    truncated: int = field(default=0, init=False)
-    """Examples the last ``featurize`` cut at ``max_seq_length`` (``long_text="truncate"``)."""
 
     def __post_init__(self) -> None:
         if self.long_text not in ("truncate", "windows"):
@@ -146,18 +142,18 @@ class ClassificationTask:
         training: bool = False,
         format: str | None = None,
         header: bool | None = None,
-    ) -> list[ClassificationExample]:
+    ) -> Read[ClassificationExample]:
         """Examples of a table; with ``labeled=False`` the label column is ignored (GLUE test files).
         ``format`` and ``header`` override the task's own."""
         wanted = [c for c in (self.text_column, self.text_pair_column, self.label_column) if isinstance(c, str)]
         names = [c for c in wanted if c and not c.isdigit()] + [*TEXT_COLUMNS, *PAIR_COLUMNS, *LABEL_COLUMNS]
-        self.report = ReadReport(str(path), "")
+        report = ReadReport(str(path), "")
         columns, rows = read_table(
             path,
             format or self.format,
             header=self.header if header is None else header,
             names=names,
-            report=self.report,
+            report=report,
         )
         text = pick_column(path, columns, self.text_column, TEXT_COLUMNS, "text")
         pair = None
@@ -185,7 +181,7 @@ class ClassificationTask:
                     where=row.where,
                 )
             )
-        return examples
+        return Read(examples, report)
 
     # ------------------------------------------------------------------------------------ labels
 
@@ -269,8 +265,9 @@ class ClassificationTask:
 
     def featurize(
         self, examples: Sequence[ClassificationExample], tokenizer: Any, max_seq_length: int, *, training: bool = False
-    ) -> list[Feature]:
-        """Model inputs; ``labels`` is present when the examples are labelled and the labels are fitted."""
+    ) -> Featurized:
+        """Model inputs; ``labels`` is present when the examples are labelled and the labels are fitted.
+        ``truncated`` counts the examples cut at ``max_seq_length`` (``long_text="truncate"``)."""
         if max_seq_length < 5:
             raise ConfigError(f"--max-seq-length {max_seq_length} leaves no room for text; raise it")
         ids_a = tokenizer.ids_batch([e.text for e in examples])
@@ -279,12 +276,12 @@ class ClassificationTask:
         for i, ids in zip(paired, tokenizer.ids_batch([examples[i].text_pair for i in paired]) if paired else []):
             ids_b[i] = ids
         features: list[Feature] = []
-        self.truncated = 0
+        truncated = 0
         for index, (example, a, b) in enumerate(zip(examples, ids_a, ids_b)):
             room = max_seq_length - (2 if b is None else 3)
             label = self._label_id(example)
             if self.long_text == "truncate" or len(a) + len(b or ()) <= room:
-                self.truncated += len(a) + len(b or ()) > room
+                truncated += len(a) + len(b or ()) > room
                 a, b = truncate_pair(a, b, room)
                 windows = [(a, b)]
             else:
@@ -297,7 +294,7 @@ class ClassificationTask:
                 if label is not None:
                     feature["labels"] = label
                 features.append(feature)
-        return features
+        return Featurized(features, truncated)
 
     def _label_id(self, example: ClassificationExample) -> int | float | None:
         if example.label is None:

@@ -31,7 +31,16 @@ import torch
 from bertkit.errors import ConfigError, DataError
 from bertkit.io import atomic_open
 from bertkit.tasks import metrics
-from bertkit.tasks.base import Feature, LabelMap, only_format, pad_and_stack, to_numpy_rows, write_jsonl
+from bertkit.tasks.base import (
+    Feature,
+    Featurized,
+    LabelMap,
+    Read,
+    only_format,
+    pad_and_stack,
+    to_numpy_rows,
+    write_jsonl,
+)
 from bertkit.tasks.readers import ReadReport, read_text_file
 
 IGNORE_INDEX = -100
@@ -141,13 +150,7 @@ class NerTask:
     model_input_names: tuple[str, ...] = field(
         default=("input_ids", "token_type_ids", "attention_mask", "labels"), init=False
     )
-    skipped: int = field(default=0, init=False)
-    """Always 0: only SQuAD training data skips (and counts) examples."""
     batch_by_length: bool = field(default=True, init=False)
-    report: ReadReport | None = field(default=None, init=False, repr=False)
-    """What the last ``read`` read, used and skipped."""
-    truncated: int = field(default=0, init=False)
-    """Sentences the last ``featurize`` cut (a word longer than a whole sequence keeps only what fits)."""
 
     def __post_init__(self) -> None:
         if self.window_stride < 1:
@@ -161,11 +164,11 @@ class NerTask:
         training: bool = False,
         format: str | None = None,
         header: bool | None = None,
-    ) -> list[NerExample]:
+    ) -> Read[NerExample]:
         """Sentences of a CoNLL file (the only format of this task)."""
         only_format(format, "conll", "ner")
-        self.report = ReadReport(str(path), "conll")
-        return read_conll(path, labeled=labeled, tag_column=self.tag_column, report=self.report)
+        report = ReadReport(str(path), "conll")
+        return Read(read_conll(path, labeled=labeled, tag_column=self.tag_column, report=report), report)
 
     def fit_labels(self, examples: Sequence[NerExample]) -> None:
         self.label_map = LabelMap.fit(tag for e in examples for tag in (e.tags or ()))
@@ -192,8 +195,9 @@ class NerTask:
 
     def featurize(
         self, examples: Sequence[NerExample], tokenizer: Any, max_seq_length: int, *, training: bool = False
-    ) -> list[Feature]:
-        """One feature per window of each sentence (one window unless the sentence is too long).
+    ) -> Featurized:
+        """One feature per window of each sentence (one window unless the sentence is too long); ``truncated``
+        counts the sentences cut (a word longer than a whole sequence keeps only what fits).
 
         Bookkeeping keys: ``example_index``, ``word_positions`` (for each word of the sentence that the window
         holds, the position of its first sub-token, or -1), ``first_word`` and ``max_context`` (per held
@@ -206,9 +210,9 @@ class NerTask:
         flat_ids = tokenizer.ids_batch(flat) if flat else []
         features: list[Feature] = []
         cursor = 0
-        self.truncated = 0
+        truncated = 0
         for index, example in enumerate(examples):
-            self.truncated += any(len(ids) > room for ids in flat_ids[cursor : cursor + len(example.words)])
+            truncated += any(len(ids) > room for ids in flat_ids[cursor : cursor + len(example.words)])
             word_ids = [ids[:room] for ids in flat_ids[cursor : cursor + len(example.words)]]
             cursor += len(example.words)
             tag_ids = None
@@ -239,7 +243,7 @@ class NerTask:
                 if tag_ids is not None:
                     feature["labels"] = labels
                 features.append(feature)
-        return features
+        return Featurized(features, truncated)
 
     def collate(self, features: Sequence[Feature], pad_id: int = 0) -> dict[str, torch.Tensor]:
         names = [n for n in self.model_input_names if n in features[0]]

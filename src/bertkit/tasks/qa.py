@@ -40,13 +40,25 @@ import torch
 
 from bertkit.errors import ConfigError, DataError
 from bertkit.tasks import metrics
-from bertkit.tasks.base import Feature, max_context, only_format, pad_and_stack, window_starts, write_json
+from bertkit.tasks.base import (
+    Feature,
+    Featurized,
+    Read,
+    max_context,
+    only_format,
+    pad_and_stack,
+    window_starts,
+    write_json,
+)
 from bertkit.tasks.readers import ReadReport, read_text_file
 
 logger = logging.getLogger(__name__)
 
 NO_SPAN_ODDS = 1e6
 """Null odds written for a question without any valid non-null span: it is "no answer" at any threshold."""
+
+_Candidate = tuple[float, float, float, str, tuple[int, int] | None]
+"""An answer candidate: (score, start logit, end logit, text, character span in the context)."""
 
 
 @dataclass
@@ -74,6 +86,16 @@ class SquadPredictions:
     null_odds: dict[str, float] | None = None
     best_non_null: dict[str, str] | None = None
     """v2: the best non-null text per question (``""`` if none), what the official threshold search scores."""
+
+
+@dataclass
+class _Window:
+    """One question's tokens and its context's tokens with their character spans, before windowing."""
+
+    example_index: int
+    question: list[int]
+    ids: list[int]
+    offsets: list[tuple[int, int]]
 
 
 def read_squad(
@@ -168,14 +190,6 @@ class QuestionAnsweringTask:
     strict: bool = False
     """Raise on a misaligned training answer instead of skipping it."""
     main_metric: str = "f1"
-    skipped: int = 0
-    """Training questions skipped by the last ``read`` (misaligned answers) and ``featurize`` (answer not
-    covered by any token)."""
-
-    report: ReadReport | None = field(default=None, init=False, repr=False)
-    """What the last ``read`` read, used and skipped."""
-    truncated: int = field(default=0, init=False)
-    """Questions the last ``featurize`` cut at ``max_query_length`` (contexts are split into windows)."""
 
     name: str = field(default="qa", init=False)
     head: str = field(default="BertForQuestionAnswering", init=False)
@@ -197,16 +211,16 @@ class QuestionAnsweringTask:
         training: bool = False,
         format: str | None = None,
         header: bool | None = None,
-    ) -> list[SquadExample]:
+    ) -> Read[SquadExample]:
         """Examples of a SQuAD file; ``training=True`` checks and skips misaligned answers (counted in
-        ``skipped``)."""
+        ``dropped``)."""
         only_format(format, "squad", "qa")
-        examples, self.skipped, version_2 = read_squad(path, training=training, strict=self.strict)
-        self.report = ReadReport(str(path), "squad", unit="questions", used=len(examples))
-        self.report.skip("answers not found at answer_start", self.skipped)
+        examples, skipped, version_2 = read_squad(path, training=training, strict=self.strict)
+        report = ReadReport(str(path), "squad", unit="questions", used=len(examples))
+        report.skip("answers not found at answer_start", skipped)
         if self.version_2_with_negative is None and version_2:
             self.version_2_with_negative = True
-        return examples
+        return Read(examples, report, dropped=skipped)
 
     def fit_labels(self, examples: Sequence[SquadExample]) -> None:
         if self.version_2_with_negative is None:
@@ -222,8 +236,10 @@ class QuestionAnsweringTask:
 
     def featurize(
         self, examples: Sequence[SquadExample], tokenizer: Any, max_seq_length: int, *, training: bool = False
-    ) -> list[Feature]:
-        """Windows of every example. ``training=True`` adds ``start_positions``/``end_positions``.
+    ) -> Featurized:
+        """Windows of every example. ``training=True`` adds ``start_positions``/``end_positions`` and drops
+        (counts) a question whose answer covers no token; ``truncated`` counts the questions cut at
+        ``max_query_length`` (contexts are split into windows, never cut).
 
         Bookkeeping keys: ``example_index``, ``context_start`` (position of the first window token),
         ``offsets`` (character span in the context of each window token) and ``max_context`` (per token).
@@ -239,48 +255,55 @@ class QuestionAnsweringTask:
         questions = tokenizer.ids_batch([e.question for e in examples])
         features: list[Feature] = []
         uncovered = 0
-        self.truncated = sum(len(q) > self.max_query_length for q in questions)
         for index, (example, question) in enumerate(zip(examples, questions)):
-            question = question[: self.max_query_length]
             context = encoded[example.context]
-            ids, offsets = list(context.ids), [tuple(o) for o in context.offsets]
-            width = max_seq_length - len(question) - 3
-            starts = window_starts(len(ids), width, self.doc_stride)
-            spans = [(s, min(width, len(ids) - s)) for s in starts]
+            offsets = [tuple(o) for o in context.offsets]
             target = None
             if training and not example.is_impossible:
                 target = _answer_tokens(offsets, example.answers[0])
                 if target is None:
                     uncovered += 1
                     continue
-            best = max_context(len(ids), spans)
-            context_start = len(question) + 2
-            for number, (start, length) in enumerate(spans):
-                input_ids = [
-                    tokenizer.cls_id,
-                    *question,
-                    tokenizer.sep_id,
-                    *ids[start : start + length],
-                    tokenizer.sep_id,
-                ]
-                feature: Feature = {
-                    "input_ids": input_ids,
-                    "token_type_ids": [0] * context_start + [1] * (length + 1),
-                    "attention_mask": [1] * len(input_ids),
-                    "example_index": index,
-                    "context_start": context_start,
-                    "offsets": offsets[start : start + length],
-                    "max_context": [best[t] == number for t in range(start, start + length)],
-                }
-                if training:
-                    s = e = 0
-                    if target is not None and start <= target[0] and target[1] < start + length:
-                        s, e = target[0] - start + context_start, target[1] - start + context_start
-                    feature["start_positions"], feature["end_positions"] = s, e
-                features.append(feature)
+            window = _Window(index, question[: self.max_query_length], list(context.ids), offsets)
+            features += self._window_features(window, tokenizer, max_seq_length, target, training)
         if uncovered:
             logger.warning("skipped %d training questions whose answer covers no token", uncovered)
-            self.skipped += uncovered
+        truncated = sum(len(q) > self.max_query_length for q in questions)
+        return Featurized(features, truncated, dropped=uncovered)
+
+    def _window_features(
+        self,
+        window: _Window,
+        tokenizer: Any,
+        max_seq_length: int,
+        target: tuple[int, int] | None,
+        training: bool,
+    ) -> list[Feature]:
+        """``[CLS] question [SEP] window [SEP]`` for each window of one question's context; in training, the
+        answer's positions where the window holds the whole answer, else ``[CLS]`` (0, 0)."""
+        question, ids = window.question, window.ids
+        width = max_seq_length - len(question) - 3
+        spans = [(s, min(width, len(ids) - s)) for s in window_starts(len(ids), width, self.doc_stride)]
+        best = max_context(len(ids), spans)
+        context_start = len(question) + 2
+        features: list[Feature] = []
+        for number, (start, length) in enumerate(spans):
+            input_ids = [tokenizer.cls_id, *question, tokenizer.sep_id, *ids[start : start + length], tokenizer.sep_id]
+            feature: Feature = {
+                "input_ids": input_ids,
+                "token_type_ids": [0] * context_start + [1] * (length + 1),
+                "attention_mask": [1] * len(input_ids),
+                "example_index": window.example_index,
+                "context_start": context_start,
+                "offsets": window.offsets[start : start + length],
+                "max_context": [best[t] == number for t in range(start, start + length)],
+            }
+            if training:
+                s = e = 0
+                if target is not None and start <= target[0] and target[1] < start + length:
+                    s, e = target[0] - start + context_start, target[1] - start + context_start
+                feature["start_positions"], feature["end_positions"] = s, e
+            features.append(feature)
         return features
 
     def collate(self, features: Sequence[Feature], pad_id: int = 0) -> dict[str, torch.Tensor]:
@@ -313,68 +336,92 @@ class QuestionAnsweringTask:
         for i, feature in enumerate(features):
             by_example.setdefault(feature["example_index"], []).append(i)
         version_2 = bool(self.version_2_with_negative)
-        predictions: dict[str, str] = {}
-        nbests: dict[str, list[dict[str, Any]]] = {}
-        null_odds: dict[str, float] = {}
-        best_non_null_texts: dict[str, str] = {}
+        out = SquadPredictions({}, {}, {} if version_2 else None, {} if version_2 else None)
         for index, example in enumerate(examples):
             if index not in by_example:
                 raise ValueError(f"no features for question {example.qid!r}")
-            # (score, start logit, end logit, text, character span in the context)
-            candidates: list[tuple[float, float, float, str, tuple[int, int] | None]] = []
-            # v2: the lowest null score over the question's windows, with its start and end logits
-            null: tuple[float, float, float] | None = None
-            for i in by_example[index]:
-                start_logits, end_logits = (np.asarray(x, dtype=np.float64) for x in rows[i])
-                if version_2:
-                    score = float(start_logits[0] + end_logits[0])
-                    if null is None or score < null[0]:
-                        null = (score, float(start_logits[0]), float(end_logits[0]))
-                candidates += self._spans(example.context, features[i], start_logits, end_logits)
-            if null is not None:
-                candidates.append((null[0], null[1], null[2], "", None))
-            candidates.sort(key=lambda c: c[0], reverse=True)
-            nbest: list[tuple[float, float, str, tuple[int, int] | None]] = []
-            seen: set[str] = set()
-            for _, start_logit, end_logit, text, span in candidates:
-                if len(nbest) >= self.n_best_size:
-                    break
-                if text in seen:
-                    continue
-                seen.add(text)
-                nbest.append((start_logit, end_logit, text, span))
-            if null is not None and "" not in seen:
-                nbest.append((null[1], null[2], "", None))
-            if not nbest:
-                nbest.append((0.0, 0.0, "empty", None))  # Google's placeholder when no span is valid
-            probabilities = _softmax([s + e for s, e, _, _ in nbest])
-            # Google's entry keys, plus the answer's character span in the context (None for null/"empty")
-            nbests[example.qid] = [
-                {
-                    "text": text,
-                    "probability": p,
-                    "start_logit": s,
-                    "end_logit": e,
-                    "start_char": span[0] if span else None,
-                    "end_char": span[1] if span else None,
-                }
-                for (s, e, text, span), p in zip(nbest, probabilities)
-            ]
-            if null is None:
-                predictions[example.qid] = nbest[0][2]
+            windows = [(features[i], rows[i]) for i in by_example[index]]
+            self._answer(example, windows, version_2, out)
+        return out
+
+    def _answer(
+        self,
+        example: SquadExample,
+        windows: Sequence[tuple[Feature, tuple[np.ndarray, np.ndarray]]],
+        version_2: bool,
+        out: SquadPredictions,
+    ) -> None:
+        """One question's prediction, n-best list and (v2) null odds, written into ``out``."""
+        candidates, null = self._candidates(example.context, windows, version_2)
+        nbest = self._nbest(candidates, null)
+        probabilities = _softmax([s + e for s, e, _, _ in nbest])
+        # Google's entry keys, plus the answer's character span in the context (None for null/"empty")
+        out.nbest[example.qid] = [
+            {
+                "text": text,
+                "probability": p,
+                "start_logit": s,
+                "end_logit": e,
+                "start_char": span[0] if span else None,
+                "end_char": span[1] if span else None,
+            }
+            for (s, e, text, span), p in zip(nbest, probabilities)
+        ]
+        if null is None:
+            out.predictions[example.qid] = nbest[0][2]
+            return
+        assert out.null_odds is not None and out.best_non_null is not None  # a v2 postprocess fills both
+        best_non_null = next((entry for entry in nbest if entry[2]), None)
+        if best_non_null is None:  # Google's crash (google-research/bert/issues/476): only the null answer is left
+            out.null_odds[example.qid] = NO_SPAN_ODDS
+            out.best_non_null[example.qid] = out.predictions[example.qid] = ""
+            return
+        odds = float(null[0] - best_non_null[0] - best_non_null[1])
+        out.null_odds[example.qid] = odds
+        out.best_non_null[example.qid] = best_non_null[2]
+        out.predictions[example.qid] = "" if odds > self.null_score_diff_threshold else best_non_null[2]
+
+    def _candidates(
+        self,
+        context: str,
+        windows: Sequence[tuple[Feature, tuple[np.ndarray, np.ndarray]]],
+        version_2: bool,
+    ) -> tuple[list[_Candidate], tuple[float, float, float] | None]:
+        """Every window's valid spans, best first, with (v2) the null answer: the lowest null score over the
+        question's windows, with its start and end logits."""
+        candidates: list[_Candidate] = []
+        null: tuple[float, float, float] | None = None
+        for feature, row in windows:
+            start_logits, end_logits = (np.asarray(x, dtype=np.float64) for x in row)
+            if version_2:
+                score = float(start_logits[0] + end_logits[0])
+                if null is None or score < null[0]:
+                    null = (score, float(start_logits[0]), float(end_logits[0]))
+            candidates += self._spans(context, feature, start_logits, end_logits)
+        if null is not None:
+            candidates.append((null[0], null[1], null[2], "", None))
+        candidates.sort(key=lambda c: c[0], reverse=True)
+        return candidates, null
+
+    def _nbest(
+        self, candidates: Sequence[_Candidate], null: tuple[float, float, float] | None
+    ) -> list[tuple[float, float, str, tuple[int, int] | None]]:
+        """The ``n_best_size`` best distinct texts as (start logit, end logit, text, span); v2 always keeps
+        the null answer, and an empty list gets Google's placeholder ``"empty"``."""
+        nbest: list[tuple[float, float, str, tuple[int, int] | None]] = []
+        seen: set[str] = set()
+        for _, start_logit, end_logit, text, span in candidates:
+            if len(nbest) >= self.n_best_size:
+                break
+            if text in seen:
                 continue
-            best_non_null = next((entry for entry in nbest if entry[2]), None)
-            if best_non_null is None:  # Google's crash (google-research/bert/issues/476): only the null answer is left
-                null_odds[example.qid] = NO_SPAN_ODDS
-                best_non_null_texts[example.qid] = predictions[example.qid] = ""
-                continue
-            odds = float(null[0] - best_non_null[0] - best_non_null[1])
-            null_odds[example.qid] = odds
-            best_non_null_texts[example.qid] = best_non_null[2]
-            predictions[example.qid] = "" if odds > self.null_score_diff_threshold else best_non_null[2]
-        if not version_2:
-            return SquadPredictions(predictions, nbests)
-        return SquadPredictions(predictions, nbests, null_odds, best_non_null_texts)
+            seen.add(text)
+            nbest.append((start_logit, end_logit, text, span))
+        if null is not None and "" not in seen:
+            nbest.append((null[1], null[2], "", None))
+        if not nbest:
+            nbest.append((0.0, 0.0, "empty", None))  # Google's placeholder when no span is valid
+        return nbest
 
     def _spans(
         self, context: str, feature: Feature, start_logits: np.ndarray, end_logits: np.ndarray

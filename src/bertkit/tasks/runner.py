@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from bertkit.errors import BertkitError
+from bertkit.progress import track
 from bertkit.tasks.base import Feature, Task, pad_and_stack
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
@@ -46,7 +47,7 @@ def run_batches(
     """Rows of ``unbatch`` for every feature, in the features' order.
 
     ``forward`` defaults to ``model(**inputs)``; a pipeline passes its own to ask the model for something else
-    (hidden states, the masked positions). ``progress``: a label for a progress bar over the batches. The
+    (hidden states, the masked positions). ``progress``: a label for a progress display over the batches. The
     caller chooses the mode (``model.eval()``) and the grad context.
     """
     device = next(model.parameters()).device
@@ -54,9 +55,7 @@ def run_batches(
     rows: list[Any] = [None] * len(features)
     batches: Iterable[list[int]] = list(length_sorted_batches([len(f["input_ids"]) for f in features], batch_size))
     if progress:
-        from tqdm import tqdm
-
-        batches = tqdm(batches, desc=progress, unit="batch")
+        batches = track(batches, desc=progress, unit="batch")
     for batch in batches:
         chunk = [features[i] for i in batch]
         inputs = pad_and_stack(chunk, MODEL_INPUTS, {"input_ids": pad_id})

@@ -1,14 +1,16 @@
-"""TrainConfig: every knob of the shared training loop, typed, documented and validated.
+"""TrainConfig: every knob of the shared training loop, typed, documented and validated, in groups.
 
 Pre-training (:class:`bertkit.training.pretrain.PretrainConfig`) and fine-tuning
-(:class:`bertkit.training.finetune.FinetuneConfig`) nest this dataclass as ``.train``. Each field is declared
-once, with its docstring: the CLI derives its options and help from the fields (``bertkit.cli_options``), and
-:func:`read_config_file` fills them from TOML/YAML files with the same rules for both commands.
+(:class:`bertkit.training.finetune.FinetuneConfig`) nest this dataclass as ``.train``. It nests one group per
+concern (batch, duration, optimizer, schedule, precision, evaluation, checkpointing, logging, distributed), as
+torchtitan's job config does; each group owns its fields' docstrings and checks (:mod:`bertkit.option_groups`
+checks the ``Literal`` ones from their types). Each field is declared once: the CLI derives its flat options
+and help from the fields (``bertkit.cli_options``), and :func:`read_config_file` fills them from TOML/YAML files
+with the same rules for both commands.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import math
 import os
@@ -17,15 +19,43 @@ import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from bertkit.errors import ConfigError
-from bertkit.training.optim import OPTIMIZERS, SCHEDULES
+from bertkit.formats import read_text
+from bertkit.option_groups import (
+    NOT_AN_OPTION,
+    OptionGroup,
+    check_non_negative,
+    check_positive,
+    flat,
+    from_flat,
+    leaves,
+    option_names,
+    replace_flat,
+    to_flat,
+)
+from bertkit.training.optim import OptimizerName, ScheduleName
+from bertkit.training.precision import PrecisionName
 
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-
-NOT_AN_OPTION = {"option": False}
-"""Field metadata of values the entry point derives (``output_dir``...): neither a CLI flag nor a file key."""
+__all__ = [
+    "NOT_AN_OPTION",
+    "BatchConfig",
+    "CheckpointConfig",
+    "DistributedConfig",
+    "DurationConfig",
+    "EvaluationConfig",
+    "LoggingConfig",
+    "OptimizerConfig",
+    "PrecisionConfig",
+    "ScheduleConfig",
+    "TrainConfig",
+    "option_names",
+    "parse_duration",
+    "read_config_file",
+    "read_options_file",
+    "split_options",
+]
 
 _DURATION = re.compile(
     r"^\s*(?:(\d+(?:\.\d+)?)d)?\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*"
@@ -42,12 +72,7 @@ def read_options_file(path: str | os.PathLike) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"config file {path} is not UTF-8 text (byte {exc.start}); write it as TOML or YAML"
-        ) from None
+    text = read_text(path, ConfigError)
     try:
         if path.suffix in (".yaml", ".yml"):
             try:
@@ -75,12 +100,11 @@ def parse_duration(value: str | float | None) -> float | None:
     return d * 86400 + h * 3600 + m * 60 + s
 
 
+# ------------------------------------------------------------------------------------------ groups
 @dataclass
-class TrainConfig:
-    """Options of :func:`bertkit.training.loop.train`, shared by pre-training and fine-tuning."""
+class BatchConfig(OptionGroup):
+    """How many sequences make a forward pass and an update."""
 
-    output_dir: Path = field(default=Path("runs/train"), metadata=NOT_AN_OPTION)
-    """Where checkpoints (``checkpoint-<step>/``), ``metrics.jsonl``, TensorBoard events and plots go."""
     micro_batch_size: int = 32
     """Sequences per forward/backward pass on one process."""
     global_batch_size: int | None = None
@@ -88,132 +112,16 @@ class TrainConfig:
     ``micro_batch_size x world_size``; gradient accumulation is derived from it."""
     grad_accum_steps: int | None = None
     """Micro-batches accumulated per update on each process; give this or ``global_batch_size`` (default 1)."""
-    lr: float = 1e-4
-    """Peak learning rate (after warmup)."""
-    optimizer: str = "adamw"
-    """``adamw`` (decoupled weight decay, eps 1e-6) or ``lamb`` (layer-wise trust ratio, large batches)."""
-    weight_decay: float = 0.01
-    """Decoupled weight decay; biases and LayerNorm parameters are excluded."""
-    adam_beta1: float = 0.9
-    """First-moment decay of Adam/LAMB."""
-    adam_beta2: float = 0.999
-    """Second-moment decay of Adam/LAMB."""
-    adam_eps: float = 1e-6
-    """Adam/LAMB epsilon (BERT uses 1e-6, not PyTorch's 1e-8)."""
-    schedule: str = "linear"
-    """``linear`` (Google BERT: warmup, and a linear decay to 0 that starts at step 0), ``poly`` (decays from the
-    end of the warmup, as transformers; ``schedule_power`` 1 is linear), ``cosine`` or ``constant``."""
-    schedule_power: float = 1.0
-    """Exponent of the ``poly`` schedule (NVIDIA's LAMB recipe uses 0.5)."""
-    warmup_steps: int | None = None
-    """Updates of linear warmup; give this or ``warmup_ratio``."""
-    warmup_ratio: float | None = None
-    """Warmup as a fraction of ``max_steps`` (e.g. 0.1 for fine-tuning, 0.01 for pre-training)."""
-    max_steps: int | None = None
-    """Optimizer updates to run. With ``max_time`` alone, the schedule is stretched over the time budget."""
-    max_time: float | None = field(default=None, metadata={"cli_type": str})
-    """Wall-clock budget in seconds (or ``"8h"``, ``"90m"``), summed over resumed runs."""
-    epochs: float | None = None
-    """Passes over the training data. With ``max_steps`` too, the run ends at whichever comes first, and its stop
-    reason (``epochs`` or ``max_steps``) says which."""
-    max_steps_from: str = field(default="max_steps", metadata=NOT_AN_OPTION)
-    """What ``max_steps`` stands for, reported as the stop reason when the run reaches it: ``max_steps``, or
-    ``epochs`` when :meth:`for_epoch` found that the epochs end the run first."""
-    clip_grad_norm: float | None = 1.0
-    """Clip the global gradient norm to this value; ``None`` or 0 disables clipping."""
-    precision: str = "auto"
-    """``fp32``, ``bf16`` (autocast), ``fp16`` (autocast + loss scaling, CUDA only) or ``auto`` (bf16 on a
-    GPU that supports it, else fp32)."""
-    seed: int = 42
-    """Seed of model init, dropout and every generator the loop owns; process ``r`` uses ``seed + r``."""
-    eval_every: int = 0
-    """Run the evaluation callback every N updates (0: only at the end, if a callback is given)."""
-    save_every: int = 0
-    """Write a checkpoint every N updates (0: only at the end and on SIGTERM/SIGINT)."""
-    keep_last: int = 3
-    """Checkpoints kept on disk; older ones are deleted after a new one is complete."""
-    log_every: int = 10
-    """Log training metrics every N updates (JSONL, TensorBoard, progress bar)."""
-    max_bad_steps: int = 10
-    """Consecutive updates with a non-finite loss or gradient that stop the run (each one is skipped)."""
-    resume: str | None = None
-    """``auto``: continue from the latest valid checkpoint in ``output_dir`` if any; a path: from that
-    checkpoint; ``None``: start fresh (an existing checkpoint in ``output_dir`` is then an error)."""
-    device: str | None = None
-    """``cpu``, ``cuda``, ``cuda:1``...; default: this process's GPU if there is one, else CPU."""
-    progress: bool = True
-    """Show a progress bar (main process only)."""
-    tensorboard: bool = True
-    """Write TensorBoard event files (needs the ``tensorboard`` package; skipped with a notice if absent)."""
-    plot: bool = True
-    """Write ``curves.png`` at the end (needs ``matplotlib``; skipped with a notice if absent)."""
-    best_metric: str | None = None
-    """Evaluation metric that selects the best model (exported to ``output_dir/best``), e.g. ``accuracy``."""
-    best_mode: str = "max"
-    """``max`` if a larger ``best_metric`` is better (accuracy, F1), ``min`` for losses."""
-    eval_each_epoch: bool = True
-    """With a finite batch source, also evaluate when an epoch ends (fine-tuning)."""
-    fsdp: bool = False
-    """Shard parameters, gradients and optimizer state over the processes (FSDP2) instead of replicating them
-    (DDP): for models whose training state does not fit one device. Checkpoints stay full and portable."""
-    ddp_find_unused_parameters: bool = False
-    """Let DistributedDataParallel tolerate parameters without gradients (e.g. a pooler a head ignores)."""
-    compile: bool = False
-    """Run the model through ``torch.compile`` (symbolic batch and sequence sizes, so varying lengths reuse
-    one graph): fuses the small element-wise kernels; the first steps pay the compilation (tens of seconds)."""
-    peak_flops: float | None = None
-    """Peak FLOP/s of one device, the MFU denominator. Default: pre-training takes the GPU's datasheet dense peak
-    at the run's precision (the measured matmul peak on a CPU or an unlisted GPU); fine-tuning logs no MFU."""
-    extra: dict[str, Any] = field(default_factory=dict, metadata=NOT_AN_OPTION)
-    """Free-form values stored with checkpoints (e.g. the data directory), for humans."""
 
     def __post_init__(self) -> None:
-        self.output_dir = Path(self.output_dir)
-        self.max_time = parse_duration(self.max_time)
-        positive = ("micro_batch_size", "keep_last", "log_every", "max_bad_steps")
-        for name in positive:
-            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be a positive integer, got {getattr(self, name)!r}")
-        for name in ("global_batch_size", "grad_accum_steps", "max_steps"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("eval_every", "save_every", "warmup_steps"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 0):
-                raise ConfigError(f"{name} must be a non-negative integer, got {value!r}")
+        super().__post_init__()
+        check_positive(self, "micro_batch_size")
+        check_positive(self, "global_batch_size", "grad_accum_steps", optional=True)
         if self.global_batch_size is not None and self.grad_accum_steps is not None:
             raise ConfigError(
                 "give --global-batch-size or --grad-accum-steps, not both (one is derived from the other)"
             )
-        if self.warmup_steps is not None and self.warmup_ratio is not None:
-            raise ConfigError("give --warmup-steps or --warmup-ratio, not both")
-        if self.warmup_ratio is not None and not 0 <= self.warmup_ratio < 1:
-            raise ConfigError(f"--warmup-ratio must be in [0, 1), got {self.warmup_ratio}")
-        if self.lr <= 0:
-            raise ConfigError(f"lr must be positive, got {self.lr}")
-        if self.weight_decay < 0:
-            raise ConfigError(f"--weight-decay must be >= 0, got {self.weight_decay}")
-        if self.optimizer not in OPTIMIZERS:
-            raise ConfigError(f"unknown optimizer {self.optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
-        if self.schedule not in SCHEDULES:
-            raise ConfigError(f"unknown schedule {self.schedule!r}; choose one of {', '.join(SCHEDULES)}")
-        if self.precision not in PRECISIONS:
-            raise ConfigError(f"unknown precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}")
-        if self.max_time is not None and self.max_time <= 0:
-            raise ConfigError(f"--max-time must be positive, got {self.max_time}")
-        if self.epochs is not None and not self.epochs > 0:
-            raise ConfigError(f"epochs must be positive, got {self.epochs}")
-        if self.max_steps is None and self.max_time is None and self.epochs is None:
-            raise ConfigError("set --max-steps, --max-time or --epochs: the run needs an end")
-        if self.max_steps_from not in ("max_steps", "epochs"):
-            raise ConfigError(f"max_steps_from must be 'max_steps' or 'epochs', got {self.max_steps_from!r}")
-        if self.best_mode not in ("max", "min"):
-            raise ConfigError(f"best_mode must be 'max' or 'min', got {self.best_mode!r}")
-        if self.clip_grad_norm is not None and self.clip_grad_norm < 0:
-            raise ConfigError(f"--clip-grad-norm must be >= 0, got {self.clip_grad_norm}")
 
-    # ------------------------------------------------------------------------------ derived values
     def accumulation(self, world_size: int = 1) -> int:
         """Micro-batches per update on each process, derived for ``world_size`` processes."""
         if self.global_batch_size is None:
@@ -226,40 +134,270 @@ class TrainConfig:
             )
         return self.global_batch_size // per_update
 
+
+@dataclass
+class DurationConfig(OptionGroup):
+    """When the run ends: updates, wall-clock time or epochs, whichever comes first."""
+
+    max_steps: int | None = None
+    """Optimizer updates to run. With ``max_time`` alone, the schedule is stretched over the time budget."""
+    max_time: float | None = field(default=None, metadata={"cli_type": str})
+    """Wall-clock budget in seconds (or ``"8h"``, ``"90m"``), summed over resumed runs."""
+    epochs: float | None = None
+    """Passes over the training data. With ``max_steps`` too, the run ends at whichever comes first, and its stop
+    reason (``epochs`` or ``max_steps``) says which."""
+    max_steps_from: Literal["max_steps", "epochs"] = field(default="max_steps", metadata=NOT_AN_OPTION)
+    """What ``max_steps`` stands for, reported as the stop reason when the run reaches it: ``max_steps``, or
+    ``epochs`` when :meth:`TrainConfig.for_epoch` found that the epochs end the run first."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.max_time = parse_duration(self.max_time)
+        check_positive(self, "max_steps", optional=True)
+        if self.max_time is not None and self.max_time <= 0:
+            raise ConfigError(f"--max-time must be positive, got {self.max_time}")
+        if self.epochs is not None and not self.epochs > 0:
+            raise ConfigError(f"epochs must be positive, got {self.epochs}")
+        if self.max_steps is None and self.max_time is None and self.epochs is None:
+            raise ConfigError("set --max-steps, --max-time or --epochs: the run needs an end")
+
+
+@dataclass
+class OptimizerConfig(OptionGroup):
+    """How gradients become an update."""
+
+    name: OptimizerName = field(default="adamw", metadata=flat("optimizer"))
+    """``adamw`` (decoupled weight decay, eps 1e-6) or ``lamb`` (layer-wise trust ratio, large batches)."""
+    lr: float = 1e-4
+    """Peak learning rate (after warmup)."""
+    weight_decay: float = 0.01
+    """Decoupled weight decay; biases and LayerNorm parameters are excluded."""
+    adam_beta1: float = 0.9
+    """First-moment decay of Adam/LAMB."""
+    adam_beta2: float = 0.999
+    """Second-moment decay of Adam/LAMB."""
+    adam_eps: float = 1e-6
+    """Adam/LAMB epsilon (BERT uses 1e-6, not PyTorch's 1e-8)."""
+    clip_grad_norm: float | None = 1.0
+    """Clip the global gradient norm to this value; ``None`` or 0 disables clipping."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.lr <= 0:
+            raise ConfigError(f"lr must be positive, got {self.lr}")
+        if self.weight_decay < 0:
+            raise ConfigError(f"--weight-decay must be >= 0, got {self.weight_decay}")
+        if self.clip_grad_norm is not None and self.clip_grad_norm < 0:
+            raise ConfigError(f"--clip-grad-norm must be >= 0, got {self.clip_grad_norm}")
+
+
+@dataclass
+class ScheduleConfig(OptionGroup):
+    """The learning rate over the run: warmup, then the schedule's decay."""
+
+    name: ScheduleName = field(default="linear", metadata=flat("schedule"))
+    """``linear`` (Google BERT: warmup, and a linear decay to 0 that starts at step 0), ``poly`` (decays from the
+    end of the warmup, as transformers; ``schedule_power`` 1 is linear), ``cosine`` or ``constant``."""
+    power: float = field(default=1.0, metadata=flat("schedule_power"))
+    """Exponent of the ``poly`` schedule (NVIDIA's LAMB recipe uses 0.5)."""
+    warmup_steps: int | None = None
+    """Updates of linear warmup; give this or ``warmup_ratio``."""
+    warmup_ratio: float | None = None
+    """Warmup as a fraction of ``max_steps`` (e.g. 0.1 for fine-tuning, 0.01 for pre-training)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_non_negative(self, "warmup_steps", optional=True)
+        if self.warmup_steps is not None and self.warmup_ratio is not None:
+            raise ConfigError("give --warmup-steps or --warmup-ratio, not both")
+        if self.warmup_ratio is not None and not 0 <= self.warmup_ratio < 1:
+            raise ConfigError(f"--warmup-ratio must be in [0, 1), got {self.warmup_ratio}")
+
+    def warmup(self, total_steps: int) -> int:
+        """Warmup updates for a run of ``total_steps``."""
+        if self.warmup_steps is not None:
+            return self.warmup_steps
+        return int((self.warmup_ratio or 0) * total_steps)
+
+
+@dataclass
+class PrecisionConfig(OptionGroup):
+    """The numbers the model computes in."""
+
+    mode: PrecisionName = field(default="auto", metadata=flat("precision"))
+    """``fp32``, ``bf16`` (autocast), ``fp16`` (autocast + loss scaling, CUDA only) or ``auto`` (bf16 on a
+    GPU that supports it, else fp32)."""
+
+
+@dataclass
+class EvaluationConfig(OptionGroup):
+    """When the evaluation callback runs, and which result is the best model."""
+
+    eval_every: int = 0
+    """Run the evaluation callback every N updates (0: only at the end, if a callback is given)."""
+    eval_each_epoch: bool = True
+    """With a finite batch source, also evaluate when an epoch ends (fine-tuning)."""
+    best_metric: str | None = None
+    """Evaluation metric that selects the best model (exported to ``output_dir/best``), e.g. ``accuracy``."""
+    best_mode: Literal["max", "min"] = "max"
+    """``max`` if a larger ``best_metric`` is better (accuracy, F1), ``min`` for losses."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_non_negative(self, "eval_every")
+
+    def is_better(self, value: float, best: float | None) -> bool:
+        """Whether ``value`` of ``best_metric`` beats the ``best`` so far."""
+        return best is None or (value > best if self.best_mode == "max" else value < best)
+
+
+@dataclass
+class CheckpointConfig(OptionGroup):
+    """When checkpoints are written, how many stay, and where a run continues from."""
+
+    save_every: int = 0
+    """Write a checkpoint every N updates (0: only at the end and on SIGTERM/SIGINT)."""
+    keep_last: int = 3
+    """Checkpoints kept on disk; older ones are deleted after a new one is complete."""
+    resume: str | None = None
+    """``auto``: continue from the latest valid checkpoint in ``output_dir`` if any; a path: from that
+    checkpoint; ``None``: start fresh (an existing checkpoint in ``output_dir`` is then an error)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_non_negative(self, "save_every")
+        check_positive(self, "keep_last")
+
+
+@dataclass
+class LoggingConfig(OptionGroup):
+    """What the run reports, and how often."""
+
+    log_every: int = 10
+    """Log training metrics every N updates (JSONL, TensorBoard, the progress display)."""
+    progress: bool = True
+    """Show progress on stderr (main process only): a bar in a terminal, a plain line every 30 s when
+    redirected to a file or a CI log."""
+    tensorboard: bool = True
+    """Write TensorBoard event files (needs the ``tensorboard`` package; skipped with a notice if absent)."""
+    plot: bool = True
+    """Write ``curves.png`` at the end (needs ``matplotlib``; skipped with a notice if absent)."""
+    peak_flops: float | None = None
+    """Peak FLOP/s of one device, the MFU denominator. Default: pre-training takes the GPU's datasheet dense peak
+    at the run's precision (the measured matmul peak on a CPU or an unlisted GPU); fine-tuning logs no MFU."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_positive(self, "log_every")
+
+
+@dataclass
+class DistributedConfig(OptionGroup):
+    """Where the model trains, and how processes share it."""
+
+    device: str | None = None
+    """``cpu``, ``cuda``, ``cuda:1``...; default: this process's GPU if there is one, else CPU."""
+    fsdp: bool = False
+    """Shard parameters, gradients and optimizer state over the processes (FSDP2) instead of replicating them
+    (DDP): for models whose training state does not fit one device. Checkpoints stay full and portable."""
+    ddp_find_unused_parameters: bool = False
+    """Let DistributedDataParallel tolerate parameters without gradients (e.g. a pooler a head ignores)."""
+
+
+# ------------------------------------------------------------------------------------------ the config
+@dataclass(kw_only=True)
+class TrainConfig:
+    """Options of :func:`bertkit.training.loop.train`, shared by pre-training and fine-tuning, in groups.
+
+    Code reads ``config.optimizer.lr``; users name options flat (``--lr``, ``lr = 5e-5``), and
+    :meth:`from_options` builds the groups from flat names.
+    """
+
+    output_dir: Path = field(default=Path("runs/train"), metadata=NOT_AN_OPTION)
+    """Where checkpoints (``checkpoint-<step>/``), ``metrics.jsonl``, TensorBoard events and plots go."""
+    batch: BatchConfig = field(default_factory=BatchConfig)
+    """Micro-batch, global batch and accumulation."""
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    """Optimizer, learning rate, weight decay, Adam moments, gradient clipping."""
+    schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
+    """Learning-rate schedule and warmup."""
+    duration: DurationConfig
+    """When the run ends (required: a run needs an end)."""
+    precision: PrecisionConfig = field(default_factory=PrecisionConfig)
+    """fp32, bf16, fp16 or auto."""
+    seed: int = 42
+    """Seed of model init, dropout and every generator the loop owns; process ``r`` uses ``seed + r``."""
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    """When to evaluate, and which result is the best model."""
+    checkpointing: CheckpointConfig = field(default_factory=CheckpointConfig)
+    """Checkpoint cadence, how many to keep, and resume."""
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    """Log cadence, progress display, TensorBoard, curves, the MFU peak."""
+    max_bad_steps: int = 10
+    """Consecutive updates with a non-finite loss or gradient that stop the run (each one is skipped)."""
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
+    """Device, and DDP or FSDP over processes."""
+    compile: bool = False
+    """Run the model through ``torch.compile`` (symbolic batch and sequence sizes, so varying lengths reuse
+    one graph): fuses the small element-wise kernels; the first steps pay the compilation (tens of seconds)."""
+    extra: dict[str, Any] = field(default_factory=dict, metadata=NOT_AN_OPTION)
+    """Free-form values stored with checkpoints (e.g. the data directory), for humans."""
+
+    def __post_init__(self) -> None:
+        self.output_dir = Path(self.output_dir)
+        check_positive(self, "max_bad_steps")
+
+    # ------------------------------------------------------------------------------ flat options
+    @classmethod
+    def from_options(cls, **options: Any) -> TrainConfig:
+        """A config from flat options, as the command line and config files name them (``lr=5e-5``)."""
+        return from_flat(cls, _known(options))
+
+    def with_options(self, **options: Any) -> TrainConfig:
+        """This config with the flat ``options`` changed (``with_options(lr=3e-5)``), checked again."""
+        return replace_flat(self, _known(options))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Flat values only (strings, numbers, lists, dicts): safe for JSON and ``weights_only`` loading."""
+        out = to_flat(self)
+        out["output_dir"] = str(self.output_dir)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TrainConfig:
+        """The inverse of :meth:`to_dict`."""
+        return cls.from_options(**data)
+
+    # ------------------------------------------------------------------------------ derived values
+    def accumulation(self, world_size: int = 1) -> int:
+        """Micro-batches per update on each process (:meth:`BatchConfig.accumulation`)."""
+        return self.batch.accumulation(world_size)
+
     def for_epoch(self, micro_batches: int, world_size: int = 1) -> TrainConfig:
         """This config with ``epochs`` turned into updates, for an epoch of ``micro_batches`` per process.
 
         ``max_steps`` becomes the smaller of the two limits and ``max_steps_from`` says which one it is, so the
         run ends at whichever comes first and reports it. Without ``epochs`` the config is returned as it is.
         """
-        if self.epochs is None:
+        duration = self.duration
+        if duration.epochs is None:
             return self
-        by_epochs = max(1, math.ceil(self.epochs * micro_batches / self.accumulation(world_size)))
-        if self.max_steps is not None and self.max_steps <= by_epochs:
-            return dataclasses.replace(self, max_steps_from="max_steps")
-        return dataclasses.replace(self, max_steps=by_epochs, max_steps_from="epochs")
+        by_epochs = max(1, math.ceil(duration.epochs * micro_batches / self.accumulation(world_size)))
+        if duration.max_steps is not None and duration.max_steps <= by_epochs:
+            return self.with_options(max_steps_from="max_steps")
+        return self.with_options(max_steps=by_epochs, max_steps_from="epochs")
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain values only (strings, numbers, lists, dicts): safe for JSON and ``weights_only`` loading."""
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        out["output_dir"] = str(self.output_dir)
-        return out
 
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> TrainConfig:
-        known = [f.name for f in dataclasses.fields(cls)]
-        for key in data:
-            if key not in known:
-                raise ConfigError(f"unknown training option {key!r}{_did_you_mean(key, known)}")
-        return cls(**data)
+def _known(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` if every key is a training option; else a ``ConfigError`` naming the closest one."""
+    known = [leaf.name for leaf in leaves(TrainConfig)]
+    for key in options:
+        if key not in known:
+            raise ConfigError(f"unknown training option {key!r}{_did_you_mean(key, known)}")
+    return dict(options)
 
 
 # ------------------------------------------------------------------------------------------ options
-def option_names(cls: type) -> list[str]:
-    """Fields of dataclass ``cls`` that a user sets (CLI flag or config-file key), in declaration order."""
-    return [f.name for f in dataclasses.fields(cls) if f.metadata.get("option", True)]
-
-
 def _did_you_mean(key: str, known: Iterable[str]) -> str:
     close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""

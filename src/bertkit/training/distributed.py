@@ -68,7 +68,7 @@ def teardown() -> None:
 # ``dist.barrier`` keeps the works still in flight alive until the barrier is freed in turn. A tensor whose
 # Python object is gone by then is freed on that thread, which must take the GIL to do it; once the
 # interpreter is finalising, taking the GIL ends the thread and the process aborts ("terminate called without
-# an active exception", seen in a core dump of a 2-process run under load). torch's DDP keeps the gloo group,
+# an active exception"; docs/experiments.md, "gloo at exit"). torch's DDP keeps the gloo group,
 # and so its threads, alive past ``destroy_process_group``. Hence: no ``dist.barrier`` on gloo (an all-reduce
 # of one number synchronises as well), and each all-reduce returns once gloo holds none of its tensor.
 

@@ -1,16 +1,21 @@
 """Fine-tuning for every task family, on the one shared training loop.
 
-``finetune(FinetuneConfig(...))`` reads and checks the data through ``bertkit.tasks`` (every bad-input error
-is raised before anything is written), loads the starting model with the task's head (a fresh head is
-initialised with a one-line notice), trains with :class:`bertkit.training.loop.Trainer` on length-grouped
-batches (each batch pads only to its own longest feature), evaluates on dev after every epoch, keeps the
-best model by the task's main metric, optionally stops early, and writes the output directory:
+``finetune(FinetuneConfig.from_options(...))`` reads and checks the data through ``bertkit.tasks`` (every
+bad-input error is raised before anything is written), loads the starting model with the task's head (a fresh
+head is initialised with a one-line notice), trains with :class:`bertkit.training.loop.Trainer` on
+length-grouped batches (each batch pads only to its own longest feature), evaluates on dev after every epoch,
+keeps the best model by the task's main metric, optionally stops early, and writes the output directory:
 
 * the fine-tuned model in Hugging Face layout (``config.json`` with ``id2label``/``label2id``,
   ``model.safetensors``, tokenizer files), loadable by bertkit and ``transformers.BertFor...``,
 * ``metrics.json`` (dev metrics of the saved model, per-epoch records, timings), ``metrics.jsonl`` (the
   training log), ``curves.png`` (when matplotlib is installed), ``finetune_config.json``,
 * ``dev_predictions/`` (the task's prediction files for dev, from the saved model).
+
+``finetune`` is its phases in order, each a function: ``read_data``, ``size_batches``,
+``load_and_check_model``, ``train_model``, ``repredict_on_resume`` and the writing of the output.
+What a run is given is ``finetune_config.FinetuneConfig``; how the saved model is chosen on dev is
+``finetune_selection.DevSelection``.
 
 Training runs in ``<output>.partial/`` (checkpoints, logs); the output directory is assembled under a
 temporary name and renamed when complete, so a crash never leaves a half-written model. After a crash or
@@ -39,15 +44,17 @@ from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.hub import resolve_model
 from bertkit.io import atomic_write_text
 from bertkit.model import PreTrainedMixin
-from bertkit.tasks import Task, get_task
+from bertkit.tasks import Task
 from bertkit.tasks.base import Feature
 from bertkit.tasks.batching import LengthGroupedOrder
-from bertkit.tasks.runner import predict_features, run_model
+from bertkit.tasks.prepare import featurize, read_examples
+from bertkit.tasks.registry import CONFIG_KEY, make_task, saved_settings
+from bertkit.tasks.runner import predict_features
 from bertkit.training import distributed
-from bertkit.training.config import NOT_AN_OPTION, TrainConfig, option_names, split_options
-from bertkit.training.config import read_config_file as read_options
-from bertkit.training.finetune_defaults import size_to_data, task_defaults, unset_defaults
-from bertkit.training.loop import Hooks, Trainer, TrainResult
+from bertkit.training.finetune_config import FinetuneConfig, read_config_file
+from bertkit.training.finetune_defaults import Sizing, size_to_data
+from bertkit.training.finetune_selection import DevSelection, previous_evaluations
+from bertkit.training.loop import Trainer, TrainResult
 from bertkit.training.metrics import notice
 from bertkit.training.precision import precision_name
 from bertkit.weights import save_pretrained
@@ -55,204 +62,7 @@ from bertkit.weights import save_pretrained
 if TYPE_CHECKING:
     from bertkit.tokenizer import Tokenizer
 
-TASK_NAMES = ("classification", "regression", "ner", "qa")
-"""Values of ``FinetuneConfig.task``; ``regression`` is classification with one output and MSE."""
-
-CONFIG_KEY = "bertkit_finetune"
-"""Key in a fine-tuned model's ``config.json`` holding the task, its options and ``max_seq_length``, so that
-``evaluate``/``predict`` read files the way training did (``transformers`` ignores it)."""
-
-
-# ------------------------------------------------------------------------------------------ config
-@dataclass(init=False)
-class FinetuneConfig:
-    """Everything a fine-tuning run needs; the CLI and TOML/YAML config files fill the same fields.
-
-    ``train`` holds the loop's options (batch, learning rate, precision...). The constructor also takes them
-    as flat keywords (``FinetuneConfig(task=..., lr=3e-5, micro_batch_size=16)``), as the command line and
-    config files give them; what is not given comes from :data:`~bertkit.training.finetune_defaults.DEFAULTS`
-    for the task, then from :class:`TrainConfig`. The batch and the epochs the user leaves unset are sized to
-    the training set once it is read (:func:`~bertkit.training.finetune_defaults.size_to_data`); ``sized``
-    names them. ``train_options`` is a mapping of further flat training keywords. A ``train`` given whole is
-    taken as it is (flat keywords then replace its fields).
-    """
-
-    task: str
-    """``classification``, ``regression``, ``ner`` or ``qa``."""
-    model: str
-    """Starting model: a Hugging Face-layout BERT directory with its tokenizer files."""
-    train_file: str
-    """Training data in the task's format (TSV/CSV/JSONL table, CoNLL columns, SQuAD JSON)."""
-    output: str
-    """Directory to write the fine-tuned model, metrics and logs to (must not exist unless ``overwrite``)."""
-    train: TrainConfig
-    """The loop's options; ``train.output_dir`` is ``<output>.partial``."""
-    dev_file: str | None = None
-    """Labelled dev data: evaluated after each epoch; its main metric picks the saved model."""
-    format: str | None = None
-    """How to read the train and dev data: ``tsv``, ``csv``, ``jsonl``, ``json``, ``parquet``, ``arrow``
-    (a datasets save_to_disk directory) or ``hf`` (``hf:NAME[:CONFIG]:SPLIT``); default: from the path."""
-    header: bool | None = None
-    """Whether the first line of a TSV/CSV file names its columns; default: detected, and reported."""
-    task_options: dict[str, Any] = field(default_factory=dict)
-    """Options of the task class (``text_column``, ``text_pair_column``, ``label_column``, ``main_metric``,
-    ``label_names``, ``doc_stride``, ``window_stride``, ``long_text``...); see ``docs/finetuning.md``."""
-    max_seq_length: int | None = None
-    """Longest feature in tokens, specials included."""
-    group_by_length: bool | None = None
-    """``True``: batch features of similar length (random order of batches), so that little compute goes to
-    padding. ``False``: plain random batches, whose padding the model skips in training (``Unpadded``), at
-    about 1.2x the cost of grouped ones. Default: random for ``regression`` (a score that correlates with
-    length makes length-grouped batches a biased sample: docs/finetuning.md), grouped for the others."""
-    eval_batch_size: int = 64
-    """Features per forward pass when evaluating."""
-    early_stopping_patience: int | None = None
-    """Stop after this many evaluations in a row without a better main metric (needs ``dev_file``)."""
-    max_train_examples: int | None = None
-    """Use only the first N training examples (quick runs, benchmarks)."""
-    overwrite: bool = False
-    """Replace an existing output directory."""
-    resume: bool = False
-    """Continue an interrupted run from the last checkpoint in ``<output>.partial/``."""
-    sized: tuple[str, ...] = field(default=(), metadata=NOT_AN_OPTION)
-    """Defaults that the training set's size decides (``micro_batch_size``, ``epochs``): those the user did not
-    set, directly or through another option (``--global-batch-size``, ``--max-steps``...)."""
-
-    def __init__(
-        self,
-        task: str,
-        model: str,
-        train_file: str,
-        output: str,
-        *,
-        train: TrainConfig | None = None,
-        train_options: Mapping[str, Any] | None = None,
-        **options: Any,
-    ) -> None:
-        sized = options.pop("sized", None)
-        own, flat = split_options(options, FinetuneConfig)
-        flat = {**(train_options or {}), **flat}
-        split_options(flat, TrainConfig)  # a fine-tuning field among train_options is an error too
-        self.task, self.model, self.train_file, self.output = task, model, train_file, output
-        defaults = task_defaults(task)
-        for f in dataclasses.fields(self):
-            if f.name in ("task", "model", "train_file", "output", "train", "sized"):
-                continue
-            if own.get(f.name) is not None:  # None, as for the training keys, means "the default"
-                setattr(self, f.name, own[f.name])
-            elif f.default_factory is not dataclasses.MISSING:
-                setattr(self, f.name, f.default_factory())
-            else:
-                setattr(self, f.name, defaults.get(f.name) if f.default is None else f.default)
-        if train is None:
-            flat = {k: v for k, v in flat.items() if v is not None or k not in defaults}  # None: the default
-            if sized is None:
-                sized = unset_defaults([k for k, v in flat.items() if v is not None])
-            train_defaults = {k: v for k, v in defaults.items() if k in option_names(TrainConfig) and k != "epochs"}
-            if not any(flat.get(limit) is not None for limit in ("epochs", "max_steps", "max_time")):
-                train_defaults["epochs"] = defaults["epochs"]
-            if flat.get("warmup_steps") is not None:  # given warmup steps win over the default warmup ratio
-                del train_defaults["warmup_ratio"]
-            train = TrainConfig(**{**train_defaults, **flat})
-        elif flat:
-            train = dataclasses.replace(train, **flat)
-        self.train = train
-        self.sized = tuple(sized or ())
-        self.__post_init__()
-
-    def __post_init__(self) -> None:
-        if self.task not in TASK_NAMES:
-            raise ConfigError(f"unknown task {self.task!r}; choose one of {', '.join(TASK_NAMES)}")
-        for name in ("eval_batch_size", "max_seq_length"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("early_stopping_patience", "max_train_examples"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-        if self.early_stopping_patience is not None and self.dev_file is None:
-            raise ConfigError("early stopping needs a dev set: give --dev or drop --early-stopping-patience")
-        if self.overwrite and self.resume:
-            raise ConfigError("give --overwrite or --resume, not both")
-        self.train.output_dir = self.partial_dir
-
-    @property
-    def partial_dir(self) -> Path:
-        """Where training runs (checkpoints, logs) before the output directory is assembled."""
-        out = Path(self.output)
-        return out.with_name(out.name + ".partial")
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "train"}
-        out["train"] = self.train.to_dict()
-        return out
-
-
-def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
-    """Flat options from a TOML (or YAML) file: ``FinetuneConfig`` and ``TrainConfig`` fields, training keys
-    flat or in a ``[train]`` table, and a ``[task_options]`` table (the rules of
-    :func:`bertkit.training.config.read_config_file`). ``train``/``dev`` are accepted for
-    ``train_file``/``dev_file``; a ``[search]`` table is the search grid's (``bertkit.training.search``)."""
-    return read_options(path, FinetuneConfig, aliases={"train": "train_file", "dev": "dev_file"}, sections=("search",))
-
-
-# ------------------------------------------------------------------------------------------ tasks
-def make_task(name: str, options: Mapping[str, Any] | None = None) -> Task:
-    """The task object for a command-line task name (``regression`` is classification with MSE)."""
-    options = dict(options or {})
-    if name == "regression":
-        options["regression"] = True
-        name = "classification"
-    return get_task(name, **options)
-
-
-def read_examples(
-    task: Task,
-    path: str | os.PathLike,
-    *,
-    training: bool = False,
-    labeled: bool = True,
-    format: str | None = None,
-    header: bool | None = None,
-    quiet: bool = False,
-) -> list:
-    """Examples of ``path``; SQuAD training files check (and skip, counted) misaligned answers. The task's
-    report of what was read, used and skipped (``task.report``) goes to stderr as one line unless ``quiet``."""
-    examples = task.read(path, labeled=labeled, training=training, format=format, header=header)
-    if not examples:
-        raise DataError(f"{path}: no examples found (is the file empty?)")
-    if task.report is not None and not quiet:
-        notice(task.report.line())
-    return examples
-
-
-def featurize(
-    task: Task,
-    examples: Sequence,
-    tokenizer: Any,
-    max_seq_length: int,
-    *,
-    training: bool = False,
-    report: bool = False,
-) -> list[dict[str, Any]]:
-    """Task features; SQuAD training features carry the answer positions. ``report``: one line on stderr
-    when some examples were cut at ``max_seq_length`` (the count is also in ``task.truncated``)."""
-    features = task.featurize(examples, tokenizer, max_seq_length, training=training)
-    if report and task.truncated:
-        notice(truncation_line(task, len(examples), max_seq_length))
-    return features
-
-
-def truncation_line(task: Task, examples: int, max_seq_length: int) -> str:
-    """``12 of 872 examples were cut at max_seq_length 128 ...``: what was cut and the option that avoids it."""
-    if task.name == "qa":
-        return (
-            f"{task.truncated} of {examples} questions were cut at max_query_length "
-            f"{getattr(task, 'max_query_length', '?')} (raise --max-query-length)"
-        )
-    fix = "raise --max-seq-length" + (", or use long_text='windows'" if task.name == "classification" else "")
-    return f"{task.truncated} of {examples} examples were cut at max_seq_length {max_seq_length} ({fix})"
+__all__ = ["FinetuneConfig", "FinetuneResult", "finetune", "groups_by_length", "read_config_file", "training_batches"]
 
 
 # ------------------------------------------------------------------------------------------ batches
@@ -305,304 +115,171 @@ class FinetuneResult:
 
 
 # ------------------------------------------------------------------------------------------ fine-tuning
-def _check_output(config: FinetuneConfig) -> Path:
-    output = Path(config.output)
-    if output.exists() and not output.is_dir():
-        raise ConfigError(f"--output {output} exists and is not a directory")
-    partial = config.partial_dir
-    if (output / "metrics.json").is_file() and partial.is_dir():
-        # The run finished (its output is renamed into place last) and stopped before deleting its work dir.
-        notice(f"removing {partial}, left over from the finished run in {output}")
-        shutil.rmtree(partial)
-    if output.is_dir() and any(output.iterdir()) and not config.overwrite:
-        done = " (that run finished)" if config.resume and (output / "metrics.json").is_file() else ""
-        raise ConfigError(
-            f"--output {output} already exists and is not empty{done}; choose another or pass --overwrite"
-        )
-    if partial.exists() and not config.resume and any(partial.glob("checkpoint-*")):
-        raise CheckpointError(f"{partial} holds an interrupted run; continue it with --resume or delete it")
-    return output
-
-
-def _previous_evaluations(work: Path) -> list[dict[str, Any]]:
-    """Dev evaluations of an interrupted run up to its last valid checkpoint (from its ``metrics.jsonl``)."""
-    from bertkit.training.checkpoint import latest_valid_checkpoint
-
-    checkpoint = latest_valid_checkpoint(work) if work.is_dir() else None
-    log = work / "metrics.jsonl"
-    if checkpoint is None or not log.is_file():
-        return []
-    last = int(checkpoint.name.rsplit("-", 1)[1])
-    records = []
-    for line in log.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:  # a line cut by a kill
-            continue
-        if record.get("split") == "eval" and record.get("step", 0) <= last:
-            records.append({k: v for k, v in record.items() if k != "split"})
-    for record in records:
-        record.setdefault("epoch", None)
-    return records
-
-
-def _load_tokenizer(model_dir: Path) -> Tokenizer:
-    from bertkit.tokenizer import Tokenizer
-
-    return Tokenizer.from_pretrained(model_dir)
-
-
-def _jsonable(options: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in options.items() if isinstance(v, (str, int, float, bool)) or v is None}
-
-
-def _training_collate(
-    task: Task, features: Sequence[Feature], config: FinetuneConfig, pad_id: int
-) -> Callable[[list], dict[str, torch.Tensor]]:
-    """The task's collate; when batches are grouped by length and the task's loss is per token (NER), with
-    the task's ``loss_normalizer`` added, so the model divides every batch's summed loss by the same number
-    (see BertForTokenClassification)."""
-
-    def collate(chunk: list) -> dict[str, torch.Tensor]:
-        return task.collate(chunk, pad_id=pad_id)
-
-    if not groups_by_length(config, task):
-        return collate
-    value = task.loss_normalizer(features, config.train.micro_batch_size)
-    if value is None:
-        return collate
-    normalizer = torch.tensor(value)
-
-    def collate_with_normalizer(chunk: list) -> dict[str, torch.Tensor]:
-        return {**collate(chunk), "label_normalizer": normalizer}
-
-    return collate_with_normalizer
-
-
-def groups_by_length(config: FinetuneConfig, task: Task) -> bool:
-    """``config.group_by_length``, or by default whether ``task`` (with its labels fitted) batches by length:
-    all but regression, whose score may follow length (see ``FinetuneConfig.group_by_length``)."""
-    if config.group_by_length is not None:
-        return config.group_by_length
-    return task.batch_by_length
-
-
-class _DevSelection:
-    """The loop's hooks in fine-tuning: dev evaluation that keeps the best predictions, early stopping on
-    the main metric, epoch timing (evaluations excluded) and the export of ``best/`` with its tokenizer."""
-
-    def __init__(
-        self,
-        task: Task,
-        config: FinetuneConfig,
-        tokenizer: Any,
-        batches: ResumableBatches,
-        accum: int,
-        dev: tuple[Sequence, Sequence] | None,
-        previous: list[dict[str, Any]],
-    ) -> None:
-        self.task, self.config, self.tokenizer, self.batches, self.accum, self.dev = (
-            task,
-            config,
-            tokenizer,
-            batches,
-            accum,
-            dev,
-        )
-        self.evaluations = previous
-        """Every dev evaluation: ``step``, ``epoch``, ``seconds`` and the metrics (an interrupted run's first)."""
-        self.best: dict[str, Any] = {}
-        self.stale = 0  # evaluations in a row without a better main metric
-        for record in previous:  # a resumed run continues the best-model and patience bookkeeping
-            scores = {k: v for k, v in record.items() if k not in ("step", "epoch", "seconds")}
-            self._score(record["step"], record["epoch"], scores, predictions=None)
-        self.epoch_ends: list[float] = []
-        self.eval_spans: list[tuple[float, float]] = []  # (start, seconds) of each evaluation in this run
-
-    def hooks(self) -> Hooks:
-        return Hooks(
-            evaluate=self.evaluate if self.dev is not None else None,
-            export=self.export,
-            on_epoch_end=self.on_epoch_end,
-            should_stop=self.should_stop,
-        )
-
-    def _score(self, step: int, epoch: int | None, scores: dict[str, float], predictions: Any) -> None:
-        main = self.task.main_metric
-        if main in scores and (not self.best or scores[main] > self.best["metrics"][main]):
-            self.best.update(step=step, epoch=epoch, metrics=scores, predictions=predictions)
-            self.stale = 0
-        else:
-            self.stale += 1
-
-    def evaluate(self, model: torch.nn.Module) -> dict[str, float]:
-        assert self.dev is not None  # only handed to the loop with a dev set
-        examples, features = self.dev
-        start = time.perf_counter()
-        rows = run_model(
-            model, self.task, features, batch_size=self.config.eval_batch_size, pad_id=self.tokenizer.pad_id
-        )
-        predictions = self.task.postprocess(examples, features, rows)
-        scores = {
-            k: float(v) for k, v in self.task.evaluate(predictions, examples).items() if isinstance(v, (int, float))
-        }
-        if self.task.main_metric not in scores:
-            raise ConfigError(
-                f"main metric {self.task.main_metric!r} is not among the task's metrics "
-                f"({', '.join(scores)}); choose another main_metric"
-            )
-        step = self.batches.consumed // self.accum
-        self._score(step, self.batches.epoch, scores, predictions)
-        seconds = time.perf_counter() - start
-        self.eval_spans.append((start, seconds))
-        self.evaluations.append({"step": step, "epoch": self.batches.epoch, "seconds": round(seconds, 3), **scores})
-        return scores
-
-    def on_epoch_end(self, epoch: int, model: torch.nn.Module) -> None:
-        self.epoch_ends.append(time.perf_counter() - sum(seconds for _, seconds in self.eval_spans))
-
-    def export(self, model: torch.nn.Module, directory: Path) -> None:
-        save_pretrained(model, directory, tokenizer=self.tokenizer)
-
-    def should_stop(self) -> str | None:
-        patience = self.config.early_stopping_patience
-        if patience is None or self.stale < patience:
-            return None
-        main = self.task.main_metric
-        notice(
-            f"early stopping: {self.stale} evaluations without a better {main} "
-            f"(best {self.best['metrics'][main]:.4f} at step {self.best['step']})"
-        )
-        return "early_stopping"
-
-    def train_seconds(self, started: float, history: Sequence[Mapping[str, Any]]) -> float:
-        """Training wall-clock up to the last logged update, dev evaluations excluded."""
-        logged = [r for r in history if r.get("split") == "train" and "elapsed_s" in r]
-        if not logged:
-            return 0.0
-        # elapsed_s counts from the loop's start and includes evaluations done before that update
-        last = logged[-1]["elapsed_s"]
-        return last - sum(seconds for at, seconds in self.eval_spans if at - started < last)
-
-
 def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) -> FinetuneResult:
     """Fine-tune ``config.model`` on ``config.train_file`` and write ``config.output``; see the module doc."""
-    from bertkit.weights import load_model
-
-    model_dir = resolve_model(config.model)
-    if not model_dir.is_dir():
-        raise CheckpointError(f"--model {model_dir} is not a directory; give a Hugging Face-layout BERT directory")
+    model_dir = _model_dir(config)
     output = _check_output(config)
+    data = read_data(config, model_dir)
+    env = env or distributed.setup(config.train.distributed.device)
+    settled, sizing = size_batches(config, data, env)
+    model = load_and_check_model(settled, model_dir, data)
+    trained = train_model(settled, data, model, env)
+    outcome = _outcome(data, trained, sizing)
+    if trained.result.stop_reason == "signal":
+        if env.is_main:
+            notice(f"stopped by a signal; continue with --resume (state in {settled.partial_dir})")
+        return outcome
+    if env.is_main:
+        repredict_on_resume(settled, data, trained)
+        _write_output(settled, output, trained, data, outcome)
+    distributed.barrier(env)
+    outcome.output = output
+    return outcome
 
-    # ------------------------------------------------------------ read and check everything first
+
+@dataclass
+class FinetuneData:
+    """The task, the tokenizer and the data of a run, read, checked and featurized."""
+
+    task: Task
+    tokenizer: Tokenizer
+    train_examples: list[Any]
+    train_features: list[Feature]
+    dev: tuple[list[Any], list[Feature]] | None
+    """Dev examples and features (``None`` without a dev set)."""
+    skipped: int
+    """Training examples dropped and counted (SQuAD answers that do not align with their text)."""
+    reports: dict[str, dict[str, Any]]
+    """What was read of ``train`` and ``dev``: rows read, used, skipped by reason, truncated examples."""
+
+
+def read_data(config: FinetuneConfig, model_dir: Path) -> FinetuneData:
+    """Read, check and featurize the training and dev data (every bad-input error comes before any writing);
+    one report line per file, from the first process only (the loop's environment comes later)."""
     task = make_task(config.task, config.task_options)
     tokenizer = _load_tokenizer(model_dir)
-    # one report line per file, from the first process only (the loop's environment comes later)
     quiet = os.environ.get("RANK", "0") != "0"
     reading: dict[str, Any] = {"format": config.format, "header": config.header, "quiet": quiet}
-    train_examples = read_examples(task, config.train_file, training=True, **reading)
-    train_report = task.report
-    if config.max_train_examples is not None and len(train_examples) > config.max_train_examples:
-        dropped = train_examples[config.max_train_examples :]
-        if train_report is not None:  # counted in the report's unit (a CoNLL report counts word lines)
-            count = sum(len(e.words) for e in dropped) if train_report.unit == "lines" else len(dropped)
-            train_report.skip("beyond --max-train-examples", count)
-            train_report.used -= count
-        train_examples = train_examples[: config.max_train_examples]
-    task.fit_labels(train_examples)
-    group_by_length = groups_by_length(config, task)
-    config = dataclasses.replace(config, group_by_length=group_by_length)
+    train = read_examples(task, config.train_file, training=True, **reading)
+    if config.max_train_examples is not None and len(train.examples) > config.max_train_examples:
+        left_out = train.examples[config.max_train_examples :]
+        # counted in the report's unit (a CoNLL report counts word lines)
+        count = sum(len(e.words) for e in left_out) if train.report.unit == "lines" else len(left_out)
+        train.report.skip("beyond --max-train-examples", count)
+        train.report.used -= count
+        train.examples = train.examples[: config.max_train_examples]
+    task.fit_labels(train.examples)
     max_seq_length = config.max_seq_length
     assert max_seq_length is not None  # FinetuneConfig fills it in from the task's defaults
-    skipped_reading = task.skipped
-    train_features = featurize(task, train_examples, tokenizer, max_seq_length, training=True, report=True)
-    skipped = task.skipped
-    if not train_features:
+    featurized = featurize(task, train.examples, tokenizer, max_seq_length, training=True, report=True)
+    if not featurized.features:
         raise DataError(f"{config.train_file}: no training features (every example was skipped)")
-    data: dict[str, dict[str, Any]] = {}
-    if train_report is not None:
-        train_report.skip("examples with no usable features", skipped - skipped_reading)
-        train_report.used -= skipped - skipped_reading
-        train_report.truncated = task.truncated
-        data["train"] = train_report.to_dict()
-    dev_examples = dev_features = None
+    train.report.skip("examples with no usable features", featurized.dropped)
+    train.report.used -= featurized.dropped
+    train.report.truncated = featurized.truncated
+    reports = {"train": train.report.to_dict()}
+    dev = None
     if config.dev_file is not None:
-        dev_examples = read_examples(task, config.dev_file, **reading)
-        dev_report = task.report
-        dev_features = featurize(task, dev_examples, tokenizer, max_seq_length, report=True)
-        if dev_report is not None:
-            dev_report.truncated = task.truncated
-            data["dev"] = dev_report.to_dict()
+        dev_read = read_examples(task, config.dev_file, **reading)
+        dev_featurized = featurize(task, dev_read.examples, tokenizer, max_seq_length, report=True)
+        dev_read.report.truncated = dev_featurized.truncated
+        reports["dev"] = dev_read.report.to_dict()
+        dev = (dev_read.examples, dev_featurized.features)
+    skipped = train.dropped + featurized.dropped
+    return FinetuneData(task, tokenizer, train.examples, featurized.features, dev, skipped, reports)
 
-    env = env or distributed.setup(config.train.device)
-    config = dataclasses.replace(
-        config, train=dataclasses.replace(config.train, precision=precision_name(config.train.precision, env.device))
-    )
+
+def size_batches(
+    config: FinetuneConfig, data: FinetuneData, env: distributed.DistEnv
+) -> tuple[FinetuneConfig, Sizing | None]:
+    """``config`` as this run trains it: the batch order decided for the task, the precision this device runs,
+    and the batch and epochs the user left unset sized to the training set (with the reason, on stderr)."""
+    train = config.train.with_options(precision=precision_name(config.train.precision.mode, env.device))
     sizing = size_to_data(
-        len(train_examples),
-        len(train_features),
+        len(data.train_examples),
+        len(data.train_features),
         sized=config.sized,
-        batch_size=config.train.micro_batch_size * env.world_size,
-        epochs=config.train.epochs,
+        batch_size=train.batch.micro_batch_size * env.world_size,
+        epochs=train.duration.epochs,
     )
     if sizing is not None:
         micro = max(1, sizing.batch_size // env.world_size)
-        config = dataclasses.replace(
-            config, train=dataclasses.replace(config.train, micro_batch_size=micro, epochs=sizing.epochs)
-        )
+        train = train.with_options(micro_batch_size=micro, epochs=sizing.epochs)
         if env.is_main:
             notice(sizing.reason)
+    settled = dataclasses.replace(config, group_by_length=groups_by_length(config, data.task), train=train)
+    return settled, sizing
+
+
+def load_and_check_model(config: FinetuneConfig, model_dir: Path, data: FinetuneData) -> PreTrainedMixin:
+    """The starting model with the task's head (a fresh head seeded by ``train.seed``), checked against the
+    sequence length and the tokenizer, with the task's settings in its config, in training mode."""
+    from bertkit.weights import load_model
+
     torch.manual_seed(config.train.seed)  # the fresh head's initialisation
+    task = data.task
     model = load_model(model_dir, head=task.head, ignore_mismatched_sizes=True, **task.config_updates())
     assert isinstance(model, PreTrainedMixin)  # load_model builds bertkit's model classes
+    max_seq_length = config.max_seq_length
+    assert max_seq_length is not None  # FinetuneConfig fills it in from the task's defaults
     if max_seq_length > model.config.max_position_embeddings:
         raise ConfigError(
             f"--max-seq-length {max_seq_length} exceeds the model's {model.config.max_position_embeddings} positions"
         )
-    if tokenizer.vocab_size > model.config.vocab_size:
+    if data.tokenizer.vocab_size > model.config.vocab_size:
         raise CheckpointError(
-            f"{model_dir}: the tokenizer has {tokenizer.vocab_size} tokens but the model only "
+            f"{model_dir}: the tokenizer has {data.tokenizer.vocab_size} tokens but the model only "
             f"{model.config.vocab_size} embeddings; the tokenizer belongs to another model"
         )
-    model.config.extra[CONFIG_KEY] = {
-        "task": config.task,
-        "max_seq_length": max_seq_length,
-        "task_options": _jsonable(config.task_options),
-    }
+    model.config.extra[CONFIG_KEY] = saved_settings(config.task, max_seq_length, config.task_options)
     model.train()
+    return model
 
-    # ------------------------------------------------------------ the loop's configuration
-    collate = _training_collate(task, train_features, config, tokenizer.pad_id)
+
+@dataclass
+class Trained:
+    """What the loop did: its result, the dev bookkeeping (best model, evaluations, timing) and the model."""
+
+    result: TrainResult
+    selection: DevSelection
+    model: torch.nn.Module
+    """The trained model, unsharded (a gathered copy under FSDP)."""
+    started: float
+    """``time.perf_counter()`` when the loop started."""
+
+
+def train_model(
+    config: FinetuneConfig, data: FinetuneData, model: torch.nn.Module, env: distributed.DistEnv
+) -> Trained:
+    """Train on resumable batches of the training features, evaluating on dev after every epoch; a run that
+    fails before its first checkpoint leaves no work directory behind."""
+    task = data.task
+    collate = _training_collate(task, data.train_features, config, data.tokenizer.pad_id)
     batches = training_batches(
-        train_features,
-        config.train.micro_batch_size,
+        data.train_features,
+        config.train.batch.micro_batch_size,
         collate,
         seed=config.train.seed,
-        group_by_length=group_by_length,
+        group_by_length=bool(config.group_by_length),
         rank=env.rank,
         world_size=env.world_size,
     )
     work = config.partial_dir
-    train_config = dataclasses.replace(
-        config.train,
-        best_metric=task.main_metric if dev_examples is not None else None,
+    train_config = config.train.with_options(
+        best_metric=task.main_metric if data.dev is not None else None,
         best_mode="max",
         resume="auto" if config.resume else None,
         extra={"task": config.task},
     ).for_epoch(len(batches), env.world_size)
     accum = train_config.accumulation(env.world_size)
-    micro_per_epoch = len(batches)
-    max_steps = train_config.max_steps
-    dev = (dev_examples, dev_features) if dev_examples is not None and dev_features is not None else None
-    selection = _DevSelection(
-        task, config, tokenizer, batches, accum, dev, previous=_previous_evaluations(work) if config.resume else []
-    )
-
+    previous = previous_evaluations(work) if config.resume else []
+    selection = DevSelection(task, config, data.tokenizer, batches, accum, data.dev, previous=previous)
     if env.is_main:
         kind = "length-grouped" if config.group_by_length else "random"
         notice(
-            f"fine-tuning {task.name} ({task.head}) on {len(train_examples)} examples -> {len(train_features)} "
-            f"features, {micro_per_epoch} {kind} micro-batches per epoch, {max_steps} updates; lr {config.train.lr}"
+            f"fine-tuning {task.name} ({task.head}) on {len(data.train_examples)} examples -> "
+            f"{len(data.train_features)} features, {len(batches)} {kind} micro-batches per epoch, "
+            f"{train_config.duration.max_steps} updates; lr {config.train.optimizer.lr}"
         )
     started = time.perf_counter()
     try:
@@ -611,54 +288,58 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
         if env.is_main and work.exists() and not any(work.glob("checkpoint-*")):
             shutil.rmtree(work, ignore_errors=True)  # nothing to resume from: leave nothing behind
         raise
-    model = result.model if result.model is not None else model  # unsharded (a gathered copy under FSDP)
+    return Trained(result, selection, result.model if result.model is not None else model, started)
+
+
+def repredict_on_resume(config: FinetuneConfig, data: FinetuneData, trained: Trained) -> None:
+    """A resumed run that found no better model since predicts dev again with the saved best weights (the
+    predictions of the interrupted run were not kept)."""
+    best, best_dir = trained.selection.best, config.partial_dir / "best"
+    if not best or best.get("predictions") is not None or not best_dir.is_dir() or data.dev is None:
+        return
+    from bertkit import weights
+
+    weights.load_hf_state_dict(trained.model, weights.read_state_dict(best_dir), source=str(best_dir))
+    best["predictions"], _ = predict_features(
+        trained.model, data.task, *data.dev, batch_size=config.eval_batch_size, pad_id=data.tokenizer.pad_id
+    )
+
+
+def _model_dir(config: FinetuneConfig) -> Path:
+    model_dir = resolve_model(config.model)
+    if not model_dir.is_dir():
+        raise CheckpointError(f"--model {model_dir} is not a directory; give a Hugging Face-layout BERT directory")
+    return model_dir
+
+
+def _outcome(data: FinetuneData, trained: Trained, sizing: Sizing | None) -> FinetuneResult:
+    selection = trained.selection
     best = selection.best
-    epoch_seconds = [b - a for a, b in zip([started, *selection.epoch_ends], selection.epoch_ends)]
-    outcome = FinetuneResult(
+    epoch_ends = selection.epoch_ends
+    return FinetuneResult(
         output=None,
         metrics=dict(best.get("metrics", {})),
         best_step=best.get("step"),
-        epoch_seconds=epoch_seconds,
+        epoch_seconds=[b - a for a, b in zip([trained.started, *epoch_ends], epoch_ends)],
         evaluations=selection.evaluations,
-        train=result,
-        train_seconds=selection.train_seconds(started, result.history),
-        num_train_examples=len(train_examples),
-        num_train_features=len(train_features),
-        skipped_train_examples=skipped,
-        data=data,
+        train=trained.result,
+        train_seconds=selection.train_seconds(trained.started, trained.result.history),
+        num_train_examples=len(data.train_examples),
+        num_train_features=len(data.train_features),
+        skipped_train_examples=data.skipped,
+        data=data.reports,
         sizing=sizing.to_dict() if sizing is not None else None,
     )
-    if result.stop_reason == "signal":
-        if env.is_main:
-            notice(f"stopped by a signal; continue with --resume (state in {work})")
-        return outcome
-    if best and best.get("predictions") is None and (work / "best").is_dir() and env.is_main and dev is not None:
-        # resumed without a better model since: predict dev again with the saved best weights
-        from bertkit import weights
-
-        weights.load_hf_state_dict(model, weights.read_state_dict(work / "best"), source=str(work / "best"))
-        best["predictions"], _ = predict_features(
-            model, task, *dev, batch_size=config.eval_batch_size, pad_id=tokenizer.pad_id
-        )
-    if env.is_main:
-        _write_output(config, output, work, model, tokenizer, task, outcome, best, dev_examples)
-    distributed.barrier(env)
-    outcome.output = output
-    return outcome
 
 
+# ------------------------------------------------------------------------------------------ output
 def _write_output(
-    config: FinetuneConfig,
-    output: Path,
-    work: Path,
-    model: torch.nn.Module,
-    tokenizer: Any,
-    task: Task,
-    outcome: FinetuneResult,
-    best: Mapping[str, Any],
-    dev_examples: Sequence | None,
+    config: FinetuneConfig, output: Path, trained: Trained, data: FinetuneData, outcome: FinetuneResult
 ) -> None:
     """Assemble ``<output>.tmp`` (model, metrics, logs, dev predictions) and rename it to ``output``."""
+    work, task = config.partial_dir, data.task
+    best = trained.selection.best
+    dev_examples = data.dev[0] if data.dev is not None else None
     staging = output.with_name(output.name + ".tmp")
     if staging.exists():
         shutil.rmtree(staging)
@@ -666,7 +347,7 @@ def _write_output(
     if dev_examples is not None and (best_dir / "model.safetensors").is_file():
         shutil.copytree(best_dir, staging)
     else:
-        save_pretrained(model, staging, tokenizer=tokenizer)
+        save_pretrained(trained.model, staging, tokenizer=data.tokenizer)
     for name in ("metrics.jsonl", "curves.png", "tensorboard"):
         source = work / name
         if source.is_dir():
@@ -675,8 +356,21 @@ def _write_output(
             shutil.copyfile(source, staging / name)
     if best.get("predictions") is not None:
         task.write_predictions(best["predictions"], staging / "dev_predictions", dev_examples)
+    summary = _summary(config, task, outcome, best)
+    atomic_write_text(staging / "metrics.json", json.dumps(summary, indent=2) + "\n")
+    atomic_write_text(staging / "finetune_config.json", json.dumps(config.to_dict(), indent=2, default=str) + "\n")
+    if output.exists():
+        shutil.rmtree(output)  # empty, or --overwrite
+    os.replace(staging, output)
+    shutil.rmtree(work, ignore_errors=True)
+    where = f"; dev {task.main_metric} {outcome.metrics[task.main_metric]:.4f}" if outcome.metrics else ""
+    notice(f"wrote the fine-tuned model to {output}{where}")
+
+
+def _summary(config: FinetuneConfig, task: Task, outcome: FinetuneResult, best: Mapping[str, Any]) -> dict[str, Any]:
+    """``metrics.json``: the dev metrics of the saved model, every evaluation, the training run and the data."""
     train_records = [r for r in outcome.train.history if r.get("split") == "train"]
-    summary = {
+    return {
         "task": config.task,
         "main_metric": task.main_metric,
         "dev": outcome.metrics,
@@ -696,11 +390,60 @@ def _write_output(
         "data": outcome.data,
         "sizing": outcome.sizing,
     }
-    atomic_write_text(staging / "metrics.json", json.dumps(summary, indent=2) + "\n")
-    atomic_write_text(staging / "finetune_config.json", json.dumps(config.to_dict(), indent=2, default=str) + "\n")
-    if output.exists():
-        shutil.rmtree(output)  # empty, or --overwrite
-    os.replace(staging, output)
-    shutil.rmtree(work, ignore_errors=True)
-    where = f"; dev {task.main_metric} {outcome.metrics[task.main_metric]:.4f}" if outcome.metrics else ""
-    notice(f"wrote the fine-tuned model to {output}{where}")
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def _check_output(config: FinetuneConfig) -> Path:
+    output = Path(config.output)
+    if output.exists() and not output.is_dir():
+        raise ConfigError(f"--output {output} exists and is not a directory")
+    partial = config.partial_dir
+    if (output / "metrics.json").is_file() and partial.is_dir():
+        # The run finished (its output is renamed into place last) and stopped before deleting its work dir.
+        notice(f"removing {partial}, left over from the finished run in {output}")
+        shutil.rmtree(partial)
+    if output.is_dir() and any(output.iterdir()) and not config.overwrite:
+        done = " (that run finished)" if config.resume and (output / "metrics.json").is_file() else ""
+        raise ConfigError(
+            f"--output {output} already exists and is not empty{done}; choose another or pass --overwrite"
+        )
+    if partial.exists() and not config.resume and any(partial.glob("checkpoint-*")):
+        raise CheckpointError(f"{partial} holds an interrupted run; continue it with --resume or delete it")
+    return output
+
+
+def _load_tokenizer(model_dir: Path) -> Tokenizer:
+    from bertkit.tokenizer import Tokenizer
+
+    return Tokenizer.from_pretrained(model_dir)
+
+
+def _training_collate(
+    task: Task, features: Sequence[Feature], config: FinetuneConfig, pad_id: int
+) -> Callable[[list], dict[str, torch.Tensor]]:
+    """The task's collate; when batches are grouped by length and the task's loss is per token (NER), with
+    the task's ``loss_normalizer`` added, so the model divides every batch's summed loss by the same number
+    (see BertForTokenClassification)."""
+
+    def collate(chunk: list) -> dict[str, torch.Tensor]:
+        return task.collate(chunk, pad_id=pad_id)
+
+    if not groups_by_length(config, task):
+        return collate
+    value = task.loss_normalizer(features, config.train.batch.micro_batch_size)
+    if value is None:
+        return collate
+    normalizer = torch.tensor(value)
+
+    def collate_with_normalizer(chunk: list) -> dict[str, torch.Tensor]:
+        return {**collate(chunk), "label_normalizer": normalizer}
+
+    return collate_with_normalizer
+
+
+def groups_by_length(config: FinetuneConfig, task: Task) -> bool:
+    """``config.group_by_length``, or by default whether ``task`` (with its labels fitted) batches by length:
+    all but regression, whose score may follow length (see ``FinetuneConfig.group_by_length``)."""
+    if config.group_by_length is not None:
+        return config.group_by_length
+    return task.batch_by_length

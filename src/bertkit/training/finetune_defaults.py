@@ -1,9 +1,9 @@
 """Fine-tuning's defaults: the one table by task, and the rule that sizes batch and epochs to the training set.
 
 The BERT paper fine-tunes with batch 16 or 32 for 2-4 epochs and notes that small sets are the sensitive
-ones. A fixed batch of 32 for 3 epochs gives a set of 3,000 sentences about 280 updates, which underfits: on
-a 3,394-sentence NER set batch 16 (637 updates) scored 0.412 entity F1 against 0.337 with batch 32. So what
-the user leaves unset is sized to the data (:func:`size_to_data`):
+ones. A fixed batch of 32 for 3 epochs gives a set of 3,000 sentences about 280 updates, which underfits
+(docs/finetuning.md, "Batch and epochs follow the training set's size"). So what the user leaves unset is
+sized to the data (:func:`size_to_data`):
 
 * batch 16 (the paper's smaller one) below :data:`SMALL_SET` training examples, the task's batch from there on,
 * the task's epochs, raised until the run makes at least :data:`MIN_UPDATES` updates, at most :data:`MAX_EPOCHS`.
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 # Fine-tuning decays the rate from the end of the warmup, as transformers does, not from step 0 as Google BERT
-# does: Google's runs ~10 % below the peak throughout; on CoNLL-2003 that cost 0.002-0.004 entity F1 on each
-# seed tried (docs/finetuning.md). Pre-training keeps Google's schedule.
+# does, whose rate stays about 10 % below the peak throughout and scored lower on dev (docs/experiments.md,
+# "Learning-rate schedule"). Pre-training keeps Google's schedule.
 DEFAULT_SCHEDULE = "poly"
 
 DEFAULTS: dict[str, dict[str, Any]] = {

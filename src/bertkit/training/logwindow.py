@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from bertkit.progress import Progress
 from bertkit.training import distributed
 from bertkit.training.config import TrainConfig
 
@@ -62,24 +63,23 @@ class LogWindow:
             "elapsed_s": round(elapsed, 3),
             "tokens_per_s": tokens / seconds,
         }
-        if flops_per_token and config.peak_flops:
-            record["mfu"] = tokens / seconds * flops_per_token / (config.peak_flops * env.world_size)
+        if flops_per_token and config.logging.peak_flops:
+            record["mfu"] = tokens / seconds * flops_per_token / (config.logging.peak_flops * env.world_size)
         return record
 
 
-def progress_bar(config: TrainConfig, step: int, enabled: bool) -> Any:
-    """A tqdm bar over the updates (None when disabled or on other processes than the main one)."""
-    if not (enabled and config.progress):
+def progress_display(config: TrainConfig, step: int, enabled: bool) -> Progress | None:
+    """The updates' progress display (a bar in a terminal, a line every so often elsewhere); None when disabled
+    or on other processes than the main one."""
+    if not (enabled and config.logging.progress):
         return None
-    from tqdm.auto import tqdm  # only runs that show a bar pay for importing it
-
-    return tqdm(total=config.max_steps, initial=step, unit="step", dynamic_ncols=True, desc="train")
+    return Progress(config.duration.max_steps, initial=step, unit="step", desc="train")
 
 
-def show_on_bar(progress: Any, record: dict[str, Any], config: TrainConfig, elapsed: float) -> None:
+def show_on_bar(progress: Progress, record: dict[str, Any], config: TrainConfig, elapsed: float) -> None:
     postfix = {"loss": f"{record.get('loss', float('nan')):.4f}", "tok/s": f"{record['tokens_per_s']:.0f}"}
     if "mfu" in record:
         postfix["mfu"] = f"{record['mfu']:.1%}"
-    if config.max_time is not None:
-        postfix["left"] = f"{max(config.max_time - elapsed, 0):.0f}s"
+    if config.duration.max_time is not None:
+        postfix["left"] = f"{max(config.duration.max_time - elapsed, 0):.0f}s"
     progress.set_postfix(postfix)

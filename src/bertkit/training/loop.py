@@ -34,7 +34,7 @@ from bertkit.quantize import refuse_training
 from bertkit.training import distributed
 from bertkit.training.checkpoint import load_checkpoint, save_checkpoint
 from bertkit.training.config import TrainConfig
-from bertkit.training.logwindow import LogWindow, MetricValue, progress_bar, show_on_bar
+from bertkit.training.logwindow import LogWindow, MetricValue, progress_display, show_on_bar
 from bertkit.training.metrics import MetricsLogger, notice
 from bertkit.training.optim import build_optimizer, lr_multiplier, set_lr
 from bertkit.training.precision import resolve_precision
@@ -67,7 +67,7 @@ class TrainResult:
     skipped_steps: int
     """Updates skipped because of a non-finite loss or gradient."""
     best_metric: float | None = None
-    """Best value of ``config.best_metric`` seen."""
+    """Best value of ``config.evaluation.best_metric`` seen."""
     history: list[dict[str, Any]] = field(default_factory=list)
     """Every record logged (train and eval), as in ``metrics.jsonl``."""
     model: nn.Module | None = None
@@ -91,7 +91,7 @@ class Hooks:
     evaluate: Callable[[nn.Module], Mapping[str, float]] | None = None
     """``evaluate(model) -> {name: value}``, called on the main process in eval mode under ``no_grad`` every
     ``eval_every`` updates, at epoch ends and at the end; values are logged with ``split="eval"`` and
-    ``config.best_metric`` among them selects the model exported to ``best/``."""
+    ``config.evaluation.best_metric`` among them selects the model exported to ``best/``."""
     output_metrics: Callable[[Any, Any], Mapping[str, MetricValue]] | None = None
     """``output_metrics(output, batch) -> {name: value or (num, den)}`` logged with the loss."""
     extra_files: Callable[[Path], None] | None = None
@@ -142,72 +142,78 @@ class Trainer:
         flops_per_token: float | None = None,
         env: distributed.DistEnv | None = None,
     ) -> None:
-        """``flops_per_token``: training FLOPs per token, for the MFU column (with ``config.peak_flops``);
+        """``flops_per_token``: training FLOPs per token, for the MFU column (with ``config.logging.peak_flops``);
         ``env``: the process group, default :func:`distributed.setup` from ``torchrun``'s environment."""
-        if config.epochs is not None and config.max_steps is None:  # for_epoch sets max_steps whenever epochs is set
-            raise ConfigError(
-                f"epochs={config.epochs} needs the length of an epoch, which the loop does not know: train with "
-                "config.for_epoch(len(batches), world_size), which turns epochs into max_steps, or set max_steps"
-            )
-        self.env = env = env or distributed.setup(config.device)
+        _require_max_steps(config)
+        self.env = env = env or distributed.setup(config.distributed.device)
         self.batches, self.config, self.hooks = batches, config, hooks or Hooks()
         self.flops_per_token = flops_per_token
         self.device = env.device
         self.accum = config.accumulation(env.world_size)
-        self.precision = resolve_precision(config.precision, self.device)
-        self.sharded = config.fsdp and env.distributed
-        if self.sharded and self.precision.scaler is not None:
-            raise ConfigError("fsdp with fp16 loss scaling is not supported; use precision bf16 or fp32")
-        if config.fsdp and not env.distributed and env.is_main:
-            notice("fsdp shards over several processes (torchrun); with one process it trains unsharded")
+        self.precision = resolve_precision(config.precision.mode, self.device)
+        self.sharded = self._shards()
         self.step, self.epoch, self.elapsed_before, self.skipped, self.tokens = 0, 0, 0.0, 0, 0
-        self.best: float | None = None  # of config.best_metric
+        self.best: float | None = None  # of config.evaluation.best_metric
         self.lr = 0.0
         self.bad_in_a_row = 0
         self.stop = _StopFlag()
         self.gathered: Gathered | None = None  # under FSDP: the main process's full copy of the model
-
         # Rank 0 decides, so that every process resumes from the same checkpoint.
         resume_from = distributed.broadcast_object(env, find_resume(config) if env.is_main else None)
+        history = self._set_up_model(model, resume_from)
+        self._set_up_logging(resume_from, history)
+        self.iterator = iter(batches)
+
+    def _shards(self) -> bool:
+        """Whether FSDP shards this run: asked for, and several processes to shard over."""
+        fsdp, env = self.config.distributed.fsdp, self.env
+        if fsdp and env.distributed and self.precision.scaler is not None:
+            raise ConfigError("fsdp with fp16 loss scaling is not supported; use precision bf16 or fp32")
+        if fsdp and not env.distributed and env.is_main:
+            notice("fsdp shards over several processes (torchrun); with one process it trains unsharded")
+        return fsdp and env.distributed
+
+    def _set_up_model(self, model: nn.Module, resume_from: Path | None) -> list[dict[str, Any]] | None:
+        """The model on the device, seeded, with its optimizer, restored from ``resume_from`` (with the counters,
+        data position and RNG streams), wrapped for DDP and compiled as the config says; returns the resumed
+        run's logged history (None for a fresh run)."""
         refuse_training(model)
         self.bare = model.to(self.device)
-        seed_everything(config.seed + env.rank)
+        seed_everything(self.config.seed + self.env.rank)
         state = load_checkpoint(resume_from, self.bare, map_location=self.device) if resume_from is not None else {}
         self.optimizer = self._build_optimizer(state.get("optimizer"))
         if resume_from is not None:
             self.resume(resume_from, state)
         self.ddp = self._data_parallel()
-        if config.compile:
+        if self.config.compile:
             compile_model(self.bare)
         self.bare.train()
+        self.params = [p for p in self.bare.parameters() if p.requires_grad]
+        return state.get("history") if resume_from is not None else None
 
-        history = state.get("history")
+    def _set_up_logging(self, resume_from: Path | None, history: list[dict[str, Any]] | None) -> None:
+        """Metrics logger, progress display, and the bookkeeping of what was saved and evaluated last."""
+        env, resumed = self.env, resume_from is not None
         self.logger = MetricsLogger(
-            config.output_dir,
+            self.config.output_dir,
             enabled=env.is_main,
-            tensorboard=config.tensorboard,
-            resume_step=self.step if resume_from is not None else None,
-            resume_history=history if resume_from is not None else None,
+            tensorboard=self.config.logging.tensorboard,
+            resume_step=self.step if resumed else None,
+            resume_history=history,
         )
         if env.is_main:
             self._announce()
-        self.params = [p for p in self.bare.parameters() if p.requires_grad]
         self.run_start = time.perf_counter()
         self.last_saved: Path | None = resume_from
-        self.last_saved_step = self.step if resume_from is not None else -1
+        self.last_saved_step = self.step if resumed else -1
         # A checkpoint saved right after an evaluation at its step already holds that evaluation: resuming
         # there (e.g. at the very end of a run) must not evaluate and log it a second time.
-        self.last_eval_step = (
-            self.step
-            if resume_from is not None
-            and any(r.get("split") == "eval" and r.get("step") == self.step for r in history or [])
-            else -1
-        )
+        evaluated_here = any(r.get("split") == "eval" and r.get("step") == self.step for r in history or [])
+        self.last_eval_step = self.step if resumed and evaluated_here else -1
         # Callers may give ``evaluate`` on the main process only; every process must agree on when to gather.
         self.evaluates = distributed.broadcast_object(env, self.hooks.evaluate is not None)
         self.window = LogWindow()
-        self.progress = progress_bar(config, self.step, enabled=env.is_main)
-        self.iterator = iter(batches)
+        self.progress = progress_display(self.config, self.step, enabled=env.is_main)
 
     # ------------------------------------------------------------------------------------ the run
     def train(self) -> TrainResult:
@@ -221,11 +227,11 @@ class Trainer:
                     self.end_epoch()
                 if self.progress is not None:
                     self.progress.update(1)
-                if self.step % config.log_every == 0 or self.step == config.max_steps:
+                if self.step % config.logging.log_every == 0 or self.step == config.duration.max_steps:
                     self.log_window()
-                if config.eval_every and self.step % config.eval_every == 0:
+                if config.evaluation.eval_every and self.step % config.evaluation.eval_every == 0:
                     self.evaluate()
-                if config.save_every and self.step % config.save_every == 0:
+                if config.checkpointing.save_every and self.step % config.checkpointing.save_every == 0:
                     self.save("periodic")
         if self.progress is not None:
             self.progress.close()
@@ -234,7 +240,7 @@ class Trainer:
         if self.last_saved_step != self.step:  # the same decision on every process (last_saved: main's only)
             self.save(stop_reason)
         trained = self.unsharded()
-        self.logger.close(plot=config.plot)
+        self.logger.close(plot=config.logging.plot)
         if self.env.is_main:
             notice(
                 f"stopped ({stop_reason}) at step {self.step} after {self.elapsed():.0f}s; checkpoint {self.last_saved}"
@@ -253,13 +259,13 @@ class Trainer:
     def stop_reason(self) -> str | None:
         """Why the run ends before the next update, or None to go on; the same answer on every process."""
         config = self.config
-        time_up = config.max_time is not None and self.elapsed() >= config.max_time
+        time_up = config.duration.max_time is not None and self.elapsed() >= config.duration.max_time
         asked = self.hooks.should_stop() if self.hooks.should_stop is not None and self.env.is_main else None
         signalled, timed_out, stop_asked = distributed.all_reduce_max(
             self.env, [float(self.stop.signal is not None), float(time_up), float(asked is not None)]
         )
-        if config.max_steps is not None and self.step >= config.max_steps:
-            return config.max_steps_from  # "epochs" when the epochs end the run before max_steps
+        if config.duration.max_steps is not None and self.step >= config.duration.max_steps:
+            return config.duration.max_steps_from  # "epochs" when the epochs end the run before max_steps
 
         if signalled:
             return "signal"
@@ -309,14 +315,19 @@ class Trainer:
 
     def learning_rate(self) -> float:
         config = self.config
-        total = config.max_steps or _estimated_total(self.step, self.elapsed(), config.max_time)
-        if config.max_steps and config.max_time is not None:
+        total = config.duration.max_steps or _estimated_total(self.step, self.elapsed(), config.duration.max_time)
+        if config.duration.max_steps and config.duration.max_time is not None:
             # Both limits: the schedule runs over the one the pace so far says comes first, so that a run
             # cut by its time budget still ends with a decayed learning rate.
-            total = min(config.max_steps, _estimated_total(self.step, self.elapsed(), config.max_time))
-        warmup = config.warmup_steps if config.warmup_steps is not None else int((config.warmup_ratio or 0) * total)
-        return config.lr * lr_multiplier(
-            self.step, schedule=config.schedule, warmup_steps=warmup, total_steps=total, power=config.schedule_power
+            total = min(
+                config.duration.max_steps, _estimated_total(self.step, self.elapsed(), config.duration.max_time)
+            )
+        return config.optimizer.lr * lr_multiplier(
+            self.step,
+            schedule=config.schedule.name,
+            warmup_steps=config.schedule.warmup(total),
+            total_steps=total,
+            power=config.schedule.power,
         )
 
     def next_batch(self) -> Any:
@@ -346,8 +357,8 @@ class Trainer:
         """Unscale (fp16), clip to ``clip_grad_norm`` and return the global gradient norm."""
         if self.precision.scaler is not None:
             self.precision.scaler.unscale_(self.optimizer)
-        if self.config.clip_grad_norm:
-            grad_norm = nn.utils.clip_grad_norm_(self.params, self.config.clip_grad_norm)
+        if self.config.optimizer.clip_grad_norm:
+            grad_norm = nn.utils.clip_grad_norm_(self.params, self.config.optimizer.clip_grad_norm)
         else:
             grad_norm = nn.utils.get_total_norm([p.grad for p in self.params if p.grad is not None])
         if hasattr(grad_norm, "full_tensor"):  # FSDP: a DTensor norm over the shards (its module is slow to import)
@@ -376,7 +387,7 @@ class Trainer:
         finished, self.epoch = self.epoch, self.batches.epoch
         if self.env.is_main and self.hooks.on_epoch_end is not None:
             self.hooks.on_epoch_end(finished, self.bare)
-        if self.config.eval_each_epoch and not self.config.eval_every:
+        if self.config.evaluation.eval_each_epoch and not self.config.evaluation.eval_every:
             self.evaluate()
 
     def log_window(self) -> None:
@@ -410,9 +421,10 @@ class Trainer:
             set_rng_state(saved_rng)
             self.bare.train()
             self.logger.log({"step": self.step, "split": "eval", "epoch": self.epoch, **results})
-            if self.config.best_metric is not None and self.config.best_metric in results:
-                value = float(results[self.config.best_metric])
-                if self.best is None or (value > self.best if self.config.best_mode == "max" else value < self.best):
+            chosen = self.config.evaluation
+            if chosen.best_metric is not None and chosen.best_metric in results:
+                value = float(results[chosen.best_metric])
+                if chosen.is_better(value, self.best):
                     self.best = value
                     self.hooks.export(evaluated, self.config.output_dir / "best")
             if self.progress is not None:
@@ -464,7 +476,7 @@ class Trainer:
                 snapshot,
                 trainer_state,
                 extra_files=self.hooks.extra_files,
-                keep_last=self.config.keep_last,
+                keep_last=self.config.checkpointing.keep_last,
             )
         distributed.barrier(env)
         self.last_saved, self.last_saved_step = path or self.last_saved, self.step
@@ -499,15 +511,15 @@ class Trainer:
         return nn.parallel.DistributedDataParallel(
             self.bare,
             device_ids=[self.device.index] if self.device.type == "cuda" else None,
-            find_unused_parameters=self.config.ddp_find_unused_parameters,
+            find_unused_parameters=self.config.distributed.ddp_find_unused_parameters,
         )
 
     def _announce(self) -> None:
         config, world = self.config, self.env.world_size
         notice(
-            f"training: micro-batch {config.micro_batch_size} x {self.accum} accumulation x {world} process(es) "
-            f"= global batch {config.micro_batch_size * self.accum * world}; precision {self.precision.name} on "
-            f"{self.device}; optimizer {config.optimizer}"
+            f"training: micro-batch {config.batch.micro_batch_size} x {self.accum} accumulation x {world} process(es) "
+            f"= global batch {config.batch.micro_batch_size * self.accum * world}; precision {self.precision.name} on "
+            f"{self.device}; optimizer {config.optimizer.name}"
         )
 
     def _build_optimizer(self, saved: dict[str, Any] | None) -> torch.optim.Optimizer:
@@ -517,11 +529,11 @@ class Trainer:
         def new_optimizer(fused: bool = True) -> torch.optim.Optimizer:
             return build_optimizer(
                 bare,
-                config.optimizer,
-                config.lr,
-                config.weight_decay,
-                (config.adam_beta1, config.adam_beta2),
-                config.adam_eps,
+                config.optimizer.name,
+                config.optimizer.lr,
+                config.optimizer.weight_decay,
+                (config.optimizer.adam_beta1, config.optimizer.adam_beta2),
+                config.optimizer.adam_eps,
                 fused=fused,
             )
 
@@ -563,6 +575,16 @@ def train(
         should_stop=should_stop,
     )
     return Trainer(model, batches, config, hooks, flops_per_token=flops_per_token, env=env).train()
+
+
+def _require_max_steps(config: TrainConfig) -> None:
+    """The loop counts updates: ``epochs`` must have become ``max_steps`` (:meth:`TrainConfig.for_epoch`)."""
+    duration = config.duration
+    if duration.epochs is not None and duration.max_steps is None:
+        raise ConfigError(
+            f"epochs={duration.epochs} needs the length of an epoch, which the loop does not know: train with "
+            "config.for_epoch(len(batches), world_size), which turns epochs into max_steps, or set max_steps"
+        )
 
 
 def sharding() -> ModuleType:

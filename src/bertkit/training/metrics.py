@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -19,13 +18,10 @@ import torch
 
 from bertkit.config import BertConfig
 from bertkit.io import atomic_path, atomic_write_text
+from bertkit.notices import notice
 
 METRICS_FILE = "metrics.jsonl"
 PLOT_FILE = "curves.png"
-
-
-def notice(message: str) -> None:
-    print(f"bertkit: {message}", file=sys.stderr)
 
 
 def pretraining_flops_per_token(config: BertConfig, seq_len: int, masked_per_sequence: float) -> float:

@@ -9,10 +9,14 @@ from __future__ import annotations
 import contextlib
 import warnings
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
 from bertkit.errors import ConfigError
+
+PrecisionName = Literal["auto", "fp32", "bf16", "fp16"]
+"""What a config may ask for; ``auto`` is made concrete by :func:`precision_name`."""
 
 
 @dataclass
@@ -62,7 +66,7 @@ def resolve_precision(name: str, device: torch.device) -> Precision:
             warnings.warn("bf16 autocast on CPU is usually slower than fp32; it is meant for GPUs", stacklevel=2)
         return Precision("bf16", device)
     if device.type == "cuda":
-        # TF32 matmuls on Ampere+: fp32 storage, ~8x the matmul throughput, BERT-safe precision.
+        # TF32 matmuls on Ampere+: fp32 storage at tensor-core speed, precise enough for BERT training.
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     return Precision("fp32", device)

@@ -63,7 +63,7 @@ class PretrainConfig:
     """Held-out batches per evaluation (the dataset's ``eval`` split); 0 disables evaluation."""
     num_workers: int = 0
     """Data-loader worker processes per training process (masks and order do not depend on it)."""
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(max_steps=1000))
+    train: TrainConfig = field(default_factory=lambda: TrainConfig.from_options(max_steps=1000))
     """The loop's options; ``train.output_dir`` is set to ``output``."""
 
     def __post_init__(self) -> None:
@@ -102,7 +102,7 @@ def build_config(options: Mapping[str, Any]) -> PretrainConfig:
     for required in ("data", "output"):
         if required not in pre:
             raise ConfigError(f"--{required} is required (on the command line or in the config file)")
-    return PretrainConfig(**pre, train=TrainConfig(output_dir=Path(pre["output"]), **train_options))
+    return PretrainConfig(**pre, train=TrainConfig.from_options(output_dir=Path(pre["output"]), **train_options))
 
 
 # ------------------------------------------------------------------------------------------ metrics
@@ -216,32 +216,18 @@ def _read_json_or_none(path: Path) -> Any:
 def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) -> TrainResult:
     """Run (or resume) pre-training as ``config`` says; see the module docstring."""
     from bertkit.data import PretrainingLoader, open_dataset
-    from bertkit.data.shards import file_stamps, verify
 
-    env = env or distributed.setup(config.train.device)
+    env = env or distributed.setup(config.train.distributed.device)
     config = dataclasses.replace(
-        config, train=dataclasses.replace(config.train, precision=precision_name(config.train.precision, env.device))
+        config, train=config.train.with_options(precision=precision_name(config.train.precision.mode, env.device))
     )
     meta = open_dataset(config.data)
-    # Every shard against the sizes and SHA-256 of its metadata, now rather than when a damaged one is
-    # first read hours into the run (ids out of the vocabulary would crash it, others train silently).
-    # A resumed run skips the hashing when no shard's size or modification time changed since it passed.
-    stamps = {"data": str(Path(config.data).resolve()), "files": file_stamps(config.data)}
-    verified_path = Path(config.output) / VERIFIED_DATA
-    newly_verified = _read_json_or_none(verified_path) != stamps
-    if newly_verified:
-        problems = verify(config.data)
-        if problems:
-            raise DataError(
-                f"{config.data} is damaged: {'; '.join(problems[:3])}"
-                f"{f' and {len(problems) - 3} more' if len(problems) > 3 else ''}; prepare it again"
-            )
-    tokenizer_dir = Path(config.data) / meta["tokenizer"].get("directory", "tokenizer")
+    stamps = _verify_data(config)
     torch.manual_seed(config.train.seed)  # model initialisation, identical on every process
     model = build_model(config, meta)
     loader = PretrainingLoader(
         config.data,
-        config.train.micro_batch_size,
+        config.train.batch.micro_batch_size,
         split="train",
         seed=config.train.seed,
         rank=env.rank,
@@ -250,47 +236,19 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
         pin_memory=env.device.type == "cuda",
     )
     evaluate = (
-        make_evaluator(config.data, config.train.micro_batch_size, config.eval_batches, env.device)
+        make_evaluator(config.data, config.train.batch.micro_batch_size, config.eval_batches, env.device)
         if env.is_main
         else None
     )
     settings = meta["settings"]
-    seq = settings["max_seq_length"]
-    flops = pretraining_flops_per_token(model.config, seq, settings["max_predictions_per_seq"])
+    flops = pretraining_flops_per_token(model.config, settings["max_seq_length"], settings["max_predictions_per_seq"])
     config.train = config.train.for_epoch(len(loader), env.world_size)
-    if config.train.peak_flops is None and env.is_main:
-        peak = mfu_peak(env.device, config.train.precision)
-        config.train.peak_flops = peak.flops
-        second = "" if peak.measured == peak.flops else f"; measured matmul peak {peak.measured / 1e12:.2f} TFLOP/s"
-        notice(
-            f"MFU denominator: {peak.source} peak {peak.flops / 1e12:.2f} TFLOP/s per device{second}; "
-            f"{flops / 1e6:.1f} MFLOPs per token"
-        )
+    if config.train.logging.peak_flops is None and env.is_main:
+        peak = _mfu_denominator(env.device, config.train.precision.mode, flops)
+        config.train = config.train.with_options(peak_flops=peak)  # groups are shared with the caller's config
     if env.is_main:
-        out = Path(config.output)
-        out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out / "pretrain_config.json", json.dumps(config.to_dict(), indent=2, default=str) + "\n")
-        if newly_verified:
-            atomic_write_text(verified_path, json.dumps(stamps) + "\n")
-        per_epoch = len(loader) * env.world_size // config.train.accumulation(env.world_size)
-        if config.train.max_steps and per_epoch and config.train.max_steps > per_epoch:
-            notice(
-                f"{config.train.max_steps} steps is {config.train.max_steps / per_epoch:.1f} epochs of "
-                f"{per_epoch} updates over the prepared data"
-            )
-
-    def copy_tokenizer(directory: Path) -> None:
-        for file in tokenizer_dir.iterdir():
-            if file.is_file():
-                shutil.copyfile(file, directory / file.name)
-
-    def export_best(model: torch.nn.Module, directory: Path) -> None:
-        # ``best/`` (with ``train.best_metric``, e.g. the held-out ``loss``) is a complete model directory,
-        # like ``final/``: fine-tuning can start from it.
-        with atomic_directory(directory) as staging:
-            save_pretrained(model, staging)
-            copy_tokenizer(staging)
-
+        _write_run_files(config, stamps, len(loader) * env.world_size // config.train.accumulation(env.world_size))
+    files = _ModelFiles(Path(config.data) / meta["tokenizer"].get("directory", "tokenizer"))
     result = train(
         model,
         loader,
@@ -298,16 +256,81 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
         evaluate=evaluate,
         output_metrics=pretraining_metrics,
         flops_per_token=flops,
-        extra_files=copy_tokenizer,
-        export=export_best,
+        extra_files=files.copy_tokenizer,
+        export=files.export,
         env=env,
     )
     if env.is_main and result.stop_reason != "signal":
         assert result.model is not None  # the main process holds the full model
         final = Path(config.output) / FINAL_DIR
-        with atomic_directory(final) as staging:  # a crash mid-export keeps the previous final/
-            save_pretrained(result.model, staging)  # unsharded (a gathered copy under FSDP)
-            copy_tokenizer(staging)
+        files.export(result.model, final)  # unsharded (a gathered copy under FSDP)
         notice(f"exported the model to {final} (Hugging Face layout)")
     distributed.barrier(env)
     return result
+
+
+def _verify_data(config: PretrainConfig) -> dict[str, Any] | None:
+    """Check every shard against the sizes and SHA-256 of its metadata, now rather than when a damaged one is
+    first read hours into the run (ids out of the vocabulary would crash it, others train silently).
+
+    A resumed run skips the hashing when no shard's size or modification time changed since it passed: returns
+    the stamps to record once the run starts, or None when they are recorded already.
+    """
+    from bertkit.data.shards import file_stamps, verify
+
+    stamps = {"data": str(Path(config.data).resolve()), "files": file_stamps(config.data)}
+    if _read_json_or_none(Path(config.output) / VERIFIED_DATA) == stamps:
+        return None
+    problems = verify(config.data)
+    if problems:
+        raise DataError(
+            f"{config.data} is damaged: {'; '.join(problems[:3])}"
+            f"{f' and {len(problems) - 3} more' if len(problems) > 3 else ''}; prepare it again"
+        )
+    return stamps
+
+
+def _mfu_denominator(device: torch.device, precision: str, flops: float) -> float:
+    """The peak FLOP/s of one device at ``precision``, announced with the model's FLOPs per token."""
+    peak = mfu_peak(device, precision)
+    second = "" if peak.measured == peak.flops else f"; measured matmul peak {peak.measured / 1e12:.2f} TFLOP/s"
+    notice(
+        f"MFU denominator: {peak.source} peak {peak.flops / 1e12:.2f} TFLOP/s per device{second}; "
+        f"{flops / 1e6:.1f} MFLOPs per token"
+    )
+    return peak.flops
+
+
+def _write_run_files(config: PretrainConfig, stamps: dict[str, Any] | None, updates_per_epoch: int) -> None:
+    """``pretrain_config.json`` and the verified-data stamps in the output directory (main process)."""
+    out = Path(config.output)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "pretrain_config.json", json.dumps(config.to_dict(), indent=2, default=str) + "\n")
+    if stamps is not None:
+        atomic_write_text(out / VERIFIED_DATA, json.dumps(stamps) + "\n")
+    max_steps = config.train.duration.max_steps
+    if max_steps and updates_per_epoch and max_steps > updates_per_epoch:
+        notice(
+            f"{max_steps} steps is {max_steps / updates_per_epoch:.1f} epochs of "
+            f"{updates_per_epoch} updates over the prepared data"
+        )
+
+
+@dataclass
+class _ModelFiles:
+    """The model directories a run writes (``best/``, ``final/``) and the tokenizer every checkpoint carries."""
+
+    tokenizer_dir: Path
+
+    def copy_tokenizer(self, directory: Path) -> None:
+        for file in self.tokenizer_dir.iterdir():
+            if file.is_file():
+                shutil.copyfile(file, directory / file.name)
+
+    def export(self, model: torch.nn.Module, directory: Path) -> None:
+        """A complete model directory, as ``from_pretrained`` and fine-tuning read it: ``best/`` (with
+        ``train.best_metric``, e.g. the held-out ``loss``) and ``final/``. A crash mid-export keeps the
+        previous one."""
+        with atomic_directory(directory) as staging:
+            save_pretrained(model, staging)
+            self.copy_tokenizer(staging)

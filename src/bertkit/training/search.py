@@ -1,7 +1,7 @@
 """Hyperparameter search for fine-tuning, as the BERT paper does it: run a grid, keep the best run on dev.
 
-``search(FinetuneConfig(...), SearchConfig(...))`` fine-tunes once per point of the grid (by default the
-paper's: batch 16 or 32, learning rate 5e-5, 3e-5 or 2e-5, 2 to 4 epochs), each point a normal
+``search(FinetuneConfig.from_options(...), SearchConfig(...))`` fine-tunes once per point of the grid (by
+default the paper's: batch 16 or 32, learning rate 5e-5, 3e-5 or 2e-5, 2 to 4 epochs), each point a normal
 :func:`~bertkit.training.finetune.finetune` run with the other options as given. It keeps only the best run's
 model, by the task's main dev metric, and writes the table of all runs beside it:
 
@@ -137,7 +137,7 @@ def _typed(params: Mapping[str, Any]) -> dict[str, Any]:
 
 def _run_config(base: FinetuneConfig, params: Mapping[str, Any], output: Path, resume: bool) -> FinetuneConfig:
     """``base`` with one point's options; a varied batch or epochs is the user's, no longer sized to the data."""
-    train = dataclasses.replace(base.train, **_typed(params))
+    train = base.train.with_options(**_typed(params))
     still_unset = unset_defaults(params)
     return dataclasses.replace(
         base,
@@ -185,6 +185,30 @@ def search(config: FinetuneConfig, settings: SearchConfig | None = None) -> Sear
         )
     output = Path(config.output)
     work = output.with_name(output.name + ".search")
+    journal, records = _open_journal(config, settings, output, work)
+    runs, spent, interrupted = _replay(records)
+    standing = _Standing(runs, spent, _best(runs))
+    points = _Points(settings, runs, interrupted)
+    budget = parse_duration(settings.budget)
+    notice(f"search: {points.describe()}; the best run on dev is kept in {output}")
+    stop_reason = _run_points(config, points, journal, work, budget, standing, interrupted)
+    best = standing.best
+    if stop_reason == "signal":
+        return SearchResult(None, runs, best, _main_metric(runs), "signal")
+    if best is None:
+        raise ConfigError(f"the search budget ended before its first run finished; raise --search-budget ({work})")
+    if stop_reason == "budget":
+        notice(f"search: the budget of {budget:g} s ended the search after {len(runs)} runs")
+    main_metric = _main_metric(runs)
+    _finish(output, work, runs, best, main_metric, stop_reason)
+    return SearchResult(output, runs, best, main_metric, stop_reason)
+
+
+def _open_journal(
+    config: FinetuneConfig, settings: SearchConfig, output: Path, work: Path
+) -> tuple[_Journal, list[dict[str, Any]]]:
+    """The search's journal and what it holds, refused when the output or an interrupted search is in the way;
+    a new search writes its plan first."""
     if output.exists() and any(output.iterdir()) and not config.overwrite:
         raise ConfigError(f"--output {output} already exists and is not empty; choose another or pass --overwrite")
     journal = _Journal(work / "journal.jsonl")
@@ -197,45 +221,58 @@ def search(config: FinetuneConfig, settings: SearchConfig | None = None) -> Sear
     work.mkdir(parents=True, exist_ok=True)
     if not records:
         journal.append({"plan": plan})
+    return journal, records
 
-    runs, spent, interrupted = _replay(records)
-    best = _best(runs)
-    points = _Points(settings, runs, interrupted)
-    budget = parse_duration(settings.budget)
-    stop_reason = "done"
-    notice(f"search: {points.describe()}; the best run on dev is kept in {output}")
+
+@dataclass
+class _Standing:
+    """The finished runs, the seconds they spent and the best of them (the only run whose model is kept)."""
+
+    runs: list[Run]
+    spent: float
+    best: Run | None
+
+    def add(self, run: Run, work: Path) -> None:
+        self.spent += run.seconds
+        if self.best is None or _better(run, self.best):
+            if self.best is not None:
+                shutil.rmtree(work / self.best.name, ignore_errors=True)  # only the best run's model is kept
+            self.best = run
+        else:
+            shutil.rmtree(work / run.name, ignore_errors=True)
+        self.runs.append(run)
+
+
+def _run_points(
+    config: FinetuneConfig,
+    points: _Points,
+    journal: _Journal,
+    work: Path,
+    budget: float | None,
+    standing: _Standing,
+    interrupted: Run | None,
+) -> str:
+    """Run the points in turn until they are done, the budget is spent or a signal stops a run; the reason."""
     for name, params in points:
-        if budget is not None and spent >= budget:
-            stop_reason = "budget"
-            break
+        if budget is not None and standing.spent >= budget:
+            return "budget"
         if not (interrupted and interrupted.name == name):
             journal.append({"start": name, "params": params})
         interrupted = None
-        left = budget - spent if budget is not None else None
+        left = budget - standing.spent if budget is not None else None
         notice(f"search: {name} of {points.total}: {_show(params)}")
         run = _train(config, Run(name, params), work, left)
         if run is None:
-            return SearchResult(None, runs, best, _main_metric(runs), "signal")
-        spent += run.seconds
-        if run.status == "cut":
-            stop_reason = "budget"
-        if best is None or _better(run, best):
-            if best is not None:
-                shutil.rmtree(work / best.name, ignore_errors=True)  # only the best run's model is kept
-            best = run
-        else:
-            shutil.rmtree(work / name, ignore_errors=True)
-        runs.append(run)
+            return "signal"
+        standing.add(run, work)
         journal.append({"end": name, **run.to_dict()})
         points.tell(run)
+        best = standing.best
+        assert best is not None  # the run just added, or a better one
         notice(f"search: {name}: dev {run.main_metric} {_score(run)}; best so far {best.name} {_score(best)}")
-    if best is None:
-        raise ConfigError(f"the search budget ended before its first run finished; raise --search-budget ({work})")
-    if stop_reason == "budget":
-        notice(f"search: the budget of {budget:g} s ended the search after {len(runs)} runs")
-    main_metric = _main_metric(runs)
-    _finish(output, work, runs, best, main_metric, stop_reason)
-    return SearchResult(output, runs, best, main_metric, stop_reason)
+        if run.status == "cut":  # the loop stopped it at max_time: the budget is spent
+            return "budget"
+    return "done"
 
 
 def _train(config: FinetuneConfig, run: Run, work: Path, budget_left: float | None) -> Run | None:
@@ -250,10 +287,10 @@ def _train(config: FinetuneConfig, run: Run, work: Path, budget_left: float | No
     if not resume:
         shutil.rmtree(partial, ignore_errors=True)
     run_config = _run_config(config, run.params, run_dir, resume)
+    before = float(read_trainer_state(checkpoint)["elapsed"]) if checkpoint is not None else 0.0
     if budget_left is not None:
-        spent = float(read_trainer_state(checkpoint)["elapsed"]) if checkpoint is not None else 0.0
-        max_time = budget_left + spent  # the loop's max_time counts the time before the checkpoint too
-        run_config = dataclasses.replace(run_config, train=dataclasses.replace(run_config.train, max_time=max_time))
+        max_time = budget_left + before  # the loop's max_time counts the time before the checkpoint too
+        run_config = dataclasses.replace(run_config, train=run_config.train.with_options(max_time=max_time))
     if resume:
         notice(f"search: {run.name} continues from its last checkpoint")
     started = time.perf_counter()
@@ -265,10 +302,12 @@ def _train(config: FinetuneConfig, run: Run, work: Path, budget_left: float | No
     run.metric = result.metrics.get(run.main_metric)
     run.per_epoch = [round(e[run.main_metric], 4) for e in result.evaluations if run.main_metric in e]
     sized = result.sizing or {}
-    run.batch_size = sized.get("batch_size", run_config.train.micro_batch_size)
-    run.epochs = sized.get("epochs", run_config.train.epochs)
+    run.batch_size = sized.get("batch_size", run_config.train.batch.micro_batch_size)
+    run.epochs = sized.get("epochs", run_config.train.duration.epochs)
     run.updates = result.train.step
-    run.seconds = round(time.perf_counter() - started, 1)
+    # the budget adds these up: kept to the millisecond, so that a short run does not count as no time, and
+    # with the time an interrupted run trained before its checkpoint, which the search spent too
+    run.seconds = round(before + time.perf_counter() - started, 3)
     return run
 
 

@@ -60,17 +60,17 @@ def seed_everything(seed: int) -> None:
 
 
 def find_resume(config: TrainConfig) -> Path | None:
-    """The checkpoint ``config.resume`` names (``auto``: the latest valid one), or None for a fresh run."""
-    if config.resume is None:
+    """The checkpoint ``config.checkpointing.resume`` names (``auto``: the latest valid one), or None for a fresh run."""
+    if config.checkpointing.resume is None:
         if list_checkpoints(config.output_dir):
             raise CheckpointError(
                 f"{config.output_dir} already holds checkpoints; pass --resume to continue that run or choose "
                 "another --output"
             )
         return None
-    if config.resume == "auto":
+    if config.checkpointing.resume == "auto":
         return latest_valid_checkpoint(config.output_dir)
-    path = Path(config.resume)
+    path = Path(config.checkpointing.resume)
     if not path.is_dir():
         raise CheckpointError(f"checkpoint {path} does not exist")
     return path

@@ -1,7 +1,8 @@
 """Command-line options generated from the config dataclasses, so that every option is declared once.
 
-A field gives its flag (``micro_batch_size`` -> ``--micro-batch-size``), its type, its help (the field's
-docstring) and the default shown in the help. Every generated option defaults to ``None``, meaning "not given",
+A field gives its flag (``micro_batch_size`` -> ``--micro-batch-size``; a field of a nested option group by its
+flat name, see :mod:`bertkit.option_groups`), its type, its help (the field's docstring) and the default shown
+in the help. Every generated option defaults to ``None``, meaning "not given",
 so that a config file's value stands unless a flag overrides it; the dataclass then fills what neither gave.
 
 The commands are built on first use (:func:`lazy_command`): the dataclasses live with the training code,
@@ -25,6 +26,8 @@ from typing import Annotated, Any
 
 import typer
 from typer.core import TyperCommand
+
+from bertkit.option_groups import Leaf, flag, option_leaves
 
 _ROLE = re.compile(r":(?:class|meth|func|data|attr):`~?(?:[\w.]+\.)?([\w]+)`")
 
@@ -66,11 +69,14 @@ def show_default(value: Any) -> str:
 
 
 def _option_type(hint: Any) -> type | None:
-    """The click-level type of a field: ``int | None`` -> int; ``None`` for what is no flag (dicts, configs)."""
+    """The click-level type of a field: ``int | None`` -> int, a ``Literal`` of strings -> str; ``None`` for what
+    is no flag (dicts, configs)."""
     args = [a for a in typing.get_args(hint) if a is not type(None)] if isinstance(hint, types.UnionType) else [hint]
     if len(args) != 1:
         return None
     kind = args[0]
+    if typing.get_origin(kind) is typing.Literal:
+        kind = type(typing.get_args(kind)[0])
     if kind is Path:
         return str
     return kind if kind in (bool, int, float, str) else None
@@ -95,8 +101,10 @@ def config_options(
     exclude: Iterable[str] = (),
     defaults: Mapping[str, str] | None = None,
 ) -> list[ConfigOption]:
-    """Options for the user-settable fields of ``classes`` (a name already taken by an earlier class is
-    skipped: the earlier field shadows it, as in :func:`bertkit.training.config.split_options`).
+    """Options for the user-settable fields of ``classes``, their option groups walked (a name already taken
+    by an earlier class is skipped: the earlier field shadows it, as in
+    :func:`bertkit.training.config.split_options`). An option's name is its flat name (``optimizer`` for
+    ``OptimizerConfig.name``).
 
     ``flags``: declarations other than ``--field-name``; ``defaults``: the default to show, where it is not the
     field's own (a command's defaults table).
@@ -104,21 +112,24 @@ def config_options(
     flags, defaults, skip = dict(flags or {}), dict(defaults or {}), set(exclude)
     options: list[ConfigOption] = []
     for cls in classes:
-        hints = typing.get_type_hints(cls)
-        docs = field_docs(cls)
-        for f in dataclasses.fields(cls):
-            kind = f.metadata.get("cli_type") or _option_type(hints[f.name])
-            if f.name in skip or not f.metadata.get("option", True) or kind is None:
+        for leaf in option_leaves(cls):
+            kind = leaf.field.metadata.get("cli_type") or _option_type(leaf.hint)
+            if leaf.name in skip or kind is None:
                 continue
-            skip.add(f.name)
-            flag = "--" + f.name.replace("_", "-")
-            decls = flags.get(f.name) or ((f"{flag}/--no-{flag[2:]}",) if kind is bool else (flag,))
-            shown = defaults.get(f.name)
-            if shown is None and f.default not in (dataclasses.MISSING, None):
-                shown = show_default(f.default)
-            help = help_text(docs.get(f.name, "")) + (f" (default: {shown})" if shown else "")
-            options.append(ConfigOption(f.name, decls, kind, help))
+            skip.add(leaf.name)
+            options.append(_option(leaf, kind, flags.get(leaf.name), defaults.get(leaf.name)))
     return options
+
+
+def _option(leaf: Leaf, kind: type, decls: tuple[str, ...] | None, shown: str | None) -> ConfigOption:
+    """The option of one leaf: ``--flat-name`` (``--x/--no-x`` for a switch) unless ``decls`` says otherwise;
+    help from the field's docstring, with ``shown`` or else the field's default."""
+    name = flag(leaf.name)
+    decls = decls or ((f"{name}/--no-{name[2:]}",) if kind is bool else (name,))
+    if shown is None and leaf.field.default not in (dataclasses.MISSING, None):
+        shown = show_default(leaf.field.default)
+    help = help_text(field_docs(leaf.owner).get(leaf.field.name, "")) + (f" (default: {shown})" if shown else "")
+    return ConfigOption(leaf.name, decls, kind, help)
 
 
 def command_function(

@@ -1,0 +1,143 @@
+"""Hugging Face names: the explicit table between bertkit's parameter names and Hugging Face's.
+
+bertkit's names are shorter, and Q/K/V are one fused projection here, so conversion is this table plus one
+transform (split/concatenate Q, K, V on dim 0). The table knows the model classes by name only (as
+``config.json``'s ``architectures`` does), so it sits below the model, which uses it to load and save itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor, nn
+
+from bertkit.config import BertConfig
+
+# (bertkit name, Hugging Face name), relative to BertModel. "{i}" is the layer index.
+EMBEDDING_NAMES: list[tuple[str, str]] = [
+    ("embeddings.word_embeddings.weight", "embeddings.word_embeddings.weight"),
+    ("embeddings.position_embeddings.weight", "embeddings.position_embeddings.weight"),
+    ("embeddings.token_type_embeddings.weight", "embeddings.token_type_embeddings.weight"),
+    ("embeddings.layer_norm.weight", "embeddings.LayerNorm.weight"),
+    ("embeddings.layer_norm.bias", "embeddings.LayerNorm.bias"),
+]
+LAYER_NAMES: list[tuple[str, str]] = [
+    ("encoder.layers.{i}.attention.out.weight", "encoder.layer.{i}.attention.output.dense.weight"),
+    ("encoder.layers.{i}.attention.out.bias", "encoder.layer.{i}.attention.output.dense.bias"),
+    ("encoder.layers.{i}.attention_norm.weight", "encoder.layer.{i}.attention.output.LayerNorm.weight"),
+    ("encoder.layers.{i}.attention_norm.bias", "encoder.layer.{i}.attention.output.LayerNorm.bias"),
+    ("encoder.layers.{i}.ffn_in.weight", "encoder.layer.{i}.intermediate.dense.weight"),
+    ("encoder.layers.{i}.ffn_in.bias", "encoder.layer.{i}.intermediate.dense.bias"),
+    ("encoder.layers.{i}.ffn_out.weight", "encoder.layer.{i}.output.dense.weight"),
+    ("encoder.layers.{i}.ffn_out.bias", "encoder.layer.{i}.output.dense.bias"),
+    ("encoder.layers.{i}.ffn_norm.weight", "encoder.layer.{i}.output.LayerNorm.weight"),
+    ("encoder.layers.{i}.ffn_norm.bias", "encoder.layer.{i}.output.LayerNorm.bias"),
+]
+# The one transform: bertkit's fused projection is Hugging Face's query, key and value stacked on dim 0.
+FUSED_QKV_NAMES: list[tuple[str, tuple[str, ...]]] = [
+    (
+        "encoder.layers.{i}.attention.qkv." + p,
+        tuple(f"encoder.layer.{{i}}.attention.self.{part}.{p}" for part in ("query", "key", "value")),
+    )
+    for p in ("weight", "bias")
+]
+POOLER_NAMES: list[tuple[str, str]] = [
+    ("pooler.dense.weight", "pooler.dense.weight"),
+    ("pooler.dense.bias", "pooler.dense.bias"),
+]
+_MLM_NAMES: list[tuple[str, str]] = [
+    ("mlm.dense.weight", "cls.predictions.transform.dense.weight"),
+    ("mlm.dense.bias", "cls.predictions.transform.dense.bias"),
+    ("mlm.layer_norm.weight", "cls.predictions.transform.LayerNorm.weight"),
+    ("mlm.layer_norm.bias", "cls.predictions.transform.LayerNorm.bias"),
+    # mlm.decoder.weight is the word embedding matrix (tied); Hugging Face does not store it either.
+    ("mlm.decoder.bias", "cls.predictions.bias"),
+]
+_CLASSIFIER_NAMES: list[tuple[str, str]] = [
+    ("classifier.weight", "classifier.weight"),
+    ("classifier.bias", "classifier.bias"),
+]
+# Head parameters (names at the top of the head class; identical in both naming schemes' prefixes).
+HEAD_NAMES: dict[str, list[tuple[str, str]]] = {
+    "BertModel": [],
+    "BertForPreTraining": [
+        *_MLM_NAMES,
+        ("nsp.weight", "cls.seq_relationship.weight"),
+        ("nsp.bias", "cls.seq_relationship.bias"),
+    ],
+    "BertForMaskedLM": _MLM_NAMES,
+    "BertForSequenceClassification": _CLASSIFIER_NAMES,
+    "BertForTokenClassification": _CLASSIFIER_NAMES,
+    "BertForQuestionAnswering": [("qa_outputs.weight", "qa_outputs.weight"), ("qa_outputs.bias", "qa_outputs.bias")],
+}
+# Keys some Hugging Face checkpoints carry that hold nothing to load.
+BUFFERS = {"embeddings.position_ids", "embeddings.token_type_ids"}
+# Aliases of tied or duplicated tensors in older checkpoints.
+_ALIASES = {"cls.predictions.decoder.bias": "cls.predictions.bias"}
+TIED = {"cls.predictions.decoder.weight"}
+_ENCODER_PREFIXES = ("embeddings.", "encoder.", "pooler.")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where a model's tensors sit among Hugging Face names."""
+
+    config: BertConfig
+    """The encoder's config (its layer count sizes the table)."""
+    prefix: str
+    """Prefix of the encoder's names: ``bert.`` in a head, as in Hugging Face; empty for ``BertModel``."""
+    pooler: bool
+    head: list[tuple[str, str]]
+    """The head's (bertkit, Hugging Face) names, from ``HEAD_NAMES``."""
+
+
+def layout(model: nn.Module) -> Layout:
+    """The ``Layout`` of a bertkit model (any class in ``HEAD_NAMES``); ``TypeError`` for any other module.
+    Classes are known by name, so this table needs no import of the model (which imports it)."""
+    name = type(model).__name__
+    bert = model if name == "BertModel" else getattr(model, "bert", None)
+    config = getattr(bert, "config", None)
+    if name not in HEAD_NAMES or type(bert).__name__ != "BertModel" or not isinstance(config, BertConfig):
+        raise TypeError(f"{name} is not a bertkit model")
+    return Layout(config, "" if bert is model else "bert.", getattr(bert, "pooler", None) is not None, HEAD_NAMES[name])
+
+
+def encoder_names(config: BertConfig) -> list[tuple[str, str | tuple[str, ...]]]:
+    """(bertkit, Hugging Face) names of every encoder tensor (no pooler) for ``config``, relative to BertModel.
+    A tuple of Hugging Face names means the bertkit tensor is their concatenation on dim 0."""
+    names: list[tuple[str, str | tuple[str, ...]]] = list(EMBEDDING_NAMES)
+    for i in range(config.num_hidden_layers):
+        for ours, parts in FUSED_QKV_NAMES:
+            names.append((ours.format(i=i), tuple(t.format(i=i) for t in parts)))
+        for ours, theirs in LAYER_NAMES:
+            names.append((ours.format(i=i), theirs.format(i=i)))
+    return names
+
+
+def normalise_names(state: dict[str, Tensor]) -> dict[str, Tensor]:
+    """Hugging Face names relative to BertModel for the encoder (``bert.`` dropped), head names as they are;
+    the old ``LayerNorm.gamma/beta`` spelling becomes ``weight/bias``."""
+    out: dict[str, Tensor] = {}
+    for name, tensor in state.items():
+        if name.startswith("bert.") and name[5:].startswith(_ENCODER_PREFIXES):
+            name = name[5:]
+        if "LayerNorm." in name:
+            name = name.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
+        out[name] = tensor
+    for alias, name in _ALIASES.items():
+        if alias in out:
+            tensor = out.pop(alias)
+            out.setdefault(name, tensor)  # when both are stored they are the same (tied) tensor
+    return out
+
+
+def infer_architecture(state: dict[str, Tensor]) -> tuple[str, int | None]:
+    """The model class a checkpoint's tensors describe (for checkpoints without ``architectures``, like
+    Google's), and the label count of its classifier (None when it has none)."""
+    if "qa_outputs.weight" in state:
+        return "BertForQuestionAnswering", None
+    if "classifier.weight" in state:
+        return "BertForSequenceClassification", int(state["classifier.weight"].shape[0])
+    if "cls.predictions.bias" in state:
+        return ("BertForPreTraining" if "cls.seq_relationship.weight" in state else "BertForMaskedLM"), None
+    return "BertModel", None

@@ -1,0 +1,43 @@
+"""What commands read from files or stdin and how they print: input lines, JSON, warnings."""
+
+from __future__ import annotations
+
+import sys
+
+from bertkit.cli.program import fail
+from bertkit.formats import read_text
+
+
+def read_lines(path: str) -> list[str]:
+    """Non-empty lines of a UTF-8 text file, or of stdin when ``path`` is ``-``."""
+    from pathlib import Path
+
+    if path == "-":
+        return [line.rstrip("\r\n") for line in sys.stdin if line.strip()]
+    file = Path(path)
+    if not file.exists():
+        fail(f"input file {path} does not exist")
+    if not file.is_file():
+        fail(f"input {path} is a directory, not a file; give a text file with one input per line")
+    lines = [line.rstrip("\r\n") for line in read_text(file).splitlines() if line.strip()]
+    if not lines:
+        fail(f"{path} is empty: give one input per line")
+    return lines
+
+
+def print_json(obj: object) -> None:
+    """One JSON line on stdout, non-ASCII text as it is."""
+    import json
+
+    print(json.dumps(obj, ensure_ascii=False))
+
+
+def warn(line: str) -> None:
+    print(f"bertkit: warning: {line}", file=sys.stderr)
+
+
+def show_library_warnings(prefix: str = "bertkit: ") -> None:
+    """Let the library's logged warnings reach stderr, one line each after ``prefix``."""
+    import logging
+
+    logging.basicConfig(format=f"{prefix}%(message)s", level=logging.WARNING)

@@ -1,0 +1,68 @@
+"""``pretrain``: its options are generated from ``PretrainConfig`` and ``TrainConfig``; only what is no config
+field (the config file, the resume switches) is declared here."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from bertkit.cli.options import config_options, lazy_command
+from bertkit.cli.program import fail
+from bertkit.cli.shared_options import ConfigFileOption, generated_command
+
+commands = typer.Typer(rich_markup_mode=None)
+
+
+def _pretrain_function() -> Callable[..., None]:
+    from bertkit.training.config import TrainConfig
+    from bertkit.training.pretrain import PretrainConfig
+
+    options = config_options([PretrainConfig, TrainConfig], flags={"output": ("--output", "-o")}, exclude={"resume"})
+    return generated_command("pretrain", pretrain_command.__doc__, options, _run_pretrain)
+
+
+def _run_pretrain(
+    *,
+    config: ConfigFileOption = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue from the latest valid checkpoint in --output.")
+    ] = False,
+    resume_from: Annotated[
+        str | None, typer.Option("--resume-from", help="Continue from this checkpoint directory.")
+    ] = None,
+    **fields: Any,
+) -> None:
+    from bertkit.training.pretrain import build_config, pretrain, read_config_file
+
+    options = read_config_file(config) if config else {}
+    options.update({k: v for k, v in fields.items() if v is not None})
+    if resume and resume_from:
+        fail("give --resume or --resume-from, not both")
+    if resume or resume_from:
+        options["resume"] = resume_from or "auto"
+    result = pretrain(build_config(options))
+    if result.stop_reason == "signal":
+        print(
+            f"bertkit: stopped by a signal at step {result.step}; checkpoint {result.checkpoint}. "
+            "Continue with the same command plus --resume.",
+            file=sys.stderr,
+        )
+        raise typer.Exit(130)
+
+
+@commands.command(
+    "pretrain", short_help="Pre-train BERT (masked LM + next sentence).", cls=lazy_command(_pretrain_function)
+)
+def pretrain_command() -> None:
+    """Pre-train BERT (masked LM + next sentence) on a prepared dataset; resumable, multi-process with torchrun.
+
+    \b
+    Example:
+      bertkit pretrain --data data/wiki128 --model-config mini \\
+        --output runs/mini --global-batch-size 256 --micro-batch-size 64 \\
+        --lr 1e-4 --warmup-steps 1000 --max-steps 20000 --save-every 1000 \\
+        --eval-every 1000
+    """

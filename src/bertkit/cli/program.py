@@ -1,0 +1,77 @@
+"""The ``bertkit`` program: the root app the command groups join, ``main()``, and how a failure becomes an
+exit code and one line on stderr.
+
+Every ``BertkitError`` (bad input, missing files, invalid options) becomes one line on stderr and exit
+code 2; typer's own usage errors also exit with 2; Ctrl-C exits with 130.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import NoReturn, Protocol
+
+import typer
+
+from bertkit.errors import BertkitError
+
+app = typer.Typer(
+    rich_markup_mode=None,
+    name="bertkit",
+    help="BERT from scratch: WordPiece, pre-training, fine-tuning, inference and Hugging Face interop.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def fail(message: str) -> NoReturn:
+    """Stop the command with one clear line and exit code 2."""
+    raise BertkitError(message)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        app(args=argv, standalone_mode=False)
+    except BertkitError as exc:
+        print(f"bertkit: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("bertkit: interrupted", file=sys.stderr)
+        return 130
+    except typer.Exit as exc:
+        return exc.exit_code
+    except OSError as exc:  # a file system problem (permissions, disk full) the command did not foresee
+        print(f"bertkit: error: {exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""), file=sys.stderr)
+        return 2
+    except Exception as exc:  # click usage errors and friends
+        usage, abort = _click_exceptions()
+        if isinstance(exc, usage):
+            exc.show()
+            return 2
+        if isinstance(exc, abort):
+            return 1
+        raise
+    return 0
+
+
+class _ShowsItself(Protocol):
+    """A click usage error: ``show()`` prints it with the command's usage line."""
+
+    def show(self) -> None: ...
+
+
+def _click_exceptions() -> tuple[tuple[type[_ShowsItself], ...], tuple[type[Exception], ...]]:
+    """(usage errors, aborts) of click and of the copy of click that typer >= 0.26 vendors (``typer._click``)."""
+    import click
+
+    usage: list[type[_ShowsItself]] = [click.exceptions.ClickException]
+    abort: list[type[Exception]] = [click.exceptions.Abort]
+    try:
+        from typer._click import exceptions as vendored
+    except ImportError:
+        pass
+    else:
+        usage.append(vendored.ClickException)
+        abort.extend(getattr(vendored, name) for name in ("Abort",) if hasattr(vendored, name))
+    return tuple(usage), tuple(abort)

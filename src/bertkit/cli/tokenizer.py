@@ -1,0 +1,201 @@
+"""Tokenizer commands: ``tokenize`` (show a text's WordPieces), ``tokenizer train`` and ``tokenizer extend``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from bertkit.cli.console import read_lines
+from bertkit.cli.options import ExampleLastCommand, lazy_command
+from bertkit.cli.shared_options import (
+    KeepBoilerplateOption,
+    corpus_config_options,
+    corpus_options,
+    corpus_warnings,
+    generated_command,
+)
+
+if TYPE_CHECKING:  # the library imports torch, which `bertkit --help` should not pay for
+    from bertkit.vocab import VocabularyExtension
+
+commands = typer.Typer(rich_markup_mode=None)
+
+
+@commands.command("tokenize", short_help="Show a text's WordPieces, ids and offsets.", cls=ExampleLastCommand)
+def tokenize_command(
+    text: Annotated[str, typer.Argument(help="Text to tokenize.")],
+    model: Annotated[str, typer.Option("--model", "-m", help="Model directory, vocab.txt or tokenizer.json.")],
+    pair: Annotated[str | None, typer.Option("--pair", help="Optional second text (segment B).")] = None,
+    json_output: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Show the WordPieces of a text: tokens, ids, segments and character offsets into the text.
+
+    \b
+    Example:
+      bertkit tokenize --model ./bert "Naïve café, 北京!" --json
+    """
+    import json
+
+    from bertkit.hub import resolve_model
+    from bertkit.tokenizer import Tokenizer
+
+    enc = Tokenizer.from_pretrained(resolve_model(model)).encode(text, pair)
+    if json_output:
+        keys = ("tokens", "ids", "type_ids", "offsets", "word_ids", "special_tokens_mask")
+        print(json.dumps({k: getattr(enc, k) for k in keys}, ensure_ascii=False))
+        return
+    print(f"{'#':>4}  {'token':<20} {'id':>6}  seg  span")
+    rows = zip(enc.tokens, enc.ids, enc.type_ids, enc.offsets, enc.sequence_ids)
+    for i, (tok, id_, seg, (start, end), sequence) in enumerate(rows):
+        source = (text, pair or "")[sequence] if sequence is not None else ""
+        print(f"{i:>4}  {tok:<20} {id_:>6}  {seg:>3}  {start}:{end} {source[start:end]!r}")
+
+
+tokenizer_app = typer.Typer(
+    rich_markup_mode=None, help="Learn WordPiece vocabularies, or extend a model's.", no_args_is_help=True
+)
+commands.add_typer(tokenizer_app, name="tokenizer")
+
+
+# --------------------------------------------------------------------------------------- tokenizer train
+def _tokenizer_train_function() -> Callable[..., None]:
+    return generated_command(
+        "tokenizer train", tokenizer_train_command.__doc__, corpus_config_options(), _run_tokenizer_train
+    )
+
+
+def _run_tokenizer_train(
+    *,
+    input: Annotated[
+        list[str], typer.Option("--input", "-i", help="Corpus files, directories or globs (repeatable); see --format.")
+    ],
+    vocab_size: Annotated[int, typer.Option("--vocab-size", help="Vocabulary size, the 5 special tokens included.")] = (
+        30522
+    ),
+    output: Annotated[str, typer.Option("--output", "-o", help="Directory for vocab.txt, tokenizer.json and configs.")],
+    min_frequency: Annotated[int, typer.Option("--min-frequency", help="Drop merges seen fewer times.")] = 2,
+    lowercase: Annotated[
+        bool, typer.Option("--lowercase/--no-lowercase", help="Uncased (lowercase + strip accents).")
+    ] = True,
+    keep_gutenberg_boilerplate: KeepBoilerplateOption = False,
+    **fields: Any,
+) -> None:
+    from bertkit.data.corpus import CorpusStats, corpus_texts
+    from bertkit.tokenizer import Tokenizer
+
+    stats = CorpusStats()
+    texts = corpus_texts(input, corpus_options(keep_gutenberg_boilerplate, fields), stats)
+    tok = Tokenizer.train(texts, vocab_size=vocab_size, min_frequency=min_frequency, lowercase=lowercase)
+    corpus_warnings(stats)
+    tok.save_pretrained(output)
+    print(f"wrote a {tok.vocab_size}-token vocabulary to {output} (fingerprint {tok.fingerprint})", file=sys.stderr)
+
+
+@tokenizer_app.command(
+    "train", short_help="Learn a WordPiece vocabulary from a corpus.", cls=lazy_command(_tokenizer_train_function)
+)
+def tokenizer_train_command() -> None:
+    """Learn a BERT WordPiece vocabulary ([PAD] [UNK] [CLS] [SEP] [MASK] get ids 0-4) and save it.
+
+    The corpus is read as prepare-data reads it: text, JSONL, Parquet, compressed; Gutenberg boilerplate stripped.
+
+    \b
+    Example:
+      bertkit tokenizer train --input ../shared/data/gutenberg/books \\
+        --vocab-size 8000 --output ./tok
+    """
+
+
+# -------------------------------------------------------------------------------------- tokenizer extend
+def _tokenizer_extend_function() -> Callable[..., None]:
+    return generated_command(
+        "tokenizer extend", tokenizer_extend_command.__doc__, corpus_config_options(), _run_tokenizer_extend
+    )
+
+
+def _run_tokenizer_extend(
+    *,
+    model: Annotated[str, typer.Option("--model", "-m", help="Model directory (Hugging Face layout) to extend.")],
+    output: Annotated[str, typer.Option("--output", "-o", help="Directory for the extended model (not --model).")],
+    tokens: Annotated[
+        str | None, typer.Option("--tokens", help="Text file: one word (or ##piece) to add per line.")
+    ] = None,
+    corpus: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--corpus",
+            help="Corpus files, directories or globs to pick frequent split words from (repeatable); see --format.",
+        ),
+    ] = None,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="At most this many words from --corpus.")] = (
+        1000
+    ),
+    min_frequency: Annotated[
+        int, typer.Option("--min-frequency", help="Corpus words seen fewer times are not added.")
+    ] = 20,
+    use_unused: Annotated[
+        bool,
+        typer.Option("--use-unused/--no-use-unused", help=r"Fill \[unusedN] slots before growing the vocabulary."),
+    ] = True,
+    keep_gutenberg_boilerplate: KeepBoilerplateOption = False,
+    **fields: Any,
+) -> None:
+    from bertkit.data.corpus import CorpusStats
+    from bertkit.hub import resolve_model
+    from bertkit.vocab import extend_vocabulary
+
+    stats = CorpusStats()
+    words = read_lines(tokens) if tokens else []
+    report = extend_vocabulary(
+        resolve_model(model),
+        output,
+        tokens=words,
+        corpus=corpus or [],
+        max_new_tokens=max_new_tokens,
+        min_frequency=min_frequency,
+        use_unused=use_unused,
+        corpus_options=corpus_options(keep_gutenberg_boilerplate, fields),
+        corpus_stats=stats,
+    )
+    corpus_warnings(stats)
+    _print_extension(report, output)
+
+
+def _print_extension(report: VocabularyExtension, output: str) -> None:
+    """What ``tokenizer extend`` added (the first ten words), and what to run next."""
+    from bertkit.vocab import REPORT_NAME
+
+    for entry in report.added[:10]:
+        seen = f", seen {entry.count:,} times" if entry.count is not None else ""
+        print(f"  {entry.token} (id {entry.id}) was {' '.join(entry.pieces)}{seen}", file=sys.stderr)
+    if len(report.added) > 10:
+        print(f"  ... and {len(report.added) - 10} more (all in {output}/{REPORT_NAME})", file=sys.stderr)
+    if report.already_known:
+        print(
+            f"bertkit: {len(report.already_known)} requested token(s) were already in the vocabulary", file=sys.stderr
+        )
+    print(
+        f"bertkit: added {len(report.added)} token(s), {report.unused_slots_used} in [unused] slots; vocabulary "
+        f"{report.vocab_size_before} -> {report.vocab_size_after}; wrote {output}. Continue pre-training with "
+        f"bertkit prepare-data --tokenizer {output} ... and bertkit pretrain --init-from {output} ...",
+        file=sys.stderr,
+    )
+
+
+@tokenizer_app.command(
+    "extend", short_help="Add a domain's words to a model's vocabulary.", cls=lazy_command(_tokenizer_extend_function)
+)
+def tokenizer_extend_command() -> None:
+    """Give a model's vocabulary new words (a domain's terms) before continued pre-training.
+
+    New tokens fill [unusedN] slots first, then new rows; each starts from the mean embedding of the pieces
+    the old vocabulary split it into.
+
+    \b
+    Example:
+      bertkit tokenizer extend --model ./bert --corpus ./clinical \\
+        --max-new-tokens 500 --output ./bert-clinical
+    """

@@ -1,0 +1,77 @@
+"""The limits on one request's inputs (:class:`ServeLimits`), checked after parsing and before any model work.
+
+Too much (inputs, characters, tokens, fill-mask candidates) is a 413; blank text or an out-of-range ``top_k``
+is a 422. Each refusal names the input and the limit, so the client knows what to change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from bertkit.inference import MASK_PATTERN
+from bertkit.serve.errors import Problem
+from bertkit.serve.limits import ServeLimits
+from bertkit.tokenizer import Tokenizer
+
+
+class RequestChecks:
+    """Checks of one request against ``limits``; ``max_tokens`` is the model's length in tokens."""
+
+    def __init__(self, limits: ServeLimits, tokenizer: Tokenizer, max_tokens: int):
+        self.limits = limits
+        self.tokenizer = tokenizer
+        self.max_tokens = max_tokens
+
+    def count(self, items: Sequence[Any], what: str = "texts") -> None:
+        if len(items) > self.limits.max_items:
+            raise Problem(
+                413,
+                f"{len(items)} {what} in one request; this server takes at most "
+                f"{self.limits.max_items}: split the request",
+            )
+
+    def chars(self, texts: Sequence[str], what: str = "text", limit: int | None = None) -> None:
+        limit = limit or self.limits.max_chars
+        for i, text in enumerate(texts):
+            if not text.strip():
+                raise Problem(422, f"{what} {i} is blank: give some text")
+            if len(text) > limit:
+                raise Problem(413, f"{what} {i} is {len(text)} characters; this server takes at most {limit}")
+
+    def tokens(
+        self,
+        texts: Sequence[str | tuple[str, str]],
+        what: str = "text",
+        limit: int | None = None,
+        special: int | None = None,
+    ) -> None:
+        """Inputs with their special tokens must fit ``limit`` (default: the model's length)."""
+        limit = limit or self.max_tokens
+        flat = [part for t in texts for part in ((t,) if isinstance(t, str) else t)]
+        ids = self.tokenizer.ids_batch(flat)
+        cursor = 0
+        for i, text in enumerate(texts):
+            parts = 1 if isinstance(text, str) else 2
+            count = sum(len(ids[cursor + k]) for k in range(parts)) + (special if special is not None else parts + 1)
+            cursor += parts
+            if count > limit:
+                raise Problem(413, f"{what} {i} is {count} tokens; this server takes at most {limit}: shorten it")
+
+    def top_k(self, top_k: int) -> None:
+        if top_k > self.limits.max_top_k:
+            raise Problem(422, f"top_k is {top_k}; this server gives at most {self.limits.max_top_k}")
+
+    def masks(self, texts: Sequence[str], top_k: int) -> None:
+        """Every text has a [MASK]; ``top_k`` and the candidates over all masks are within the limits."""
+        for i, text in enumerate(texts):
+            if not MASK_PATTERN.search(text):
+                raise Problem(422, f"text {i} has no [MASK] to fill")
+        self.top_k(top_k)
+        candidates = sum(len(MASK_PATTERN.findall(text)) for text in texts) * top_k
+        if candidates > self.limits.max_mask_candidates:
+            raise Problem(
+                413,
+                f"{candidates} [MASK] candidates asked ([MASK] tokens x top_k); this server "
+                f"gives at most {self.limits.max_mask_candidates} per request: send fewer masks",
+            )

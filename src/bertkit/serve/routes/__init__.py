@@ -1,0 +1,26 @@
+"""The service's endpoints, module-level functions listed as :class:`Route` s: a pipeline's endpoint goes in
+``pipelines.PIPELINE_ROUTES``, one every app has in ``site``; :func:`add_routes` puts them on an app."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from bertkit.inference import Loaded
+from bertkit.serve.routes.pipelines import PIPELINE_ROUTES
+from bertkit.serve.routes.site import PAGE_ROUTE, STATIC, STATUS_ROUTES
+
+__all__ = ["add_routes"]
+
+
+def add_routes(app: FastAPI, loaded: Loaded) -> None:
+    """Status routes, the endpoint of each pipeline ``loaded`` supports (the others do not exist: 404), then
+    the web page and its static files."""
+    for route in STATUS_ROUTES:
+        route.add_to(app)
+    for pipeline, route in PIPELINE_ROUTES.items():
+        if loaded.supports(pipeline):
+            route.add_to(app)
+    if STATIC.is_dir():
+        app.mount("/static", StaticFiles(directory=STATIC), name="static")
+        PAGE_ROUTE.add_to(app)

@@ -1,0 +1,67 @@
+"""What the endpoints share: the loaded model, its limits and checks, and the batcher that runs the model."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+from fastapi import Request
+
+from bertkit.inference import Loaded
+from bertkit.serve.batcher import Batcher, Overloaded
+from bertkit.serve.checks import RequestChecks
+from bertkit.serve.errors import Problem
+from bertkit.serve.limits import ServeLimits
+
+
+class Service:
+    """One per app (``app.state.service``); routes reach it through :func:`get_service`."""
+
+    def __init__(self, loaded: Loaded, limits: ServeLimits):
+        self.loaded = loaded
+        self.limits = limits
+        # What a request may send is bounded by the model's positions; each pipeline then cuts or windows its
+        # inputs at the length the model was fine-tuned with, as `bertkit predict` does.
+        self.max_tokens = min(limits.max_tokens or loaded.max_positions, loaded.max_positions)
+        self.checks = RequestChecks(limits, loaded.tokenizer, self.max_tokens)
+        self.batcher = Batcher(limits.batch_window_ms / 1000, limits.max_batch_items, limits.max_queue)
+
+    async def run(self, key: Hashable, fn: Callable[[list], list], items: Sequence[Any]) -> list:
+        """``fn`` over ``items``, batched with other requests' items of the same ``key``; 504 or 503 when it
+        cannot be done in time."""
+        try:
+            return await asyncio.wait_for(self.batcher.submit(key, fn, items), self.limits.request_timeout_s)
+        except TimeoutError:
+            raise Problem(
+                504,
+                f"the request took longer than {self.limits.request_timeout_s:g} s and was "
+                f"dropped; send fewer or shorter texts",
+            ) from None
+        except Overloaded as exc:
+            raise Problem(503, f"the server is overloaded: {exc}") from None
+
+    def info(self) -> dict[str, Any]:
+        config = self.loaded.config
+        return {
+            "model": {
+                "architecture": type(self.loaded.model).__name__,
+                "layers": config.num_hidden_layers,
+                "hidden_size": config.hidden_size,
+                "heads": config.num_attention_heads,
+                "vocab_size": config.vocab_size,
+                "max_position_embeddings": config.max_position_embeddings,
+                "max_seq_length": self.loaded.max_length,
+                "labels": [config.id2label[i] for i in sorted(config.id2label)] if config.id2label else None,
+                "lowercase": self.loaded.tokenizer.lowercase,
+            },
+            "pipelines": [p.replace("_", "-") for p in self.loaded.pipelines],
+            "limits": {**self.limits.to_dict(), "max_tokens": self.max_tokens},
+            "batching": vars(self.batcher.stats),
+        }
+
+
+def get_service(request: Request) -> Service:
+    """The app's service, as a route dependency."""
+    service: Service = request.app.state.service
+    return service

@@ -1,0 +1,201 @@
+"""Every benchmark script runs in its smoke mode (``--smoke``: tiny inputs, a few steps, the result in a
+temporary folder), so that none can rot unnoticed: each test runs one script's ``main(argv)`` in this process
+and checks the result it wrote."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCHMARKS = ROOT / "benchmarks"
+SUPPORT = {"harness", "loopback", "machine_info", "smoke_inputs"}  # modules the scripts share, not scripts
+
+Check = Callable[[Path, str], None]
+
+
+def read(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def check_unpad(out: Path, stdout: str) -> None:
+    result = read(out)
+    assert set(result["ms_per_step"]) == {"random, padded", "random, unpadded", "same tokens, no padding"}
+    assert "random, unpadded:" in stdout
+
+
+def check_train_step(out: Path, stdout: str) -> None:
+    (row,) = read(out)["results"]
+    assert row["size"] == "tiny" and row["speedup"] > 0 and row["bertkit"]["mfu"] > 0
+    assert "HF sdpa tok/s" in stdout
+
+
+def check_tokenizer(out: Path, stdout: str) -> None:
+    result = read(out)
+    assert {r["name"] for r in result["results"]} >= {"bertkit encode_batch", "transformers BertTokenizerFast"}
+    assert all(r["tokens"] > 0 for r in result["results"]) and "BertTokenizerFast / bertkit" in stdout
+
+
+def check_fuzz(out: Path, stdout: str) -> None:
+    result = read(out)
+    assert result["failures"] == 0 and result["total_inputs"] > 0 and "tokenizer" in result["targets"]
+
+
+def check_curve(out: Path, stdout: str) -> None:
+    curves = read(out)["curves"]
+    assert [p["step"] for p in curves["bertkit"]] == [p["step"] for p in curves["transformers"]] == [2, 4]
+
+
+def check_heldout(out: Path, stdout: str) -> None:
+    result = read(out)
+    assert result["updates"] == 4 and result["eval"] and result["best"]["loss"] > 0
+
+
+def check_pretrain_quality(out: Path, stdout: str) -> None:
+    result = read(out)
+    assert result["updates"] == 4 and result["final_eval"] is not None
+    assert len(result["fill_mask"]) == 8 and all(len(f["top5"]) == 5 for f in result["fill_mask"])
+
+
+def check_punctuation(out: Path, stdout: str) -> None:
+    (record,) = lines(out)
+    assert record["seed"] == 1 and len(record["f1_per_epoch"]) == 1 and "f1" in record
+
+
+def check_probe(out: Path, stdout: str) -> None:
+    results = read(out)["results"]
+    assert {r["model"] for r in results} == {"a", "b"} and len(results) == 2 * 3 * 2
+    assert all(0 <= r["dev_accuracy"] <= 1 for r in results)
+
+
+def check_summary(out: Path, stdout: str) -> None:
+    table = out.read_text(encoding="utf-8")
+    assert "| rte | accuracy |" in table and "| stsb | spearman |" in table and table.strip() == stdout.strip()
+
+
+def check_results_page(out: Path, stdout: str) -> None:
+    assert out.read_text(encoding="utf-8") == (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+
+
+def check_finetune(out: Path, stdout: str) -> None:
+    (run,) = read(out)["runs"]
+    assert run["task"] == "polarity" and run["bertkit"]["steps"] == run["peer"]["steps"] == 2
+    assert run["bertkit_main"] is not None and run["peer_main"] is not None and run["speedup_per_step"] > 0
+
+
+def check_finetune_defaults(out: Path, stdout: str) -> None:
+    rows = lines(out)
+    assert [r["recipe"] for r in rows] == ["fixed", "rule", "search"] and all(r["updates"] > 0 for r in rows)
+
+
+def check_inference(out: Path, stdout: str) -> None:
+    result = read(out)
+    assert {"transformers", "bertkit"} <= set(result["sides"]) and "bertkit_compiled" in result["skipped"]
+    for workload in result["workloads"].values():
+        assert workload["cosine_vs_transformers_min"]["bertkit"] > 0.999
+    assert set(result["single_request_latency_ms"]) == set(result["sides"])
+
+
+def check_int8_quality(out: Path, stdout: str) -> None:
+    result = read(out)
+    assert set(result["tasks"]) == {"sst2"} and "int8_points" in result["tasks"]["sst2"]
+    assert result["embed"]["sentences"]["cosine_min"] > 0.9
+
+
+def check_prepare_data(out: Path, stdout: str) -> None:
+    result = read(out)
+    assert (
+        result["bertkit"]["instances"] > 0 and result["peer"]["instances"] > 0 and result["ratio"]["tokens_per_s"] > 0
+    )
+
+
+def check_serve_load(out: Path, stdout: str) -> None:
+    result = read(out)
+    assert result["sent"] == 40 and result["server_errors_5xx"] == 0 and result["dropped"] == 0
+    assert result["statuses"].get("200", 0) > 0
+
+
+def check_serve_abuse(out: Path, stdout: str) -> None:
+    result = read(out)
+    assert result["alive_after"] and result["server_5xx"] == 0 and result["attack_requests"] > 0
+    assert result["baseline"]["requests"] > 0
+
+
+CHECKS: dict[str, tuple[str, Check]] = {
+    # script: (result file name, what its result must hold)
+    "bench_finetune": ("finetune.json", check_finetune),
+    "bench_finetune_defaults": ("finetune_defaults.jsonl", check_finetune_defaults),
+    "bench_inference": ("inference.json", check_inference),
+    "bench_int8_quality": ("int8_quality.json", check_int8_quality),
+    "bench_prepare_data": ("prepare_data.json", check_prepare_data),
+    "bench_pretrain_quality": ("pretrain_quality.json", check_pretrain_quality),
+    "bench_serve_abuse": ("serve_abuse.json", check_serve_abuse),
+    "bench_serve_load": ("serve_load.json", check_serve_load),
+    "bench_tokenizer": ("tokenizer.json", check_tokenizer),
+    "bench_train_step": ("train_step.json", check_train_step),
+    "bench_unpad": ("unpad.json", check_unpad),
+    "compare_pretraining_curve": ("curve.json", check_curve),
+    "fuzz_inputs": ("fuzz.json", check_fuzz),
+    "heldout_curve": ("heldout.json", check_heldout),
+    "probe_features": ("probe.json", check_probe),
+    "punctuation_finetune": ("punctuation.jsonl", check_punctuation),
+    "results_page": ("results.md", check_results_page),
+    "summarize_finetune": ("summary.md", check_summary),
+}
+
+
+def scripts() -> list[str]:
+    return sorted(p.stem for p in BENCHMARKS.glob("*.py") if p.stem not in SUPPORT)
+
+
+@pytest.fixture
+def benchmarks_importable() -> Iterator[None]:
+    """The scripts import their shared modules by name, as they do when run as ``python benchmarks/x.py``; the
+    torch thread count a script sets is put back."""
+    sys.path.insert(0, str(BENCHMARKS))
+    threads = torch.get_num_threads()
+    try:
+        yield
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+        torch.set_num_threads(threads)
+
+
+def load(script: str) -> ModuleType:
+    return importlib.import_module(script)
+
+
+def test_every_script_has_a_smoke_test() -> None:
+    assert sorted(CHECKS) == scripts()
+
+
+@pytest.mark.parametrize("script", scripts())
+def test_smoke(script: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], benchmarks_importable: None) -> None:
+    if script not in CHECKS:
+        pytest.fail(f"benchmarks/{script}.py has no smoke check in CHECKS")
+    name, check = CHECKS[script]
+    out = tmp_path / name
+    assert load(script).main(["--smoke", "--output", str(out)]) in (0, None)
+    check(out, capsys.readouterr().out)
+
+
+def test_a_smoke_run_never_writes_into_the_results_folder(benchmarks_importable: None) -> None:
+    harness = load("harness")
+    args = harness.argparse.Namespace(smoke=True, output=str(harness.RESULTS / "x.json"))
+    with pytest.raises(SystemExit, match="does not write into"):
+        harness.output_path(args, harness.RESULTS / "x.json")
+    args.output = None
+    elsewhere = harness.output_path(args, harness.RESULTS / "x.json")
+    elsewhere.parent.rmdir()
+    assert elsewhere.name == "x.json" and not elsewhere.resolve().is_relative_to(harness.RESULTS)
