@@ -21,6 +21,7 @@ import random
 import shutil
 import signal
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ from bertkit.training.checkpoint import TRAINER_STATE, latest_valid_checkpoint, 
 PRE_STEPS = 40
 FT_ROWS = 4  # copies of the 12 labelled sentences
 
-# Phases of writing that a fault can hit (see _install_fault). Every one appears in each chain.
+# Phases of writing that a fault can hit (see FAULTS). Every one appears in each chain.
 CHECKPOINT_PHASES = [
     "weights_torn",  # model.safetensors half written (its temporary file), then SIGKILL
     "weights_done",  # weights of the checkpoint written, trainer state not yet
@@ -59,6 +60,173 @@ def _truncate_and_die(path: str | os.PathLike) -> None:
     _die()
 
 
+def _in_checkpoint(path) -> bool:
+    return any(part.startswith("checkpoint-") and part.endswith(".tmp") for part in Path(path).parts)
+
+
+def _fault_forward(kind: str, hit: Callable[[], bool]) -> None:
+    """Mid-step (training or evaluation), after nth encoder forward passes."""
+    from bertkit.model import BertModel
+
+    real_forward = BertModel.forward
+
+    def forward(self, *args, **kwargs):
+        if hit():
+            _die()
+        return real_forward(self, *args, **kwargs)
+
+    BertModel.forward = forward
+
+
+def _fault_weights_torn(kind: str, hit: Callable[[], bool]) -> None:
+    """A checkpoint's (``weights_torn``) or an exported model's (``export_torn``) weights half written."""
+    from bertkit.checkpoint_files import hf_files
+
+    real_save_file = hf_files.save_file
+
+    def save_file(tensors, path, metadata=None):
+        real_save_file(tensors, path, metadata=metadata)
+        target = Path(path).parent
+        wanted = (
+            _in_checkpoint(path)
+            if kind == "weights_torn"
+            else target.name in ("final", "best") or (target.name.endswith(".tmp") and not _in_checkpoint(path))
+        )
+        if wanted and hit():
+            _truncate_and_die(path)
+
+    hf_files.save_file = save_file
+
+
+def _fault_weights_done(kind: str, hit: Callable[[], bool]) -> None:
+    import bertkit.training.checkpoint as ck
+
+    real_save_pretrained = ck.weights.save_pretrained
+
+    def save_pretrained(model, directory, tokenizer=None):
+        out = real_save_pretrained(model, directory, tokenizer)
+        if _in_checkpoint(directory / "x") and hit():
+            _die()
+        return out
+
+    ck.weights.save_pretrained = save_pretrained
+
+
+def _fault_state(kind: str, hit: Callable[[], bool]) -> None:
+    import bertkit.training.checkpoint as ck
+
+    real_save = torch.save
+
+    def save(obj, path, *args, **kwargs):
+        real_save(obj, path, *args, **kwargs)
+        if Path(path).name == TRAINER_STATE and hit():
+            _truncate_and_die(path) if kind == "state_torn" else _die()
+
+    ck.torch.save = save
+
+
+def _fault_manifest_before(kind: str, hit: Callable[[], bool]) -> None:
+    import bertkit.training.checkpoint as ck
+
+    real_write = ck.atomic_write_text
+
+    def write(path, text):
+        if Path(path).name == ck.MANIFEST and hit():
+            _die()
+        return real_write(path, text)
+
+    ck.atomic_write_text = write
+
+
+def _fault_rename(kind: str, hit: Callable[[], bool]) -> None:
+    real_replace = os.replace
+
+    def replace(src, dst):
+        is_checkpoint = Path(src).name.startswith("checkpoint-") and Path(src).name.endswith(".tmp")
+        if is_checkpoint and kind == "rename_before" and hit():
+            _die()
+        real_replace(src, dst)
+        if is_checkpoint and kind == "rename_after" and hit():
+            _die()
+
+    os.replace = replace
+
+
+def _fault_rotate(kind: str, hit: Callable[[], bool]) -> None:
+    import bertkit.training.checkpoint as ck
+
+    real_rmtree = shutil.rmtree
+
+    def rmtree(path, *args, **kwargs):
+        path = Path(path)
+        if path.name.startswith("checkpoint-") and not path.name.endswith(".tmp") and hit():
+            files = sorted(p for p in path.iterdir() if p.is_file())
+            files[len(files) // 2].unlink()  # part of the directory is gone
+            _die()
+        return real_rmtree(path, *args, **kwargs)
+
+    ck.shutil.rmtree = rmtree
+
+
+def _fault_metrics_torn(kind: str, hit: Callable[[], bool]) -> None:
+    from bertkit.training import metrics
+
+    real_log = metrics.MetricsLogger.log
+
+    def log(self, record):
+        if self.enabled and hit():
+            line = json.dumps(record) + "\n"
+            self._file.write(line[: len(line) // 2])
+            self._file.flush()
+            _die()
+        return real_log(self, record)
+
+    metrics.MetricsLogger.log = log
+
+
+def _fault_stage_before(kind: str, hit: Callable[[], bool]) -> None:
+    """Fine-tuning: the assembled output not yet renamed into place."""
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if Path(src).name.endswith(".tmp") and Path(src).is_dir() and not _in_checkpoint(Path(src) / "x") and hit():
+            _die()
+        real_replace(src, dst)
+
+    os.replace = replace
+
+
+def _keep_partial(kind: str, hit: Callable[[], bool]) -> None:
+    """The reference run: keep fine-tuning's work directory for comparison (no fault)."""
+    real_rmtree = shutil.rmtree
+
+    def rmtree(path, *args, **kwargs):
+        path = Path(path)
+        if path.name.endswith(".partial"):
+            shutil.copytree(path, path.with_name(path.name + ".kept"))
+        return real_rmtree(path, *args, **kwargs)
+
+    shutil.rmtree = rmtree
+
+
+FAULTS: dict[str, Callable[[str, Callable[[], bool]], None]] = {
+    "forward": _fault_forward,
+    "weights_torn": _fault_weights_torn,
+    "export_torn": _fault_weights_torn,
+    "weights_done": _fault_weights_done,
+    "state_torn": _fault_state,
+    "state_done": _fault_state,
+    "manifest_before": _fault_manifest_before,
+    "rename_before": _fault_rename,
+    "rename_after": _fault_rename,
+    "rotate": _fault_rotate,
+    "metrics_torn": _fault_metrics_torn,
+    "stage_before": _fault_stage_before,
+    "keep_partial": _keep_partial,
+    "none": lambda kind, hit: None,
+}
+
+
 def _install_fault(fault: str) -> None:
     """Patch the library in this (child) process so that it SIGKILLs itself at ``fault``: ``kind:nth``,
     the nth occurrence of ``kind`` in this process."""
@@ -66,130 +234,15 @@ def _install_fault(fault: str) -> None:
     # waiting on the disk a few hundred times per run is most of a child's time.
     os.fsync = lambda fd: None
     kind, nth = fault.split(":")
-    nth = int(nth)
+    if kind not in FAULTS:
+        raise ValueError(f"unknown fault {fault}")
     seen = {"n": 0}
 
     def hit() -> bool:
         seen["n"] += 1
-        return seen["n"] == nth
+        return seen["n"] == int(nth)
 
-    import bertkit.training.checkpoint as ck
-    from bertkit.checkpoint_files import hf_files
-    from bertkit.model import BertModel
-    from bertkit.training import metrics
-
-    def in_checkpoint(path) -> bool:
-        return any(part.startswith("checkpoint-") and part.endswith(".tmp") for part in Path(path).parts)
-
-    if kind == "forward":  # mid-step (training or evaluation), after nth encoder forward passes
-        real_forward = BertModel.forward
-
-        def forward(self, *args, **kwargs):
-            if hit():
-                _die()
-            return real_forward(self, *args, **kwargs)
-
-        BertModel.forward = forward
-    elif kind in ("weights_torn", "export_torn"):
-        real_save_file = hf_files.save_file
-
-        def save_file(tensors, path, metadata=None):
-            real_save_file(tensors, path, metadata=metadata)
-            target = Path(path).parent
-            wanted = (
-                in_checkpoint(path)
-                if kind == "weights_torn"
-                else target.name in ("final", "best") or (target.name.endswith(".tmp") and not in_checkpoint(path))
-            )
-            if wanted and hit():
-                _truncate_and_die(path)
-
-        hf_files.save_file = save_file
-    elif kind == "weights_done":
-        real_save_pretrained = ck.weights.save_pretrained
-
-        def save_pretrained(model, directory, tokenizer=None):
-            out = real_save_pretrained(model, directory, tokenizer)
-            if in_checkpoint(directory / "x") and hit():
-                _die()
-            return out
-
-        ck.weights.save_pretrained = save_pretrained
-    elif kind in ("state_torn", "state_done"):
-        real_save = torch.save
-
-        def save(obj, path, *args, **kwargs):
-            real_save(obj, path, *args, **kwargs)
-            if Path(path).name == TRAINER_STATE and hit():
-                _truncate_and_die(path) if kind == "state_torn" else _die()
-
-        ck.torch.save = save
-    elif kind == "manifest_before":
-        real_write = ck.atomic_write_text
-
-        def write(path, text):
-            if Path(path).name == ck.MANIFEST and hit():
-                _die()
-            return real_write(path, text)
-
-        ck.atomic_write_text = write
-    elif kind in ("rename_before", "rename_after"):
-        real_replace = os.replace
-
-        def replace(src, dst):
-            is_checkpoint = Path(src).name.startswith("checkpoint-") and Path(src).name.endswith(".tmp")
-            if is_checkpoint and kind == "rename_before" and hit():
-                _die()
-            real_replace(src, dst)
-            if is_checkpoint and kind == "rename_after" and hit():
-                _die()
-
-        os.replace = replace
-    elif kind == "rotate":
-        real_rmtree = shutil.rmtree
-
-        def rmtree(path, *args, **kwargs):
-            path = Path(path)
-            if path.name.startswith("checkpoint-") and not path.name.endswith(".tmp") and hit():
-                files = sorted(p for p in path.iterdir() if p.is_file())
-                files[len(files) // 2].unlink()  # part of the directory is gone
-                _die()
-            return real_rmtree(path, *args, **kwargs)
-
-        ck.shutil.rmtree = rmtree
-    elif kind == "metrics_torn":
-        real_log = metrics.MetricsLogger.log
-
-        def log(self, record):
-            if self.enabled and hit():
-                line = json.dumps(record) + "\n"
-                self._file.write(line[: len(line) // 2])
-                self._file.flush()
-                _die()
-            return real_log(self, record)
-
-        metrics.MetricsLogger.log = log
-    elif kind == "stage_before":  # fine-tuning: the assembled output not yet renamed into place
-        real_replace = os.replace
-
-        def replace(src, dst):
-            if Path(src).name.endswith(".tmp") and Path(src).is_dir() and not in_checkpoint(Path(src) / "x") and hit():
-                _die()
-            real_replace(src, dst)
-
-        os.replace = replace
-    elif kind == "keep_partial":  # the reference run: keep fine-tuning's work directory for comparison
-        real_rmtree = shutil.rmtree
-
-        def rmtree(path, *args, **kwargs):
-            path = Path(path)
-            if path.name.endswith(".partial"):
-                shutil.copytree(path, path.with_name(path.name + ".kept"))
-            return real_rmtree(path, *args, **kwargs)
-
-        shutil.rmtree = rmtree
-    elif kind != "none":
-        raise ValueError(f"unknown fault {fault}")
+    FAULTS[kind](kind, hit)
 
 
 def _pretrain_child(data: str, output: str, keep_last: int | None, fault: str) -> None:
