@@ -24,12 +24,12 @@ import time
 
 import torch
 
+from bertkit.checkpoint_files import load_hf_state_dict
 from bertkit.compiling import compile_model
 from bertkit.config import BertConfig
 from bertkit.model import BertForPreTraining
 from bertkit.training.metrics import measure_matmul_peak, pretraining_flops_per_token
 from bertkit.training.optim import param_groups
-from bertkit.weights import load_hf_state_dict
 from harness import RESULTS, add_options, output_path, write_json
 from machine_info import git_commit, machine
 

@@ -20,11 +20,11 @@ import time
 import torch
 
 import smoke_inputs
+from bertkit.checkpoint_files import load_hf_state_dict
 from bertkit.config import BertConfig
 from bertkit.data.loader import PretrainingCollator, PretrainingDataset
 from bertkit.model import BertForPreTraining
 from bertkit.training.optim import param_groups
-from bertkit.weights import load_hf_state_dict
 from harness import RESULTS, add_options, output_path, smoke_folder, write_json
 from machine_info import machine
 

@@ -22,13 +22,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors.torch import save_file
 
+from bertkit.checkpoint_files import read_state_dict
 from bertkit.config import BertConfig
 from bertkit.data.corpus import CorpusOptions, CorpusStats, document_sentences, read_documents
 from bertkit.errors import BertkitError, CheckpointError, TokenizerError
 from bertkit.model import BertModel
 from bertkit.tasks import get_task
 from bertkit.tokenizer import Tokenizer
-from bertkit.weights import load_model, read_state_dict, save_pretrained
+from bertkit.weights import load_model, save_pretrained
 
 EXAMPLES = 60
 FAST = settings(

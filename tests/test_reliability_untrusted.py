@@ -112,7 +112,7 @@ def test_malicious_pytorch_model_bin_is_refused(tmp_path):
 
 
 def test_plain_pickle_and_renamed_pickles_are_refused(tmp_path):
-    from bertkit.weights import read_state_dict
+    from bertkit.checkpoint_files import read_state_dict
 
     canary = tmp_path / "pwned"
     raw = tmp_path / "raw.bin"

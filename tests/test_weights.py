@@ -12,6 +12,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
+from bertkit.checkpoint_files import read_state_dict, to_hf_state_dict
 from bertkit.config import BertConfig
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.model import (
@@ -22,7 +23,7 @@ from bertkit.model import (
     BertForTokenClassification,
     BertModel,
 )
-from bertkit.weights import load_model, read_state_dict, save_pretrained, to_hf_state_dict
+from bertkit.weights import load_model, save_pretrained
 
 HEADS = [
     BertModel,

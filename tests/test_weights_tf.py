@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 import torch
 
+from bertkit.checkpoint_files import read_tf_checkpoint
 from bertkit.cli import main as cli
 from bertkit.errors import CheckpointError
-from bertkit.tf_checkpoint import read_tf_checkpoint
 from bertkit.tokenizer import Tokenizer
 from bertkit.weights import infer_architecture, load_model, read_state_dict, tf_to_hf_state_dict
 

@@ -3,8 +3,7 @@
 
 The name tables and the files themselves live one floor down, in ``bertkit.checkpoint_files`` (Hugging Face
 and Google TF names, safetensors, ``pytorch_model.bin`` read tensors-only, TensorFlow checkpoints read without
-TensorFlow), where the model's own ``from_pretrained``/``save_pretrained`` reach them too; their public names
-are importable from here as well.
+TensorFlow), where the model's own ``from_pretrained``/``save_pretrained`` reach them too.
 """
 
 from __future__ import annotations
@@ -18,24 +17,7 @@ from typing import Any
 from torch import nn
 
 from bertkit import quantize as quantization
-from bertkit.checkpoint_files import (
-    HEAD_NAMES,
-    PYTORCH_INDEX,
-    PYTORCH_NAME,
-    SAFETENSORS_INDEX,
-    SAFETENSORS_NAME,
-    TF_NAMES,
-    LoadReport,
-    encoder_names,
-    infer_architecture,
-    load_hf_state_dict,
-    read_pretrained,
-    read_state_dict,
-    tf_to_hf_state_dict,
-    to_hf_state_dict,
-    weights_file,
-    write_pretrained,
-)
+from bertkit.checkpoint_files import load_hf_state_dict, read_pretrained, to_hf_state_dict, write_pretrained
 from bertkit.compiling import compile_model
 from bertkit.config import BertConfig
 from bertkit.errors import CheckpointError, ConfigError
@@ -44,26 +26,7 @@ from bertkit.model import HEAD_CLASSES, BertModel
 from bertkit.sentence_config import SentenceConfig, read_sentence_config, write_sentence_config
 from bertkit.tokenizer import Tokenizer
 
-__all__ = [
-    "HEAD_NAMES",
-    "PYTORCH_INDEX",
-    "PYTORCH_NAME",
-    "SAFETENSORS_INDEX",
-    "SAFETENSORS_NAME",
-    "TF_NAMES",
-    "LoadReport",
-    "convert_checkpoint",
-    "encoder_and_prefix",
-    "encoder_names",
-    "infer_architecture",
-    "load_hf_state_dict",
-    "load_model",
-    "read_state_dict",
-    "save_pretrained",
-    "tf_to_hf_state_dict",
-    "to_hf_state_dict",
-    "weights_file",
-]
+__all__ = ["convert_checkpoint", "encoder_and_prefix", "load_model", "save_pretrained"]
 
 logger = logging.getLogger("bertkit.weights")
 

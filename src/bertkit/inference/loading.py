@@ -19,6 +19,7 @@ from typing import Any, cast
 
 import torch
 
+from bertkit.checkpoint_files import read_state_dict, weights_file
 from bertkit.compiling import compile_model
 from bertkit.config import BertConfig
 from bertkit.errors import BertkitError, ConfigError
@@ -29,7 +30,7 @@ from bertkit.sentence_config import SentenceConfig, read_sentence_config
 from bertkit.tasks import HEAD_TO_TASK, Task
 from bertkit.tasks.registry import CONFIG_KEY, make_task
 from bertkit.tokenizer import Tokenizer
-from bertkit.weights import load_model, read_state_dict, weights_file
+from bertkit.weights import load_model
 
 PIPELINES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     # pipeline: (model classes that have the head, Hugging Face tensor names that must be in the checkpoint,

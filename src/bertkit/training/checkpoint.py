@@ -32,10 +32,11 @@ import torch
 from safetensors.torch import load_model, save_model
 from torch import nn
 
-from bertkit import weights
+from bertkit.checkpoint_files import load_hf_state_dict, read_state_dict
 from bertkit.errors import CheckpointError
 from bertkit.io import atomic_write_text
 from bertkit.model import PreTrainedMixin
+from bertkit.weights import save_pretrained
 
 MANIFEST = "manifest.json"
 WEIGHTS = "model.safetensors"
@@ -123,7 +124,7 @@ def _write_checkpoint(
     tmp.mkdir(parents=True)
     layout = "hf" if _is_bertkit(model) else "native"
     if layout == "hf":
-        weights.save_pretrained(model, tmp)  # the HF name table is lossless (fused QKV splits and re-joins)
+        save_pretrained(model, tmp)  # the HF name table is lossless (fused QKV splits and re-joins)
     else:
         # safetensors' save_model stores tied weights once and load_model restores the ties.
         save_model(model, str(tmp / WEIGHTS))
@@ -205,7 +206,7 @@ def load_checkpoint(
         if problem is not None:
             raise CheckpointError(f"checkpoint {path} is not usable: {problem}")
     if _is_bertkit(model):
-        report = weights.load_hf_state_dict(model, weights.read_state_dict(path / WEIGHTS), source=str(path))
+        report = load_hf_state_dict(model, read_state_dict(path / WEIGHTS), source=str(path))
         if report.initialised:
             raise CheckpointError(f"checkpoint {path} lacks {report.initialised[:3]}; it was written for another head")
         return read_trainer_state(path, map_location)

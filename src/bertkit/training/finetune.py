@@ -297,9 +297,9 @@ def repredict_on_resume(config: FinetuneConfig, data: FinetuneData, trained: Tra
     best, best_dir = trained.selection.best, config.partial_dir / "best"
     if not best or best.get("predictions") is not None or not best_dir.is_dir() or data.dev is None:
         return
-    from bertkit import weights
+    from bertkit.checkpoint_files import load_hf_state_dict, read_state_dict
 
-    weights.load_hf_state_dict(trained.model, weights.read_state_dict(best_dir), source=str(best_dir))
+    load_hf_state_dict(trained.model, read_state_dict(best_dir), source=str(best_dir))
     best["predictions"], _ = predict_features(
         trained.model, data.task, *data.dev, batch_size=config.eval_batch_size, pad_id=data.tokenizer.pad_id
     )

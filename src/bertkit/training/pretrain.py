@@ -165,7 +165,7 @@ def make_evaluator(
 # ------------------------------------------------------------------------------------------ entry point
 def build_model(config: PretrainConfig, meta: Mapping[str, Any]) -> BertForPreTraining:
     """A fresh ``BertForPreTraining`` sized for the dataset's tokenizer, or the ``init_from`` weights."""
-    from bertkit import weights
+    from bertkit.checkpoint_files import load_hf_state_dict, read_state_dict
     from bertkit.model import BertForPreTraining
 
     tok = meta["tokenizer"]
@@ -186,7 +186,7 @@ def build_model(config: PretrainConfig, meta: Mapping[str, Any]) -> BertForPreTr
     model = BertForPreTraining(model_config, attn_implementation=config.attn_implementation)
     if config.init_from is not None:
         source = Path(config.init_from)
-        weights.load_hf_state_dict(model, weights.read_state_dict(source), source=str(source))
+        load_hf_state_dict(model, read_state_dict(source), source=str(source))
     return model
 
 
