@@ -101,7 +101,7 @@ def _fault_weights_torn(kind: str, hit: Callable[[], bool]) -> None:
 def _fault_weights_done(kind: str, hit: Callable[[], bool]) -> None:
     import bertkit.training.checkpoint as ck
 
-    real_save_pretrained = ck.weights.save_pretrained
+    real_save_pretrained = ck.save_pretrained
 
     def save_pretrained(model, directory, tokenizer=None):
         out = real_save_pretrained(model, directory, tokenizer)
@@ -109,7 +109,7 @@ def _fault_weights_done(kind: str, hit: Callable[[], bool]) -> None:
             _die()
         return out
 
-    ck.weights.save_pretrained = save_pretrained
+    ck.save_pretrained = save_pretrained
 
 
 def _fault_state(kind: str, hit: Callable[[], bool]) -> None:
