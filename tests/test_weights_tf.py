@@ -18,14 +18,15 @@ import numpy as np
 import pytest
 import torch
 
-from bertkit.checkpoint_files import read_tf_checkpoint
+from bertkit.checkpoint_files import infer_architecture, read_state_dict, read_tf_checkpoint, tf_to_hf_state_dict
 from bertkit.cli import main as cli
 from bertkit.errors import CheckpointError
 from bertkit.tokenizer import Tokenizer
-from bertkit.weights import infer_architecture, load_model, read_state_dict, tf_to_hf_state_dict
+from bertkit.weights import load_model
 
 FIXTURE = Path(__file__).parent / "fixtures" / "tf_bert"
 _spec = importlib.util.spec_from_file_location("make_tf_fixture", FIXTURE / "make_fixture.py")
+assert _spec is not None and _spec.loader is not None
 fixture = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fixture)  # numpy only at import; TensorFlow is imported inside its main()
 
