@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -15,6 +17,7 @@ from bertkit.model import (
     BertForSequenceClassification,
     BertForTokenClassification,
     BertModel,
+    EncoderLayer,
 )
 
 VOCAB = 97
@@ -63,6 +66,7 @@ def test_outputs_shapes_and_hidden_states():
     # padded keys get no attention at all
     assert probs[2, :, :, 4:].abs().max().item() == 0.0
     # pooler is tanh(Dense(h[:, 0]))
+    assert model.pooler is not None
     expected = torch.tanh(model.pooler.dense(out.last_hidden_state[:, 0]))
     torch.testing.assert_close(out.pooler_output, expected)
     plain = model(ids, types, mask)
@@ -88,7 +92,7 @@ def test_embeddings_sum_then_layernorm():
 def test_encoder_layer_matches_textbook_formula():
     """One post-LN layer written out with plain tensor ops (exact erf GELU)."""
     config = tiny()
-    layer = BertModel(config).encoder.layers[0].eval()
+    layer = cast(EncoderLayer, BertModel(config).encoder.layers[0].eval())
     x = torch.randn(2, 5, config.hidden_size)
     H, A = config.hidden_size, config.num_attention_heads
     d = H // A
@@ -128,7 +132,8 @@ def test_sdpa_and_eager_paths_agree():
 
 
 def test_attn_implementation_from_config_and_validation():
-    assert BertModel(tiny(attn_implementation="eager")).encoder.layers[0].attention.attn_implementation == "eager"
+    layer = cast(EncoderLayer, BertModel(tiny(attn_implementation="eager")).encoder.layers[0])
+    assert layer.attention.attn_implementation == "eager"
     with pytest.raises(ConfigError):
         tiny(attn_implementation="flash")
     with pytest.raises(ConfigError):
@@ -172,7 +177,8 @@ def test_dropout_only_in_training():
 def test_init_follows_bert():
     config = tiny()
     model = BertForPreTraining(config)
-    layer = model.bert.encoder.layers[0]
+    layer = cast(EncoderLayer, model.bert.encoder.layers[0])
+    assert model.bert.pooler is not None
     assert abs(layer.ffn_in.weight.std().item() - 0.02) < 1e-3
     assert abs(layer.ffn_in.weight.mean().item()) < 1e-3
     assert abs(model.bert.embeddings.position_embeddings.weight.std().item() - 0.02) < 1e-3
@@ -287,8 +293,8 @@ def test_last_layer_on_masked_rows_gives_the_full_gradients(checkpointing):
     torch.testing.assert_close(sparse.loss, dense.loss, atol=1e-6, rtol=1e-5)
     sparse.loss.backward()
     dense.loss.backward()
-    for (name, a), b in zip(sparse_model.named_parameters(), dense_model.parameters()):
-        torch.testing.assert_close(a.grad, b.grad, atol=1e-6, rtol=1e-4, msg=name)
+    for (name, sparse_param), dense_param in zip(sparse_model.named_parameters(), dense_model.parameters()):
+        torch.testing.assert_close(sparse_param.grad, dense_param.grad, atol=1e-6, rtol=1e-4, msg=name)
 
 
 def test_classification_reads_cls_only_and_matches_the_full_encoder():
@@ -339,7 +345,7 @@ def test_pretraining_loss_is_mlm_plus_nsp_and_backprops():
     out.loss.backward()
     emb = model.bert.embeddings.word_embeddings.weight
     assert emb.grad is not None and emb.grad.abs().sum() > 0
-    assert model.nsp.weight.grad.abs().sum() > 0
+    assert model.nsp.weight.grad is not None and model.nsp.weight.grad.abs().sum() > 0
 
 
 def test_gradient_checkpointing_gives_same_gradients():
@@ -470,7 +476,12 @@ def test_unpadding_only_in_training_and_only_for_padded_batches(monkeypatch):
 
     calls = []
     original = model_module.Unpadded.of
-    monkeypatch.setattr(model_module.Unpadded, "of", classmethod(lambda cls, mask: calls.append(1) or original(mask)))
+
+    def counted(cls, mask):
+        calls.append(1)
+        return original(mask)
+
+    monkeypatch.setattr(model_module.Unpadded, "of", classmethod(counted))
     model = BertModel(tiny())
     ids, types, mask = batch(lengths=(10, 2, 5))  # 43% padding
     model.eval()(ids, types, mask)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import cast
 
 import pytest
 import torch
@@ -99,7 +100,7 @@ def test_tokens_fill_unused_slots_then_new_rows_with_the_mean_of_their_pieces(tm
     assert {t: new_tok.vocab[t] for t in ["heart", "##s", "."]} == {t: tok.vocab[t] for t in ["heart", "##s", "."]}
 
     assert json.loads((tmp_path / "out" / "config.json").read_text())["vocab_size"] == tok.vocab_size + 2
-    new = load_model(tmp_path / "out")
+    new = cast(BertForPreTraining, load_model(tmp_path / "out"))
     old_emb = old.bert.embeddings.word_embeddings.weight
     new_emb = new.bert.embeddings.word_embeddings.weight
     assert torch.equal(new_emb[: tok.vocab_size][7:], old_emb[7:])
@@ -121,7 +122,8 @@ def test_padded_embedding_rows_are_used_before_growing(tmp_path):
     assert [a.id for a in report.added] == [tok.vocab_size, tok.vocab_size + 1]
     config = json.loads((tmp_path / "out" / "config.json").read_text())
     assert config["vocab_size"] == tok.vocab_size + 3  # the padded matrix already had the rows
-    assert load_model(tmp_path / "out").embeddings.word_embeddings.weight.shape[0] == tok.vocab_size + 3
+    encoder = cast(BertModel, load_model(tmp_path / "out"))
+    assert encoder.embeddings.word_embeddings.weight.shape[0] == tok.vocab_size + 3
 
 
 def test_no_use_unused_appends_and_keeps_unused_tokens(tmp_path):

@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from typing import cast
 
 import pytest
 import torch
@@ -69,8 +70,9 @@ def browser():
 
 def test_fill_mask_predictions_and_attention_heatmap(tmp_path, tokenizer, browser):
     loaded = inference.load(save_model(tmp_path / "mlm", BertForMaskedLM, tokenizer))
+    model = cast(BertForMaskedLM, loaded.model)
     with torch.no_grad():
-        loaded.model.mlm.decoder.bias[tokenizer.vocab["capital"]] = 20.0  # a known best guess
+        model.mlm.decoder.bias[tokenizer.vocab["capital"]] = 20.0  # a known best guess
     with Server(create_app(loaded, ServeLimits())) as server:
         page = browser.new_page(viewport={"width": 390, "height": 844})  # phone-sized
         errors: list[str] = []
@@ -113,9 +115,10 @@ def test_fill_mask_predictions_and_attention_heatmap(tmp_path, tokenizer, browse
 def test_entities_are_highlighted_and_errors_are_shown(tmp_path, tokenizer, browser):
     tags = {0: "O", 1: "B-PER", 2: "I-PER"}
     loaded = inference.load(save_model(tmp_path / "ner", BertForTokenClassification, tokenizer, id2label=tags))
+    model = cast(BertForTokenClassification, loaded.model)
     with torch.no_grad():
-        loaded.model.classifier.weight.zero_()
-        loaded.model.classifier.bias.copy_(torch.tensor([0.0, 0.0, 9.0]))  # I-PER everywhere: one entity
+        model.classifier.weight.zero_()
+        model.classifier.bias.copy_(torch.tensor([0.0, 0.0, 9.0]))  # I-PER everywhere: one entity
     with Server(create_app(loaded, ServeLimits(max_chars=200))) as server:
         page = browser.new_page()
         page.goto(server.url + "/")
@@ -141,9 +144,10 @@ def test_classification_shows_the_label_names(tmp_path, tokenizer, browser):
     loaded = inference.load(
         save_model(tmp_path / "cls", BertForSequenceClassification, tokenizer, num_labels=2, id2label=names)
     )
+    model = cast(BertForSequenceClassification, loaded.model)
     with torch.no_grad():
-        loaded.model.classifier.weight.zero_()
-        loaded.model.classifier.bias.copy_(torch.tensor([0.0, 3.0]))  # "positive", whatever the text
+        model.classifier.weight.zero_()
+        model.classifier.bias.copy_(torch.tensor([0.0, 3.0]))  # "positive", whatever the text
     with Server(create_app(loaded, ServeLimits())) as server:
         page = browser.new_page()
         errors: list[str] = []

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 from pathlib import Path
+from typing import cast
 
 import pytest
 import torch
@@ -22,6 +23,7 @@ from bertkit.model import (
     BertForSequenceClassification,
     BertForTokenClassification,
     BertModel,
+    EncoderLayer,
 )
 from bertkit.weights import load_model, save_pretrained
 
@@ -69,7 +71,7 @@ def test_round_trip_gives_identical_outputs(cls, tmp_path):
     assert type(loaded) is cls and not loaded.training
     for a, b in zip(outputs(model, *inputs()), outputs(loaded, *inputs())):
         assert torch.equal(a, b)
-    if hasattr(loaded, "mlm"):
+    if isinstance(loaded, (BertForPreTraining, BertForMaskedLM)):
         assert loaded.mlm.decoder.weight is loaded.bert.embeddings.word_embeddings.weight
 
 
@@ -92,7 +94,7 @@ def test_saved_names_are_hugging_face_names(tmp_path):
     assert "cls.predictions.decoder.weight" not in keys
     assert not any(".layers." in k or "qkv" in k for k in keys)
     tensors = load_file(tmp_path / "model.safetensors")
-    qkv = model.bert.encoder.layers[1].attention.qkv
+    qkv = cast(EncoderLayer, model.bert.encoder.layers[1]).attention.qkv
     assert torch.equal(tensors["bert.encoder.layer.1.attention.self.query.weight"], qkv.weight[:H])
     assert torch.equal(tensors["bert.encoder.layer.1.attention.self.key.weight"], qkv.weight[H : 2 * H])
     assert torch.equal(tensors["bert.encoder.layer.1.attention.self.value.bias"], qkv.bias[2 * H :])
@@ -104,7 +106,7 @@ def test_encoder_checkpoint_into_head_initialises_head_with_notice(tmp_path, cap
     encoder = BertModel(tiny()).eval()
     save_pretrained(encoder, tmp_path)
     with caplog.at_level(logging.WARNING, logger="bertkit.weights"):
-        model = load_model(tmp_path, BertForSequenceClassification)
+        model = cast(BertForSequenceClassification, load_model(tmp_path, BertForSequenceClassification))
     notices = [r.getMessage() for r in caplog.records]
     assert len(notices) == 1 and "classifier.weight" in notices[0] and "\n" not in notices[0]
     ids, types, mask = inputs()
@@ -156,6 +158,8 @@ def test_pytorch_bin_is_read_with_weights_only(tmp_path):
 
 
 class _Evil:
+    marker: Path
+
     def __reduce__(self):
         return (os.system, (f"touch {_Evil.marker}",))
 
@@ -224,10 +228,10 @@ def test_not_a_model_directory(tmp_path):
 
 def test_label_count_change(tmp_path):
     save_pretrained(BertForSequenceClassification(tiny(id2label={0: "neg", 1: "pos"})), tmp_path)
-    assert load_model(tmp_path).config.id2label == {0: "neg", 1: "pos"}
+    assert cast(BertForSequenceClassification, load_model(tmp_path)).config.id2label == {0: "neg", 1: "pos"}
     with pytest.raises(CheckpointError, match="num_labels"):
         load_model(tmp_path, num_labels=5)
-    model = load_model(tmp_path, num_labels=5, ignore_mismatched_sizes=True)
+    model = cast(BertForSequenceClassification, load_model(tmp_path, num_labels=5, ignore_mismatched_sizes=True))
     assert model.classifier.out_features == 5 and model.config.id2label is None
 
 
