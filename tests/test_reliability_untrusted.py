@@ -101,7 +101,8 @@ def malicious_model_dir(directory: Path, canary: Path, name: str = "pytorch_mode
 
 
 def test_malicious_pytorch_model_bin_is_refused(tmp_path):
-    from bertkit.weights import load_model, read_state_dict
+    from bertkit.checkpoint_files import read_state_dict
+    from bertkit.weights import load_model
 
     canary = tmp_path / "pwned"
     model_dir = malicious_model_dir(tmp_path / "evil", canary)
