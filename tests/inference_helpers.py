@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -50,7 +51,7 @@ def save_model(directory: Path, cls: type, tokenizer: Tokenizer, seed: int = 0, 
     return directory
 
 
-def write_squad(path: Path, contexts: list[tuple[str, list[tuple[str, str | None]]]]) -> Path:
+def write_squad(path: Path, contexts: Sequence[tuple[str, Sequence[tuple[str, str | None]]]]) -> Path:
     """A SQuAD v1.1 file of ``(context, [(question, answer or None), ...])``; ids are ``q<context><question>``."""
     paragraphs = [
         {

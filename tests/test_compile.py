@@ -10,9 +10,9 @@ from torch._dynamo.testing import CompileCounter
 from bertkit.compiling import compile_model, is_compiled
 from bertkit.config import BertConfig
 from bertkit.model import BertForPreTraining, BertForSequenceClassification, BertModel
-from bertkit.training import TrainConfig
+from bertkit.training import ResumableBatches, TrainConfig
 from bertkit.training.loop import Trainer
-from training_helpers import ToyModel
+from training_helpers import ToyModel, collate, toy_dataset
 
 
 def _config(**overrides) -> BertConfig:
@@ -85,7 +85,7 @@ def test_train_config_compiles_the_model(tmp_path):
     config = TrainConfig.from_options(
         output_dir=tmp_path / "run", max_steps=1, progress=False, tensorboard=False, plot=False, compile=True
     )
-    trainer = Trainer(ToyModel(), [], config)
+    trainer = Trainer(ToyModel(), ResumableBatches(toy_dataset(), 8, collate, seed=1), config)
     assert is_compiled(trainer.bare)
 
 

@@ -8,6 +8,7 @@ import json
 import lzma
 import random
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -63,7 +64,12 @@ def compress(source: Path, suffix: str, directory: Path) -> Path:
         zstandard = pytest.importorskip("zstandard")
         packed = zstandard.ZstdCompressor().compress(data)
     else:
-        packed = {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}[suffix](data)
+        compressors: dict[str, Callable[[bytes], bytes]] = {
+            ".gz": gzip.compress,
+            ".bz2": bz2.compress,
+            ".xz": lzma.compress,
+        }
+        packed = compressors[suffix](data)
     directory.mkdir(parents=True, exist_ok=True)
     out = directory / (source.name + suffix)
     out.write_bytes(packed)
@@ -268,22 +274,30 @@ def test_tokenizer_extend_reads_the_corpus_through_the_same_reader(tmp_path, cap
 
 
 def corpus_params(*path: str) -> dict[str, tuple[tuple[str, ...], str | None]]:
+    from typer.core import TyperGroup, TyperOption
     from typer.main import get_command
 
     from bertkit.cli import app
 
     command = get_command(app)
     for name in path:
-        command = command.commands[name]  # type: ignore[attr-defined]
+        assert isinstance(command, TyperGroup)
+        command = command.commands[name]
     with command.make_context("bertkit", [], resilient_parsing=True) as ctx:
         params = command.get_params(ctx)
     names = {"format", "text_field", "max_document_bytes", "keep_gutenberg_boilerplate"}
-    return {p.name: (tuple(p.opts + p.secondary_opts), p.help) for p in params if p.name in names}
+    found = {}
+    for p in params:
+        if p.name in names:
+            assert isinstance(p, TyperOption), p
+            found[p.name] = (tuple(p.opts + p.secondary_opts), p.help)
+    return found
 
 
 def test_the_three_commands_declare_the_same_corpus_options():
     prepare = corpus_params("prepare-data")
     assert set(prepare) == {"format", "text_field", "max_document_bytes", "keep_gutenberg_boilerplate"}
+    assert prepare["format"][1] is not None
     assert "parquet" in prepare["format"][1]
     assert corpus_params("tokenizer", "train") == prepare
     assert corpus_params("tokenizer", "extend") == prepare

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from typing import cast
 
 import pytest
 
@@ -14,6 +15,10 @@ CLS, SEP = 101, 102
 
 class ScriptedRng:
     """Returns scripted values and records every call, so the expected instances follow by hand."""
+
+    def as_random(self) -> random.Random:
+        # Duck-typed: it answers the three methods the algorithm draws from, and fails on any other.
+        return cast(random.Random, self)
 
     def __init__(self, script):
         self.script = list(script)
@@ -47,7 +52,7 @@ DOCS = [DOC0, DOC1]
 def make(doc_index, script, max_seq_length=10):
     rng = ScriptedRng(script)
     out = create_instances_from_document(
-        DOCS, doc_index, max_seq_length=max_seq_length, short_seq_prob=0.1, cls_id=CLS, sep_id=SEP, rng=rng
+        DOCS, doc_index, max_seq_length=max_seq_length, short_seq_prob=0.1, cls_id=CLS, sep_id=SEP, rng=rng.as_random()
     )
     assert not rng.script, "the algorithm used fewer draws than derived by hand"
     return out, rng.calls
@@ -127,7 +132,7 @@ def test_golden_short_target_single_sentence_chunks_are_always_random_next():
 def test_truncate_seq_pair_trims_longer_side_b_on_ties():
     a, b = [1, 2, 3], [4, 5, 6]
     rng = ScriptedRng([("random", 0.9), ("random", 0.1)])
-    truncate_seq_pair(a, b, 4, rng)
+    truncate_seq_pair(a, b, 4, rng.as_random())
     # tie -> B loses its last (0.9); then A (3 > 2) loses its first (0.1)
     assert a == [2, 3] and b == [4, 5]
 
@@ -201,9 +206,13 @@ def test_short_target_is_drawn_once_per_document_and_pass():
 
 def test_same_seed_same_instances():
     docs = synthetic_corpus(2, 20)
-    kw = dict(max_seq_length=64, short_seq_prob=0.1, dupe_factor=2, cls_id=CLS, sep_id=SEP)
-    a = create_instances(docs, rng=random.Random(5), **kw)
-    b = create_instances(docs, rng=random.Random(5), **kw)
-    c = create_instances(docs, rng=random.Random(6), **kw)
+
+    def run(seed):
+        rng = random.Random(seed)
+        return create_instances(
+            docs, max_seq_length=64, short_seq_prob=0.1, dupe_factor=2, cls_id=CLS, sep_id=SEP, rng=rng
+        )
+
+    a, b, c = run(5), run(5), run(6)
     assert [x.tokens for x in a] == [x.tokens for x in b]
     assert [x.tokens for x in a] != [x.tokens for x in c]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+from typing import Any
 
 import numpy as np
 import pytest
@@ -23,7 +24,7 @@ def build(directory, masking="static", blocks=3, max_seq_length=32, max_predicti
     spec = MaskingSpec(
         mask_id=MASK, vocab_size=VOCAB, special_ids=frozenset({PAD, CLS, SEP}), max_predictions_per_seq=max_predictions
     )
-    header = {
+    header: dict[str, Any] = {
         "settings_hash": f"test-{masking}",
         "settings": {
             "max_seq_length": max_seq_length,

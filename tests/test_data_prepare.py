@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,7 +56,7 @@ def corpus(tmp_path_factory):
 
 
 def config(corpus, tokenizer_dir, output, **kw):
-    base = dict(
+    base: dict[str, Any] = dict(
         inputs=[str(corpus)],
         output=str(output),
         tokenizer=str(tokenizer_dir),
@@ -114,6 +115,7 @@ def test_dynamic_and_whole_word_datasets(corpus, tokenizer_dir, tmp_path):
         config(corpus, tokenizer_dir, tmp_path / "dyn", masking="dynamic", whole_word_mask=True), progress=False
     )
     ds = PretrainingDataset(tmp_path / "dyn")
+    assert ds.spec is not None
     assert ds.dynamic and ds.spec.whole_word_mask
     assert not (tmp_path / "dyn" / "block-000000.train.masked_positions.npy").exists()
     a, b = ds[(0, 1)], ds[(1, 1)]

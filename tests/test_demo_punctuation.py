@@ -125,5 +125,7 @@ def test_a_few_fine_tuning_steps_on_the_shipped_books_score_the_marks(tmp_path):
         assert name in scores
     assert 0.0 <= scores["f1"] <= 1.0
     assert scores["support_COMMA"] > 0 and scores["support_PERIOD"] > 0
-    labels = set(BertConfig.load(tmp_path / "tagger").id2label.values())
+    id2label = BertConfig.load(tmp_path / "tagger").id2label
+    assert id2label is not None
+    labels = set(id2label.values())
     assert labels == {NONE, COMMA, PERIOD, QUESTION}

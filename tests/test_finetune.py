@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -203,7 +204,8 @@ def test_early_stopping(base, data, tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ CLI and HF parity
-def _transformers_logits(directory: Path, cls_name: str, batch: dict) -> tuple:
+def _transformers_logits(directory: Path, cls_name: str, batch: dict) -> Any:
+    """The output of transformers' class ``cls_name`` (a ``ModelOutput`` subclass picked by name) on ``batch``."""
     transformers = pytest.importorskip("transformers")
     model = getattr(transformers, cls_name).from_pretrained(directory).eval()
     with torch.no_grad():

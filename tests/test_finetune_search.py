@@ -46,6 +46,7 @@ def test_a_two_point_grid_keeps_the_better_run_on_dev(setup, tmp_path):
     result = search(config(setup, output), SearchConfig(grid=GRID))
     assert [run.params for run in result.runs] == [{"lr": 1e-5}, {"lr": 5e-3}]
     metrics = [run.metric for run in result.runs]
+    assert metrics[0] is not None and metrics[1] is not None
     assert metrics[1] > metrics[0]  # the grid really differs on dev
     assert result.winner is not None and result.winner.name == "run-02"
     # only the winner's model is kept, with the table of all runs; no work directory is left

@@ -7,6 +7,7 @@ import gzip
 import json
 import lzma
 import sys
+from collections.abc import Callable
 
 import pytest
 
@@ -32,7 +33,13 @@ def compress(data: bytes, suffix: str) -> bytes:
     if suffix == ".zst":
         zstandard = pytest.importorskip("zstandard")
         return zstandard.ZstdCompressor().compress(data)
-    return {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress, ".lzma": lzma.compress}[suffix](data)
+    compressors: dict[str, Callable[[bytes], bytes]] = {
+        ".gz": gzip.compress,
+        ".bz2": bz2.compress,
+        ".xz": lzma.compress,
+        ".lzma": lzma.compress,
+    }
+    return compressors[suffix](data)
 
 
 def hide_module(monkeypatch, module: str) -> None:
@@ -92,9 +99,9 @@ def test_bad_utf8_names_file_line_and_byte_and_what_to_do(tmp_path):
     assert str(error.value) == expected
     # the caller picks the exception its users expect; the words stay the same
     for kind in (ConfigError, TokenizerError):
-        with pytest.raises(kind) as error:
+        with pytest.raises(kind) as kind_error:
             read_text(path, kind)
-        assert str(error.value) == expected
+        assert str(kind_error.value) == expected
     # a compressed file: positions in the decompressed text
     packed = tmp_path / "latin1.txt.gz"
     packed.write_bytes(gzip.compress(path.read_bytes()))

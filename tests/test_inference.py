@@ -198,16 +198,19 @@ def test_next_sentence_is_the_head_probability_of_class_zero(loaded):
     model = loaded("pretraining")
     tokenizer = model.tokenizer
     a, b = "The cat sat on the mat.", "Then it slept."
-    feature = build_pair(*tokenizer.ids_batch([a, b]), tokenizer.cls_id, tokenizer.sep_id)
+    ids_a, ids_b = tokenizer.ids_batch([a, b])
+    feature = build_pair(ids_a, ids_b, tokenizer.cls_id, tokenizer.sep_id)
     with torch.no_grad():
         logits = model.model(torch.tensor([feature["input_ids"]]), torch.tensor([feature["token_type_ids"]])).nsp_logits
     expected = logits.softmax(-1)[0, 0].item()
     assert next_sentence(a, b, model) == pytest.approx(expected, abs=1e-6)
     probs = next_sentence([a, "hello", a], [b, "world . " * 80, b], model, batch_size=2)
+    assert isinstance(probs, list)  # lists in, one probability per pair out
     assert len(probs) == 3 and probs[0] == pytest.approx(expected, abs=1e-5) and probs[2] == probs[0]
     with torch.no_grad():
         model.model.nsp.bias.copy_(torch.tensor([-30.0, 30.0]))
-    assert next_sentence(a, b, model) < 1e-6
+    probability = next_sentence(a, b, model)
+    assert isinstance(probability, float) and probability < 1e-6
     with pytest.raises(BertkitError, match="2 first sentences but 1"):
         next_sentence([a, a], [b], model)
 
@@ -217,7 +220,7 @@ def test_next_sentence_is_the_head_probability_of_class_zero(loaded):
 
 def test_classify_batched_equals_one_by_one(loaded):
     model = loaded("classifier")
-    texts = [
+    texts: list[str | tuple[str, str]] = [
         "good movie",
         ("the cat sat on the mat", "it was very good"),
         "a very long story about the king " * 5,
@@ -235,9 +238,8 @@ def test_classify_batched_equals_one_by_one(loaded):
         assert prediction.score == max(prediction.probabilities.values())
     # the same numbers as the head on an unpadded single input
     tokenizer = model.tokenizer
-    feature = build_pair(
-        *tokenizer.ids_batch(["the cat sat on the mat", "it was very good"]), tokenizer.cls_id, tokenizer.sep_id
-    )
+    ids_a, ids_b = tokenizer.ids_batch(["the cat sat on the mat", "it was very good"])
+    feature = build_pair(ids_a, ids_b, tokenizer.cls_id, tokenizer.sep_id)
     with torch.no_grad():
         logits = model.model(torch.tensor([feature["input_ids"]]), torch.tensor([feature["token_type_ids"]])).logits
     expected = dict(zip(["negative", "positive", "neutral"], logits.softmax(-1)[0].tolist()))

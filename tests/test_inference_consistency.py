@@ -11,13 +11,15 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("fastapi", reason="the serve extra (fastapi) is not installed")
-httpx = pytest.importorskip("httpx", reason="httpx is needed to call the app")
+pytest.importorskip("httpx", reason="httpx is needed to call the app")
 
-import bertkit  # noqa: E402
-from bertkit.cli import main  # noqa: E402
-from bertkit.serve import create_app  # noqa: E402
-from bertkit.training.finetune import FinetuneConfig, finetune  # noqa: E402
-from inference_helpers import write_squad  # noqa: E402
+import httpx
+
+import bertkit
+from bertkit.cli import main
+from bertkit.serve import create_app
+from bertkit.training.finetune import FinetuneConfig, finetune
+from inference_helpers import write_squad
 
 MAX_SEQ_LENGTH = 16
 QUIET = {"tensorboard": False, "plot": False}

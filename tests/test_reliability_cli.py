@@ -352,15 +352,14 @@ def test_every_subcommand_is_in_the_matrix():
 
 @pytest.mark.parametrize("name,template,bad", CASES, ids=[c[0] for c in CASES])
 def test_bad_input_exits_2_with_one_line_and_no_output(env, tmp_path, capsys, monkeypatch, name, template, bad):
-    try:
-        import uvicorn
-    except ImportError:  # without the serve extra, `serve` fails before it could start anything
-        uvicorn = None
-
     def never_serve(*args, **kwargs):
         raise AssertionError("the server started on bad input")
 
-    if uvicorn is not None:
+    try:
+        import uvicorn
+    except ImportError:  # without the serve extra, `serve` fails before it could start anything
+        pass
+    else:
         monkeypatch.setattr(uvicorn, "run", never_serve)
     out = tmp_path / "out" / "result"
     values = {**env, "OUT": str(out), "BAD": os.path.join(env["root"], bad) if bad else ""}
@@ -385,8 +384,7 @@ def classifier(env, tmp_path_factory) -> str:
 
     root = tmp_path_factory.mktemp("classifier")
     tok = Tokenizer.from_pretrained(env["tok"])
-    labels = {"id2label": {0: "neg", 1: "pos"}}
-    return str(save_model(root / "model", BertForSequenceClassification, tok, **labels))
+    return str(save_model(root / "model", BertForSequenceClassification, tok, id2label={0: "neg", 1: "pos"}))
 
 
 @pytest.mark.parametrize("flag", ["--input", "-i"])

@@ -75,7 +75,7 @@ def _fault_forward(kind: str, hit: Callable[[], bool]) -> None:
             _die()
         return real_forward(self, *args, **kwargs)
 
-    BertModel.forward = forward
+    BertModel.forward = forward  # type: ignore[method-assign]  # the fault: patched in the child on purpose
 
 
 def _fault_weights_torn(kind: str, hit: Callable[[], bool]) -> None:
@@ -103,8 +103,8 @@ def _fault_weights_done(kind: str, hit: Callable[[], bool]) -> None:
 
     real_save_pretrained = ck.save_pretrained
 
-    def save_pretrained(model, directory, tokenizer=None):
-        out = real_save_pretrained(model, directory, tokenizer)
+    def save_pretrained(model, directory, tokenizer=None, **kwargs):
+        out = real_save_pretrained(model, directory, tokenizer, **kwargs)
         if _in_checkpoint(directory / "x") and hit():
             _die()
         return out
@@ -117,10 +117,10 @@ def _fault_state(kind: str, hit: Callable[[], bool]) -> None:
 
     real_save = torch.save
 
-    def save(obj, path, *args, **kwargs):
-        real_save(obj, path, *args, **kwargs)
-        if Path(path).name == TRAINER_STATE and hit():
-            _truncate_and_die(path) if kind == "state_torn" else _die()
+    def save(obj, f, *args, **kwargs):
+        real_save(obj, f, *args, **kwargs)
+        if Path(f).name == TRAINER_STATE and hit():
+            _truncate_and_die(f) if kind == "state_torn" else _die()
 
     ck.torch.save = save
 
@@ -141,31 +141,43 @@ def _fault_manifest_before(kind: str, hit: Callable[[], bool]) -> None:
 def _fault_rename(kind: str, hit: Callable[[], bool]) -> None:
     real_replace = os.replace
 
-    def replace(src, dst):
+    def replace(src, dst, **kwargs):
         is_checkpoint = Path(src).name.startswith("checkpoint-") and Path(src).name.endswith(".tmp")
         if is_checkpoint and kind == "rename_before" and hit():
             _die()
-        real_replace(src, dst)
+        real_replace(src, dst, **kwargs)
         if is_checkpoint and kind == "rename_after" and hit():
             _die()
 
     os.replace = replace
 
 
+class _RmtreeHook:
+    """``shutil.rmtree`` that first runs ``before`` on the path. A class, so that it keeps rmtree's
+    ``avoids_symlink_attacks`` flag, which callers of rmtree may read."""
+
+    avoids_symlink_attacks = shutil.rmtree.avoids_symlink_attacks
+
+    def __init__(self, before: Callable[[Path], None]) -> None:
+        self.real = shutil.rmtree
+        self.before = before
+
+    def __call__(self, path, *args, **kwargs):
+        path = Path(path)
+        self.before(path)
+        return self.real(path, *args, **kwargs)
+
+
 def _fault_rotate(kind: str, hit: Callable[[], bool]) -> None:
     import bertkit.training.checkpoint as ck
 
-    real_rmtree = shutil.rmtree
-
-    def rmtree(path, *args, **kwargs):
-        path = Path(path)
+    def tear(path: Path) -> None:
         if path.name.startswith("checkpoint-") and not path.name.endswith(".tmp") and hit():
             files = sorted(p for p in path.iterdir() if p.is_file())
             files[len(files) // 2].unlink()  # part of the directory is gone
             _die()
-        return real_rmtree(path, *args, **kwargs)
 
-    ck.shutil.rmtree = rmtree
+    ck.shutil.rmtree = _RmtreeHook(tear)
 
 
 def _fault_metrics_torn(kind: str, hit: Callable[[], bool]) -> None:
@@ -181,32 +193,29 @@ def _fault_metrics_torn(kind: str, hit: Callable[[], bool]) -> None:
             _die()
         return real_log(self, record)
 
-    metrics.MetricsLogger.log = log
+    metrics.MetricsLogger.log = log  # type: ignore[method-assign]  # the fault: patched in the child on purpose
 
 
 def _fault_stage_before(kind: str, hit: Callable[[], bool]) -> None:
     """Fine-tuning: the assembled output not yet renamed into place."""
     real_replace = os.replace
 
-    def replace(src, dst):
+    def replace(src, dst, **kwargs):
         if Path(src).name.endswith(".tmp") and Path(src).is_dir() and not _in_checkpoint(Path(src) / "x") and hit():
             _die()
-        real_replace(src, dst)
+        real_replace(src, dst, **kwargs)
 
     os.replace = replace
 
 
 def _keep_partial(kind: str, hit: Callable[[], bool]) -> None:
     """The reference run: keep fine-tuning's work directory for comparison (no fault)."""
-    real_rmtree = shutil.rmtree
 
-    def rmtree(path, *args, **kwargs):
-        path = Path(path)
+    def keep(path: Path) -> None:
         if path.name.endswith(".partial"):
             shutil.copytree(path, path.with_name(path.name + ".kept"))
-        return real_rmtree(path, *args, **kwargs)
 
-    shutil.rmtree = rmtree
+    shutil.rmtree = _RmtreeHook(keep)
 
 
 FAULTS: dict[str, Callable[[str, Callable[[], bool]], None]] = {

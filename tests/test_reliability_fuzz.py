@@ -26,7 +26,7 @@ from bertkit.checkpoint_files import read_state_dict
 from bertkit.config import BertConfig
 from bertkit.data.corpus import CorpusOptions, CorpusStats, document_sentences, read_documents
 from bertkit.errors import BertkitError, CheckpointError, TokenizerError
-from bertkit.model import BertModel
+from bertkit.model import BertModel, PreTrainedMixin
 from bertkit.tasks import get_task
 from bertkit.tokenizer import Tokenizer
 from bertkit.weights import load_model, save_pretrained
@@ -318,7 +318,10 @@ def check_weights_mutation(
         model = load_model(work)
     except BertkitError:
         return
-    assert model.config.hidden_size == model.bert.config.hidden_size if hasattr(model, "bert") else True
+    assert isinstance(model, PreTrainedMixin)
+    if hasattr(model, "bert"):  # a head: its config is its encoder's
+        assert isinstance(model.bert, BertModel)
+        assert model.config.hidden_size == model.bert.config.hidden_size
 
 
 @FAST

@@ -12,17 +12,19 @@ import pytest
 import torch
 
 pytest.importorskip("fastapi", reason="the serve extra (fastapi) is not installed")
-httpx = pytest.importorskip("httpx", reason="httpx is needed to call the app")
+pytest.importorskip("httpx", reason="httpx is needed to call the app")
 
-from bertkit import inference  # noqa: E402
-from bertkit.model import (  # noqa: E402
+import httpx
+
+from bertkit import inference
+from bertkit.model import (
     BertForPreTraining,
     BertForQuestionAnswering,
     BertForSequenceClassification,
     BertForTokenClassification,
 )
-from bertkit.serve import ServeLimits, create_app  # noqa: E402
-from inference_helpers import save_model  # noqa: E402
+from bertkit.serve import ServeLimits, create_app
+from inference_helpers import save_model
 
 
 @pytest.fixture(scope="module")

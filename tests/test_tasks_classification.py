@@ -68,6 +68,7 @@ def test_mrpc_bom_and_literal_quotes():
     first = ClassificationTask().read(path).examples[0]
     assert first.label == "1"
     assert first.text.startswith("He said the foodservice pie business")
+    assert first.text_pair is not None
     assert first.text_pair.startswith('"The foodservice pie business')  # a literal quote, not CSV quoting
 
 
@@ -76,6 +77,7 @@ def test_glue_label_kinds():
         pytest.skip("../shared/data/glue is absent")
     sst = ClassificationTask()
     sst.fit_labels(sst.read(DATA / "glue/RTE/train.tsv").examples)
+    assert sst.label_map is not None
     assert not sst.regression and sst.label_map.labels == ["0", "1"] and sst.main_metric == "accuracy"
     sts = ClassificationTask()
     sts.fit_labels(sts.read(DATA / "glue/STS-B/train.tsv").examples)
@@ -96,6 +98,7 @@ def test_csv_jsonl_and_column_options(tmp_path):
     examples = task.read(jsonl).examples
     assert [(e.text, e.text_pair, e.label) for e in examples] == [("a?", "b", "2"), ("c?", "d", "10")]
     task.fit_labels(examples)
+    assert isinstance(task, ClassificationTask) and task.label_map is not None
     assert task.label_map.labels == ["2", "10"]  # numbers sort numerically
     headerless_index = (
         get_task("classification", text_column=0, label_column=1)
@@ -154,6 +157,7 @@ def test_label_map_round_trip_through_config():
     config_json = json.loads(json.dumps(config.to_dict()))  # JSON keys become strings
     restored = ClassificationTask()
     restored.load_config(BertConfig.from_dict(config_json))
+    assert restored.label_map is not None
     assert restored.label_map.labels == ["a", "b", "c"] and not restored.regression
     with pytest.raises(DataError):
         LabelMap.from_id2label({"0": "a", "2": "b"})
@@ -205,6 +209,7 @@ def test_windows_cover_long_text_and_pool(tokenizer):
     examples = [ClassificationExample(text, None, "pos", "f:1"), ClassificationExample("short", None, "neg", "f:2")]
     features = task.featurize(examples, tokenizer, max_seq_length=16).features
     windows = [f for f in features if f["example_index"] == 0]
+    assert task.label_map is not None
     assert len(windows) > 2 and [f["example_index"] for f in features][-1] == 1
     for number, f in enumerate(windows):
         assert len(f["input_ids"]) <= 16 and f["labels"] == task.label_map.index["pos"]
@@ -216,6 +221,7 @@ def test_windows_cover_long_text_and_pool(tokenizer):
     mean = np.mean(rows[: len(windows)], axis=0)
     expected = task.label_map.labels[int(np.argmax(mean))]
     assert predictions[0].label == expected
+    assert predictions[0].probabilities is not None
     assert predictions[0].probabilities[expected] == pytest.approx(np.exp(mean.max()) / np.exp(mean).sum())
     assert predictions[1].label == task.label_map.labels[0]
 

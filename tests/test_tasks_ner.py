@@ -61,6 +61,7 @@ def test_read_real_conll2003_counts():
     assert (len(train), len(valid)) == (14041, 3250)
     task = NerTask()
     task.fit_labels(train)
+    assert task.label_map is not None
     assert task.label_map.labels == sorted(
         ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-MISC", "I-MISC"]
     )
@@ -97,6 +98,7 @@ def test_first_subtoken_labels(tokenizer):
     task = NerTask()
     example = NerExample(words, tags, "f", 1)
     task.fit_labels([example])
+    assert task.label_map is not None
     [feature] = task.featurize([example], tokenizer, 64).features
     pieces = tokenizer.ids_batch(words)
     assert feature["input_ids"] == [tokenizer.cls_id, *itertools.chain.from_iterable(pieces), tokenizer.sep_id]

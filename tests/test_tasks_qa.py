@@ -117,7 +117,7 @@ def test_features_windows_offsets_and_targets(tokenizer):
     question_ids = tokenizer.ids_batch([example.question])[0][:6]
     assert len(features) > 3
     width = 48 - len(question_ids) - 3
-    covered = []
+    covered: list[int] = []
     for number, f in enumerate(features):
         n_doc = len(f["offsets"])
         assert len(f["input_ids"]) <= 48
@@ -133,7 +133,7 @@ def test_features_windows_offsets_and_targets(tokenizer):
     assert sorted(set(covered)) == list(range(len(context_ids)))
     assert sum((f["start_positions"], f["end_positions"]) != (0, 0) for f in features) >= 1
     # every context token is max-context in exactly one window
-    holders = {}
+    holders: dict[int, list[bool]] = {}
     for number, f in enumerate(features):
         for t, best in enumerate(f["max_context"]):
             holders.setdefault(number * 16 + t, []).append(best)
@@ -232,6 +232,7 @@ def test_postprocess_v2_null_threshold():
     rows = [(logits(10, {0: 4.0, 3: 2.0}), logits(10, {0: 3.0, 4: 2.0}))]  # null 7 vs span 4
     task = QuestionAnsweringTask(version_2_with_negative=True)
     out = task.postprocess([example], [feature], rows)
+    assert out.null_odds is not None and out.best_non_null is not None  # a v2 postprocess fills both
     assert out.predictions["q"] == "" and out.null_odds["q"] == pytest.approx(3.0)
     assert out.best_non_null["q"] == "Denver Broncos"
     assert "" in [b["text"] for b in out.nbest["q"]]
@@ -245,6 +246,7 @@ def test_postprocess_v2_null_score_is_min_over_windows():
     out = QuestionAnsweringTask(version_2_with_negative=True).postprocess(
         [example], [synthetic_feature(OFFSETS[:4]), synthetic_feature(OFFSETS[2:])], rows
     )
+    assert out.null_odds is not None
     # null = min(10, 1.5) = 1.5; best span "Denver Broncos" = 2: odds -0.5 -> answer
     assert out.null_odds["q"] == pytest.approx(-0.5)
     assert out.predictions["q"] == "Denver Broncos"
@@ -405,8 +407,21 @@ def test_postprocess_matches_hf_legacy_on_random_logits(tokenizer, tmp_path, ver
         rows.append((start[:n], end[:n]))
         results.append(SquadResult(h.unique_id, start.tolist(), end.tolist()))
     files = [str(tmp_path / name) for name in ("p.json", "n.json", "o.json")]
+    prediction_file, nbest_file, null_odds_file = files
     hf_predictions = compute_predictions_logits(
-        hf_examples, hf, results, 20, 30, True, *files, False, version_2, 1.0, hf_tokenizer
+        hf_examples,
+        hf,
+        results,
+        20,
+        30,
+        True,
+        prediction_file,
+        nbest_file,
+        null_odds_file,
+        False,
+        version_2,
+        1.0,
+        hf_tokenizer,
     )
     hf_nbest = json.loads(Path(files[1]).read_text())
     out = task.postprocess(examples, ours, rows)

@@ -8,6 +8,7 @@ import gzip
 import json
 import lzma
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,15 @@ ROWS = [("a fine, quiet film", "1"), ('he said "meh"', "0"), ("commas, and 'quot
 
 def pairs(examples) -> list[tuple[str, str | None]]:
     return [(e.text, e.label) for e in examples]
+
+
+def labelled(rows: list[tuple[str, str | None]]) -> list[tuple[str, str]]:
+    """``rows`` of examples that all carry a label, typed as such."""
+    out = []
+    for text, label in rows:
+        assert label is not None
+        out.append((text, label))
+    return out
 
 
 def write_formats(root: Path, rows: list[tuple[str, str]]) -> dict[str, Path]:
@@ -82,7 +92,7 @@ def test_real_sst2_in_every_format_equals_the_tsv(tmp_path):
     if not source.is_file():
         pytest.skip(f"{source} is absent")
     tsv = ClassificationTask().read(source).examples
-    rows = pairs(tsv)
+    rows = labelled(pairs(tsv))
     assert len(rows) == 872
     paths = {**write_formats(tmp_path, rows), **write_columnar(tmp_path, rows)}
     for name, path in paths.items():
@@ -306,7 +316,12 @@ def test_real_sst2_without_its_header_keeps_every_row(tmp_path):
 def compress(data: bytes, suffix: str) -> bytes:
     if suffix == ".zst":
         return pytest.importorskip("zstandard").ZstdCompressor().compress(data)
-    return {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}[suffix](data)
+    compressors: dict[str, Callable[[bytes], bytes]] = {
+        ".gz": gzip.compress,
+        ".bz2": bz2.compress,
+        ".xz": lzma.compress,
+    }
+    return compressors[suffix](data)
 
 
 @pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz", ".zst"])

@@ -41,7 +41,8 @@ def sst2_dev() -> list[str]:
 
 
 def conll_valid() -> list[str]:
-    sentences, words = [], []
+    sentences: list[str] = []
+    words: list[str] = []
     for line in (DATA / "conll2003" / "valid.txt").read_text(encoding="utf-8").splitlines():
         if not line.strip():
             if words:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 import torch
@@ -14,7 +15,7 @@ from bertkit.training import latest_valid_checkpoint, list_checkpoints, load_che
 from bertkit.training.checkpoint import MANIFEST, TRAINER_STATE, WEIGHTS, validate_checkpoint
 from training_helpers import ToyModel
 
-STATE = {"step": 3, "rng": [torch.get_rng_state()], "history": [{"step": 1, "loss": 2.5}], "name": "x"}
+STATE: dict[str, Any] = {"step": 3, "rng": [torch.get_rng_state()], "history": [{"step": 1, "loss": 2.5}], "name": "x"}
 
 
 def tiny_model(seed=0):
@@ -43,6 +44,7 @@ def test_checkpoint_is_a_model_directory_fine_tuning_can_load(tmp_path):
     path = save_checkpoint(tmp_path, 1, model, STATE)
     loaded = load_model(path)
     assert type(loaded).__name__ == "BertForPreTraining"
+    assert isinstance(loaded, BertForPreTraining)
     assert torch.equal(loaded.bert.embeddings.word_embeddings.weight, model.bert.embeddings.word_embeddings.weight)
 
 

@@ -8,6 +8,8 @@ import json
 
 import pytest
 import torch
+from typer.core import TyperGroup, TyperOption
+from typer.main import get_command
 
 from bertkit.cli import app, main
 from bertkit.cli.options import field_docs, help_text
@@ -174,13 +176,17 @@ def test_derived_fields_are_no_options():
 
 
 # ------------------------------------------------------------------------------------------ CLI <-> fields
-def _params(name: str) -> dict[str, object]:
-    from typer.main import get_command
-
+def _params(name: str) -> dict[str, TyperOption]:
     group = get_command(app)
+    assert isinstance(group, TyperGroup)
     command = group.commands[name]
+    options = {}
     with group.make_context("bertkit", [name], resilient_parsing=True) as ctx:
-        return {p.name: p for p in command.get_params(ctx) if p.name != "help"}
+        for p in command.get_params(ctx):
+            assert isinstance(p, TyperOption) and p.name is not None, p  # the commands take options only
+            if p.name != "help":
+                options[p.name] = p
+    return options
 
 
 @pytest.mark.parametrize(
@@ -209,6 +215,7 @@ def test_each_field_is_an_option_with_its_docstring_and_default(name, classes, s
                 continue
             seen.add(option)
             param = params[option]
+            assert param.help is not None, option
             assert param.help.startswith(help_text(field_docs(leaf.owner)[field.name])), option
             assert param.default is None, f"{option}: the dataclass fills defaults, not the CLI"
             expected = DEFAULTS["all"][option] if name == "finetune" and option in DEFAULTS["all"] else field.default
@@ -219,6 +226,7 @@ def test_each_field_is_an_option_with_its_docstring_and_default(name, classes, s
                     shown = f"{expected:g}" if isinstance(expected, float) else str(expected)
                 assert f"(default: {shown}" in param.help, (option, param.help)
     if name == "finetune":
+        assert params["micro_batch_size"].help is not None
         assert "(default: 32; qa 12)" in params["micro_batch_size"].help
 
 

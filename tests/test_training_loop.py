@@ -164,6 +164,7 @@ def test_curves_png(tmp_path):
     history = [{"step": s, "split": "train", "loss": 1 / s, "mlm_acc": s / 10} for s in range(1, 10)]
     history.append({"step": 9, "split": "eval", "loss": 0.2, "mlm_acc": 0.8})
     path = plot_curves(history, tmp_path / "curves.png")
+    assert path is not None
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -233,7 +234,7 @@ def test_trainer_hooks_stop_the_run_and_checkpoints_keep_their_keys(tmp_path):
     )
 
 
-def test_a_time_budget_that_ends_first_shortens_the_schedule(tmp_path):
+def test_a_time_budget_that_ends_first_shortens_the_schedule(tmp_path, monkeypatch):
     from bertkit.training.loop import Hooks, Trainer
 
     batches = ResumableBatches(toy_dataset(), 8, collate, seed=1, repeat=True)
@@ -241,9 +242,13 @@ def test_a_time_budget_that_ends_first_shortens_the_schedule(tmp_path):
     cfg = TrainConfig.from_options(output_dir=tmp_path, micro_batch_size=8, max_steps=1000, max_time=100, **options)
     trainer = Trainer(ToyModel(), batches, cfg, Hooks())
     trainer.step = 100
-    trainer.elapsed = lambda: 50.0  # 2 updates/s: the 100 s budget ends at update 200, before the 1000 steps
+    monkeypatch.setattr(
+        trainer, "elapsed", lambda: 50.0
+    )  # 2 updates/s: the 100 s budget ends at update 200, before the 1000 steps
     assert trainer.learning_rate() == pytest.approx(cfg.optimizer.lr * (1 - 100 / 200))
-    trainer.elapsed = lambda: 5.0  # 20 updates/s: the steps end first, and the schedule is theirs
+    monkeypatch.setattr(
+        trainer, "elapsed", lambda: 5.0
+    )  # 20 updates/s: the steps end first, and the schedule is theirs
     assert trainer.learning_rate() == pytest.approx(cfg.optimizer.lr * (1 - 100 / 1000))
 
 

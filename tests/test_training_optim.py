@@ -91,6 +91,7 @@ def test_optimizers_minimise_a_least_squares_problem(name):
         opt.zero_grad()
         loss.backward()
         opt.step()
+    assert first is not None
     assert loss.item() < 0.05 * first
 
 

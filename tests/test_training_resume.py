@@ -66,6 +66,7 @@ def test_sigkill_and_resume_is_bit_identical(tmp_path):
     assert int(last.name.split("-")[1]) < STEPS
 
     resumed = launch(data, tmp_path / "killed", resume="auto")
+    assert resumed.stderr is not None and reference.stderr is not None  # launch pipes stderr
     assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
     assert reference.wait(timeout=300) == 0, reference.stderr.read()
 
