@@ -733,6 +733,23 @@ def test_finetune_records_the_resolved_precision(base, data, tmp_path):
     assert saved["train"]["precision"] == "fp32"  # auto, resolved on this CPU
 
 
+def test_a_config_file_is_overridden_by_the_given_options(tmp_path):
+    path = tmp_path / "run.toml"
+    path.write_text(
+        'task = "classification"\nmodel = "m"\ntrain = "t.tsv"\nlr = 1e-3\nepochs = 2\n'
+        '[task_options]\ntext_column = "a"\nlabel_column = "y"\n',
+        encoding="utf-8",
+    )
+    config = FinetuneConfig.from_file(path, task_options={"label_column": "z"}, output="o", lr=None, epochs=4)
+    assert (config.task, config.train_file, config.output) == ("classification", "t.tsv", "o")
+    assert (config.train.optimizer.lr, config.train.duration.epochs) == (1e-3, 4.0)  # None is "not given"
+    assert config.task_options == {"text_column": "a", "label_column": "z"}
+    with pytest.raises(ConfigError, match=r"^--output is required \(on the command line or in the config file\)$"):
+        FinetuneConfig.from_file(path)
+    with pytest.raises(ConfigError, match=r"^--task is required"):
+        FinetuneConfig.from_file(None, model="m", train_file="t", output="o")
+
+
 def test_flat_options_fill_the_nested_train_config():
     config = FinetuneConfig.from_options(
         task="ner",

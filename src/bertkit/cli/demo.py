@@ -51,9 +51,6 @@ def _run_demo(**fields: Any) -> None:
     from bertkit.demo import DemoConfig, run_demo
 
     chosen = {k: v for k, v in fields.items() if v is not None}
-    for name in ("finetune_examples", "threads"):
-        if chosen.get(name, 1) < 1:
-            fail(f"--{name.replace('_', '-')} must be at least 1, got {chosen[name]}")
     if chosen.get("reference_model", "").lower() == "none":
         chosen["reference_model"] = None
     if "finetune_seeds" in chosen:

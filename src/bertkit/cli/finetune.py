@@ -108,7 +108,7 @@ def _run_finetune(
     ] = None,
     **fields: Any,
 ) -> None:
-    from bertkit.training.finetune import finetune
+    from bertkit.training.finetune import FinetuneConfig, finetune
 
     show_library_warnings()
     given = task_options(
@@ -120,7 +120,7 @@ def _run_finetune(
         tag_column=tag_column,
         label_names=label_names,
     )
-    finetune_config = _finetune_config(config, given, fields)
+    finetune_config = FinetuneConfig.from_file(config, task_options=given, **fields)
     if search:
         _run_search(finetune_config, config, trials=search_trials, budget=search_budget)
         return
@@ -135,22 +135,6 @@ def _run_finetune(
         raise typer.Exit(130)
     if result.metrics:
         print_json(result.metrics)
-
-
-def _finetune_config(
-    config_file: str | None, given_task_options: dict[str, object], fields: dict[str, Any]
-) -> FinetuneConfig:
-    """The config file's options, overridden by the flags given."""
-    from bertkit.training.finetune import FinetuneConfig, read_config_file
-
-    options = read_config_file(config_file) if config_file else {}
-    merged = dict(options.pop("task_options", {}) or {})
-    merged.update(given_task_options)
-    options.update({k: v for k, v in fields.items() if v is not None})
-    for required, flag in (("task", "--task"), ("model", "--model"), ("train_file", "--train"), ("output", "--output")):
-        if required not in options:
-            fail(f"{flag} is required (on the command line or in the config file)")
-    return FinetuneConfig.from_options(**options, task_options=merged)
 
 
 def _run_search(config: FinetuneConfig, config_file: str | None, *, trials: int | None, budget: str | None) -> None:

@@ -134,3 +134,7 @@ class DemoConfig:
             raise BertkitError(f"masking must be 'static' or 'dynamic', got {self.masking!r}")
         if not self.pretrain_epochs > 0:
             raise BertkitError(f"pretrain_epochs must be positive, got {self.pretrain_epochs}")
+        for name in ("finetune_examples", "threads"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise BertkitError(f"--{name.replace('_', '-')} must be at least 1, got {value}")

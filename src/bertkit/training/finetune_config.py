@@ -98,6 +98,27 @@ class FinetuneConfig:
         given = {name: value for name, value in own.items() if value is not None}
         return cls(task, model, train_file, output, train, sized=tuple(sized or ()), **given)
 
+    @classmethod
+    def from_file(
+        cls, path: str | os.PathLike | None, *, task_options: Mapping[str, Any] | None = None, **options: Any
+    ) -> FinetuneConfig:
+        """A config from a config file (``None``: none) whose options the given ones override, as
+        ``bertkit finetune --config FILE`` reads it: an option given as ``None`` is not given, and given task
+        options override the file's ``[task_options]``. The task, model, training file and output must come
+        from one of the two."""
+        merged = read_config_file(path) if path else {}
+        file_task_options = merged.pop("task_options", None) or {}
+        merged.update({name: value for name, value in options.items() if value is not None})
+        for required, flag in (
+            ("task", "--task"),
+            ("model", "--model"),
+            ("train_file", "--train"),
+            ("output", "--output"),
+        ):
+            if required not in merged:
+                raise ConfigError(f"{flag} is required (on the command line or in the config file)")
+        return cls.from_options(**merged, task_options={**file_task_options, **(task_options or {})})
+
     def __post_init__(self) -> None:
         if self.task not in TASK_NAMES:
             raise ConfigError(f"unknown task {self.task!r}; choose one of {', '.join(TASK_NAMES)}")
