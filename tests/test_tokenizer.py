@@ -4,9 +4,13 @@ offsets, pairs, truncation, padding, decode, save/load (Hugging Face-loadable), 
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
+import os
 import pickle
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -403,3 +407,23 @@ def test_cli_tokenize_and_train(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
     assert main(["tokenizer", "train", "--input", str(tmp_path / "missing.txt"), "--vocab-size", "100",
                  "--output", str(tmp_path / "o")]) == 2  # fmt: skip
+
+
+def test_tokenizer_train_gives_the_same_vocabulary_in_every_process_and_thread_count(tmp_path):
+    """The Rust trainer numbers its ``##`` pieces in hash-map order, which differs between processes; a vocabulary
+    must not: three processes (so three hash seeds), one to two threads, byte-identical vocab.txt."""
+    book = sorted((Path(__file__).resolve().parents[1] / "data" / "books").glob("*.txt.gz"))[0]
+    corpus = tmp_path / "book.txt"
+    corpus.write_bytes(gzip.decompress(book.read_bytes())[:300_000])
+    vocabularies = []
+    for run, threads in enumerate(("1", "2", "2")):
+        out = tmp_path / f"run{run}"
+        env = {**os.environ, "RAYON_NUM_THREADS": threads, "TOKENIZERS_PARALLELISM": "true"}
+        argv = [sys.executable, "-m", "bertkit", "tokenizer", "train", "--input", str(corpus), "--vocab-size", "2000"]
+        subprocess.run([*argv, "--output", str(out)], env=env, check=True, capture_output=True)
+        vocabularies.append((out / "vocab.txt").read_bytes())
+    assert len(vocabularies[0].splitlines()) == 2000
+    assert vocabularies[0] == vocabularies[1] == vocabularies[2]
+    texts = corpus.read_text(encoding="utf-8").splitlines()
+    from_iterator = Tokenizer.train(iter(texts), vocab_size=2000)
+    assert from_iterator.vocab == Tokenizer.train(iter(texts), vocab_size=2000).vocab

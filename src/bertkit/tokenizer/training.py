@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import os
+import tempfile
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,7 +14,7 @@ from typing import Any
 from tokenizers import Tokenizer as Backend
 from tokenizers import models, trainers
 
-from bertkit.errors import BertkitError, TokenizerError
+from bertkit.errors import TokenizerError
 from bertkit.formats import ARROW_SUFFIXES, COMPRESSIONS, JSONL_SUFFIXES, PARQUET_SUFFIXES
 from bertkit.tokenizer.special_tokens import SPECIAL_TOKENS, UNK
 
@@ -27,27 +29,69 @@ def learn_vocabulary(
     show_progress: bool,
 ) -> dict[str, int]:
     """The WordPiece vocabulary (token -> id, the special tokens first) learned from ``source`` (a path, a list
-    of paths or an iterable of texts) through ``pipeline``'s normaliser and pre-tokenizer."""
-    backend = copy.deepcopy(pipeline)
-    backend.model = models.WordPiece(unk_token=UNK, continuing_subword_prefix="##")
-    trainer = trainers.WordPieceTrainer(
-        vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=list(SPECIAL_TOKENS),
-        limit_alphabet=limit_alphabet, continuing_subword_prefix="##", show_progress=show_progress,
-    )  # fmt: skip
+    of paths or an iterable of texts) through ``pipeline``'s normaliser and pre-tokenizer.
+
+    The same text and options give the same vocabulary, byte for byte, in any process and with any number of
+    threads. The Rust trainer alone does not: it numbers the ``##`` pieces in its hash map's order, and those
+    numbers break ties between merges of equal count. So a first pass over the text settles the alphabet (the
+    ``limit_alphabet`` most frequent characters, ties by code point) and the ``##`` pieces, and the trainer is
+    handed both in that order.
+    """
     files, texts = _training_inputs(source)
-    try:
-        if files is not None:
+    with tempfile.TemporaryDirectory(prefix="bertkit-vocab-") as scratch:
+        if files is None:  # an iterator is read once: keep its texts for the trainer's pass
+            assert texts is not None
+            files = [_spill(texts, Path(scratch) / "texts.txt")]
+        alphabet, continuing = _alphabet(pipeline, files, limit_alphabet)
+        backend = copy.deepcopy(pipeline)
+        backend.model = models.WordPiece(unk_token=UNK, continuing_subword_prefix="##")
+        trainer = trainers.WordPieceTrainer(
+            vocab_size=vocab_size, min_frequency=min_frequency, show_progress=show_progress,
+            special_tokens=[*SPECIAL_TOKENS, *("##" + c for c in continuing)],
+            initial_alphabet=alphabet, limit_alphabet=len(alphabet), continuing_subword_prefix="##",
+        )  # fmt: skip
+        try:
             backend.train(files, trainer=trainer)
-        else:
-            backend.train_from_iterator(texts, trainer=trainer)
-    except BertkitError:  # raised by the text iterator (a corpus reader's one-line error): it stands
-        raise
-    except Exception as exc:  # the Rust trainer raises plain Exceptions, e.g. on a binary file
-        raise TokenizerError(f"cannot learn a vocabulary from the input: {exc}; give UTF-8 text files") from None
+        except Exception as exc:  # the Rust trainer raises plain Exceptions, e.g. on a binary file
+            raise TokenizerError(f"cannot learn a vocabulary from the input: {exc}; give UTF-8 text files") from None
     vocab = backend.get_vocab(with_added_tokens=False)
     if len(vocab) <= len(SPECIAL_TOKENS):
         raise TokenizerError("the training text is empty: no WordPieces were learned; pass non-empty text files")
     return vocab
+
+
+def _spill(texts: Iterable[str], path: Path) -> str:
+    """``texts`` written to ``path``, one after another, so that both passes can read them."""
+    with path.open("w", encoding="utf-8") as out:
+        for text in texts:
+            out.write(text)
+            out.write("\n")
+    return str(path)
+
+
+def _alphabet(pipeline: Backend, files: Sequence[str], limit: int) -> tuple[list[str], list[str]]:
+    """The characters the trainer keeps (the ``limit`` most frequent words' characters, ties by code point), and
+    those of them that occur after a word's first character (each becomes a ``##`` piece), both sorted; counted
+    as the trainer counts, through ``pipeline``'s normaliser and pre-tokenizer."""
+    normalize = pipeline.normalizer.normalize_str if pipeline.normalizer is not None else str
+    split = pipeline.pre_tokenizer.pre_tokenize_str if pipeline.pre_tokenizer is not None else _whole
+    counts: Counter[str] = Counter()
+    inner: set[str] = set()
+    for path in files:
+        try:
+            with open(path, encoding="utf-8") as lines:
+                for line in lines:
+                    words = [word for word, _ in split(normalize(line))]
+                    counts.update("".join(words))
+                    inner.update("".join(word[1:] for word in words))
+        except UnicodeDecodeError as exc:
+            raise TokenizerError(f"cannot learn a vocabulary from {path}: not UTF-8 text ({exc.reason})") from None
+    kept = sorted(counts, key=lambda c: (-counts[c], c))[:limit] if limit else list(counts)
+    return sorted(kept), sorted(inner.intersection(kept))
+
+
+def _whole(text: str) -> list[tuple[str, tuple[int, int]]]:
+    return [(text, (0, len(text)))]
 
 
 def _training_inputs(source: Any) -> tuple[list[str] | None, Iterable[str] | None]:
