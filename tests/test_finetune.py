@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -218,6 +220,33 @@ def _batch(directory: Path, texts: list[str]) -> dict:
 
     tokenizer = Tokenizer.from_pretrained(directory)
     return collate_encodings(tokenizer.encode_batch(texts))
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_run_stopped_by_a_signal_exits_as_shells_do_and_resumes(base, data, tmp_path, capsys, monkeypatch, signum):
+    """SIGINT exits 130 and SIGTERM 143 (128 + the signal), never 0: a script must not take it for a finished
+    run. The checkpoint is written first, so --resume finishes the run."""
+    from bertkit.model import BertForSequenceClassification
+
+    forward = BertForSequenceClassification.forward
+    calls = []
+
+    def interrupted_forward(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signum)
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(BertForSequenceClassification, "forward", interrupted_forward)
+    output = tmp_path / "run"
+    args = ["finetune", "--task", "classification", "--model", base, "--train", data["cls"], "--output", output]
+    args += ["--no-progress", "--max-steps", "6", "--micro-batch-size", "4"]
+    code, _, err = run_cli(args, capsys)
+    assert code == 128 + signum and "stopped by a signal" in err and "--resume" in err
+    assert not output.exists()
+    monkeypatch.setattr(BertForSequenceClassification, "forward", forward)
+    code, _, err = run_cli([*args, "--resume"], capsys)
+    assert code == 0 and (output / "model.safetensors").is_file(), err
 
 
 def test_schedule_flag_reaches_the_training_loop(base, data, tmp_path, capsys):

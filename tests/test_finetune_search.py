@@ -169,7 +169,7 @@ def test_a_search_killed_by_a_signal_resumes_from_the_command_line(setup, tmp_pa
             process.send_signal(signal.SIGTERM)
             break
     process.communicate(timeout=300)
-    assert process.returncode in (130, -signal.SIGTERM) and not output.exists()
+    assert process.returncode in (128 + signal.SIGTERM, -signal.SIGTERM) and not output.exists()
     done = subprocess.run([str(a) for a in [*args, "--resume"]], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     table = json.loads((output / "search.json").read_text())

@@ -14,7 +14,7 @@ import typer
 
 from bertkit.cli.console import print_json, show_library_warnings
 from bertkit.cli.options import ExampleLastCommand, config_options, lazy_command, show_default
-from bertkit.cli.program import fail
+from bertkit.cli.program import fail, stopped_by_signal
 from bertkit.cli.shared_options import (
     CompileOption,
     ConfigFileOption,
@@ -128,11 +128,10 @@ def _run_finetune(
         fail("--search-trials and --search-budget go with --search")
     result = finetune(finetune_config)
     if result.output is None:
-        print(
-            f"bertkit: stopped by a signal at step {result.train.step}; continue with the same command plus --resume.",
-            file=sys.stderr,
+        stopped_by_signal(
+            result.train.signal,
+            f"stopped by a signal at step {result.train.step}; continue with the same command plus --resume.",
         )
-        raise typer.Exit(130)
     if result.metrics:
         print_json(result.metrics)
 
@@ -147,8 +146,9 @@ def _run_search(config: FinetuneConfig, config_file: str | None, *, trials: int 
     )
     result = search(config, settings)
     if result.output is None:
-        print("bertkit: stopped by a signal; continue the search with the same command plus --resume.", file=sys.stderr)
-        raise typer.Exit(130)
+        stopped_by_signal(
+            result.signal, "stopped by a signal; continue the search with the same command plus --resume."
+        )
     assert result.winner is not None
     print(search_table(result.runs, result.winner, result.main_metric), end="")
 

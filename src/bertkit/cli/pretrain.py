@@ -3,14 +3,13 @@ field (the config file, the resume switches) is declared here."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 
 from bertkit.cli.options import config_options, lazy_command
-from bertkit.cli.program import fail
+from bertkit.cli.program import fail, stopped_by_signal
 from bertkit.cli.shared_options import ConfigFileOption, generated_command
 
 commands = typer.Typer(rich_markup_mode=None)
@@ -45,12 +44,11 @@ def _run_pretrain(
         options["resume"] = resume_from or "auto"
     result = pretrain(build_config(options))
     if result.stop_reason == "signal":
-        print(
-            f"bertkit: stopped by a signal at step {result.step}; checkpoint {result.checkpoint}. "
+        stopped_by_signal(
+            result.signal,
+            f"stopped by a signal at step {result.step}; checkpoint {result.checkpoint}. "
             "Continue with the same command plus --resume.",
-            file=sys.stderr,
         )
-        raise typer.Exit(130)
 
 
 @commands.command(

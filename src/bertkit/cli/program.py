@@ -7,6 +7,7 @@ code 2; typer's own usage errors also exit with 2; Ctrl-C exits with 130.
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import NoReturn, Protocol
 
@@ -25,6 +26,14 @@ app = typer.Typer(
 )
 
 
+def stopped_by_signal(signum: int | None, message: str) -> NoReturn:
+    """A run a signal stopped (its checkpoint written): ``message`` on stderr and the exit code shells use for
+    that signal, 128 + its number (130 for SIGINT, 143 for SIGTERM), so that a script never takes it for a
+    finished run."""
+    print(f"bertkit: {message}", file=sys.stderr)
+    raise typer.Exit(128 + (signum or signal.SIGINT))
+
+
 def fail(message: str) -> NoReturn:
     """Stop the command with one clear line and exit code 2."""
     raise BertkitError(message)
@@ -32,7 +41,8 @@ def fail(message: str) -> NoReturn:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        app(args=argv, standalone_mode=False)
+        # Outside standalone mode click returns a command's ``typer.Exit`` code instead of raising it.
+        code = app(args=argv, standalone_mode=False)
     except BertkitError as exc:
         print(f"bertkit: error: {exc}", file=sys.stderr)
         return 2
@@ -52,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, abort):
             return 1
         raise
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 class _ShowsItself(Protocol):

@@ -70,6 +70,8 @@ class TrainResult:
     """Best value of ``config.evaluation.best_metric`` seen."""
     history: list[dict[str, Any]] = field(default_factory=list)
     """Every record logged (train and eval), as in ``metrics.jsonl``."""
+    signal: int | None = None
+    """The signal that stopped the run (``signal.SIGTERM``, ``signal.SIGINT``) when ``stop_reason`` is ``signal``."""
     model: nn.Module | None = None
     """The trained model, unsharded, on the main process (the model passed in, unless ``fsdp`` sharded it;
     then a gathered full copy). None on the other processes of a sharded run."""
@@ -253,6 +255,7 @@ class Trainer:
             skipped_steps=self.skipped,
             best_metric=self.best,
             history=list(self.logger.history),
+            signal=(self.stop.signal or signal.SIGTERM) if stop_reason == "signal" else None,
             model=trained,
         )
 

@@ -25,6 +25,7 @@ import itertools
 import json
 import os
 import shutil
+import signal
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -116,6 +117,8 @@ class SearchResult:
     main_metric: str
     stop_reason: str
     """``done``, ``budget`` or ``signal``."""
+    signal: int | None = None
+    """The signal that stopped the search, when ``stop_reason`` is ``signal``."""
 
     def table(self) -> list[dict[str, Any]]:
         return [run.to_dict() for run in self.runs]
@@ -194,7 +197,7 @@ def search(config: FinetuneConfig, settings: SearchConfig | None = None) -> Sear
     stop_reason = _run_points(config, points, journal, work, budget, standing, interrupted)
     best = standing.best
     if stop_reason == "signal":
-        return SearchResult(None, runs, best, _main_metric(runs), "signal")
+        return SearchResult(None, runs, best, _main_metric(runs), "signal", signal=standing.signal)
     if best is None:
         raise ConfigError(f"the search budget ended before its first run finished; raise --search-budget ({work})")
     if stop_reason == "budget":
@@ -231,6 +234,8 @@ class _Standing:
     runs: list[Run]
     spent: float
     best: Run | None
+    signal: int | None = None
+    """The signal that stopped a run, ending the search."""
 
     def add(self, run: Run, work: Path) -> None:
         self.spent += run.seconds
@@ -262,7 +267,8 @@ def _run_points(
         left = budget - standing.spent if budget is not None else None
         notice(f"search: {name} of {points.total}: {_show(params)}")
         run = _train(config, Run(name, params), work, left)
-        if run is None:
+        if isinstance(run, int):
+            standing.signal = run
             return "signal"
         standing.add(run, work)
         journal.append({"end": name, **run.to_dict()})
@@ -275,8 +281,8 @@ def _run_points(
     return "done"
 
 
-def _train(config: FinetuneConfig, run: Run, work: Path, budget_left: float | None) -> Run | None:
-    """Fine-tune one point into ``work/<name>`` and fill in ``run``; ``None`` when a signal stopped it.
+def _train(config: FinetuneConfig, run: Run, work: Path, budget_left: float | None) -> Run | int:
+    """Fine-tune one point into ``work/<name>`` and fill in ``run``; the signal's number when one stopped it.
 
     An interrupted run continues from its last checkpoint, or starts again from nothing without one; with a
     budget, the run is cut where the budget ends (``max_time`` counts the time an interrupted run spent)."""
@@ -296,7 +302,7 @@ def _train(config: FinetuneConfig, run: Run, work: Path, budget_left: float | No
     started = time.perf_counter()
     result = finetune(run_config)
     if result.output is None:
-        return None
+        return result.train.signal or signal.SIGTERM
     run.main_metric = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))["main_metric"]
     run.status = "cut" if result.train.stop_reason == "max_time" else "done"
     run.metric = result.metrics.get(run.main_metric)
