@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
 import pytest
 import typer
 from typer.core import TyperGroup
@@ -57,3 +62,58 @@ def test_help_fits_80_columns_and_ends_with_an_example(path, capsys, monkeypatch
     example = blocks[-1].strip().splitlines()
     assert example[0] == "Example:", out
     assert example[1].strip().startswith(" ".join(("bertkit", *path))), example
+
+
+FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*[a-z0-9](?![\w-])")
+
+
+def _all_options() -> set[str]:
+    """Every option of every command, generated ones included (their commands are built on first use)."""
+    found: set[str] = set()
+    root = typer.main.get_command(app)
+
+    def walk(command: Any, context: Any) -> None:
+        if hasattr(command, "list_commands"):
+            for name in command.list_commands(context):
+                sub = command.get_command(context, name)
+                walk(sub, type(context)(sub, parent=context, info_name=name))
+        else:
+            for param in command.get_params(context):
+                found.update([*param.opts, *param.secondary_opts])
+
+    walk(root, root.make_context("bertkit", ["--help"], resilient_parsing=True))
+    return found
+
+
+def _messages(path: Path) -> list[str]:
+    """The string literals of ``path`` that are not docstrings: messages, hints and help texts."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
+
+
+def test_every_flag_a_message_names_exists():
+    """A hint that names a flag sends the user to an option some command takes (``--long-text``, not the
+    ``long_text`` of a config table), so no message can point at ``No such option``."""
+    known = _all_options()
+    assert {"--long-text", "--max-query-length", "--max-seq-length", "--resume"} <= known
+    package = Path(__file__).resolve().parents[1] / "src" / "bertkit"
+    unknown = {
+        f"{path.relative_to(package)}: {flag}"
+        for path in sorted(package.rglob("*.py"))
+        for message in _messages(path)
+        for flag in FLAG.findall(message)
+        if flag not in known
+    }
+    assert not unknown, sorted(unknown)

@@ -923,3 +923,21 @@ def test_label_names_name_the_0_1_labels(base, tmp_path, capsys):
     code, _, err = run_cli([*common, "-o", tmp_path / "bad", "--label-names", "a,b,c"], capsys)
     assert code == 2 and "--label-names gives 3 names for 2 labels (0, 1)" in err
     assert not (tmp_path / "bad").exists()
+
+
+def test_long_text_and_max_query_length_are_flags_that_reach_the_task(base, data, tmp_path, capsys):
+    def finetune_args(output: Path) -> list:
+        return [
+            "finetune", "--task", "classification", "--model", base, "--train", data["cls"], "--output", output,
+            "--no-progress", "--max-steps", "2", "--micro-batch-size", "4", "--max-seq-length", "6",
+        ]  # fmt: skip
+
+    code, _, err = run_cli([*finetune_args(tmp_path / "windows"), "--long-text", "windows"], capsys)
+    assert code == 0, err
+    saved = json.loads((tmp_path / "windows" / "config.json").read_text(encoding="utf-8"))["bertkit_finetune"]
+    assert saved["task_options"]["long_text"] == "windows"
+    assert "were cut at max_seq_length" not in err  # windows cut nothing
+    code, _, err = run_cli(finetune_args(tmp_path / "cut"), capsys)
+    assert code == 0 and "(raise --max-seq-length, or pass --long-text windows)" in err, err
+    code, _, err = run_cli([*finetune_args(tmp_path / "bad"), "--long-text", "sideways"], capsys)
+    assert code == 2 and "--long-text must be truncate or windows" in err

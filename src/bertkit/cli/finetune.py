@@ -24,6 +24,8 @@ from bertkit.cli.shared_options import (
     FormatOption,
     HeaderOption,
     LabelColumnOption,
+    LongTextOption,
+    MaxQueryLengthOption,
     MaxSeqLengthOption,
     PairColumnOption,
     QuantizeOption,
@@ -84,6 +86,8 @@ def _run_finetune(
         int | None, typer.Option(help="qa: tokens between the starts of context windows (default: 128).")
     ] = None,
     tag_column: TagColumnOption = None,
+    long_text: LongTextOption = None,
+    max_query_length: MaxQueryLengthOption = None,
     label_names: Annotated[
         str | None,
         typer.Option(
@@ -119,6 +123,8 @@ def _run_finetune(
         doc_stride=doc_stride,
         tag_column=tag_column,
         label_names=label_names,
+        long_text=long_text,
+        max_query_length=max_query_length,
     )
     finetune_config = FinetuneConfig.from_file(config, task_options=given, **fields)
     if search:
@@ -179,6 +185,8 @@ def evaluate_command(
     text_pair_column: PairColumnOption = None,
     label_column: LabelColumnOption = None,
     tag_column: TagColumnOption = None,
+    long_text: LongTextOption = None,
+    max_query_length: MaxQueryLengthOption = None,
     format: FormatOption = None,
     header: HeaderOption = None,
     max_seq_length: MaxSeqLengthOption = None,
@@ -205,7 +213,14 @@ def evaluate_command(
         model,
         input,
         task=task,
-        task_options=task_options(text_column, text_pair_column, label_column, tag_column=tag_column),
+        task_options=task_options(
+            text_column,
+            text_pair_column,
+            label_column,
+            tag_column=tag_column,
+            long_text=long_text,
+            max_query_length=max_query_length,
+        ),
         max_seq_length=max_seq_length,
         batch_size=batch_size,
         device=device,
@@ -228,6 +243,8 @@ def predict_command(
     task: TaskOption = None,
     text_column: TextColumnOption = None,
     text_pair_column: PairColumnOption = None,
+    long_text: LongTextOption = None,
+    max_query_length: MaxQueryLengthOption = None,
     format: FormatOption = None,
     header: HeaderOption = None,
     max_seq_length: MaxSeqLengthOption = None,
@@ -251,7 +268,9 @@ def predict_command(
         input,
         output,
         task=task,
-        task_options=task_options(text_column, text_pair_column, None),
+        task_options=task_options(
+            text_column, text_pair_column, None, long_text=long_text, max_query_length=max_query_length
+        ),
         max_seq_length=max_seq_length,
         batch_size=batch_size,
         device=device,

@@ -78,6 +78,19 @@ TagColumnOption = Annotated[
         help="ner: 0-based column of the tag (default: the last; evaluate: the one the model was trained on)."
     ),
 ]
+LongTextOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Classification: truncate (drop tokens past --max-seq-length) or windows (score overlapping windows "
+        "of a long text and average them) (default: truncate; evaluate, predict: as trained)."
+    ),
+]
+MaxQueryLengthOption = Annotated[
+    int | None,
+    typer.Option(
+        help="qa: longest question in tokens; longer ones are cut (default: 64; evaluate, predict: as trained)."
+    ),
+]
 MaxSeqLengthOption = Annotated[int | None, typer.Option(help="Longest feature in tokens (default: as in training).")]
 FormatOption = Annotated[
     str | None,

@@ -60,5 +60,5 @@ def truncation_line(task: Task, truncated: int, examples: int, max_seq_length: i
             f"{truncated} of {examples} questions were cut at max_query_length "
             f"{getattr(task, 'max_query_length', '?')} (raise --max-query-length)"
         )
-    fix = "raise --max-seq-length" + (", or use long_text='windows'" if task.name == "classification" else "")
+    fix = "raise --max-seq-length" + (", or pass --long-text windows" if task.name == "classification" else "")
     return f"{truncated} of {examples} examples were cut at max_seq_length {max_seq_length} ({fix})"
