@@ -47,6 +47,7 @@ SAMPLES = {
     "--best-mode": "min",
     "--warmup-ratio": "0.25",
     "--init-from": "d",
+    "--long-text": "windows",
 }
 """Sample values where a type's sample would not be a valid choice."""
 
@@ -55,7 +56,7 @@ NEEDS["--shard-index"] = ["--num-shards", "8"]
 """Flags that only go with another one."""
 
 NOT_KEYS = {"resume_from", "text_column", "text_pair_column", "label_column", "label_names", "main_metric"}
-NOT_KEYS |= {"doc_stride", "tag_column"}
+NOT_KEYS |= {"doc_stride", "tag_column", "long_text", "max_query_length"}
 """Flags that are no config-file key (task options sit in a ``[task_options]`` table)."""
 
 TYPE_SAMPLES: dict[Any, str] = {int: "7", float: "0.25"}
