@@ -941,3 +941,23 @@ def test_long_text_and_max_query_length_are_flags_that_reach_the_task(base, data
     assert code == 0 and "(raise --max-seq-length, or pass --long-text windows)" in err, err
     code, _, err = run_cli([*finetune_args(tmp_path / "bad"), "--long-text", "sideways"], capsys)
     assert code == 2 and "--long-text must be truncate or windows" in err
+
+
+def test_a_bad_output_path_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    """``predict --output somedir`` names the path the user gave, at once, not a temporary file after the run."""
+    import bertkit.inference.files as files
+
+    monkeypatch.setattr(files, "load_finetuned", lambda *a, **k: pytest.fail("the model was loaded"))
+    somedir = tmp_path / "somedir"
+    somedir.mkdir()
+    args = ["predict", "--model", tmp_path / "model", "--input", tmp_path / "in.tsv", "--output"]
+    code, _, err = run_cli([*args, somedir], capsys)
+    assert code == 2 and f"--output {somedir} is a directory; give a file in it" in err, err
+    assert ".tmp" not in err and list(somedir.iterdir()) == []
+    (tmp_path / "afile").write_text("x")
+    code, _, err = run_cli([*args, tmp_path / "afile" / "p.jsonl"], capsys)
+    assert code == 2 and f"{tmp_path / 'afile'} is a file, not a directory" in err, err
+    (tmp_path / "in.txt").write_text("one text\n")
+    embed_args = ["embed", "--model", tmp_path / "model", "--input", tmp_path / "in.txt"]
+    code, _, err = run_cli([*embed_args, "--output", tmp_path / "afile" / "v.npy"], capsys)
+    assert code == 2 and "is a file, not a directory" in err, err

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from bertkit.errors import DataError
+
 
 def _umask() -> int:
     """The process umask. Linux reports it in /proc; elsewhere it is read by setting it, which briefly
@@ -33,6 +35,18 @@ def _umask() -> int:
 
 def _give_normal_mode(path: str | os.PathLike) -> None:
     os.chmod(path, 0o666 & ~_umask())
+
+
+def check_output_file(path: str | os.PathLike, flag: str = "--output", example: str = "out.jsonl") -> Path:
+    """``path`` as a file to write, checked before any work, so that a long run does not end on a bad output
+    path: it is no directory, and its nearest existing parent is one (missing ones are made when it is written)."""
+    path = Path(path)
+    if path.is_dir():
+        raise DataError(f"{flag} {path} is a directory; give a file in it, e.g. {flag} {path / example}")
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise DataError(f"{flag} {path}: {parent} is a file, not a directory")
+    return path
 
 
 @contextlib.contextmanager

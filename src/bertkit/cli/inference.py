@@ -13,6 +13,7 @@ from bertkit.cli.options import ExampleLastCommand
 from bertkit.cli.program import fail
 from bertkit.cli.shared_options import BatchOption, CompileOption, InputOption, JsonOption, ModelOption, QuantizeOption
 from bertkit.formats import read_text
+from bertkit.io import check_output_file
 
 if TYPE_CHECKING:  # the inference package imports torch, which `bertkit --help` should not pay for
     import numpy as np
@@ -94,6 +95,7 @@ def embed_command(
 
     if not output.endswith(".npy"):
         fail(f"--output must end with .npy, got {output}")
+    check_output_file(output, example="vectors.npy")
     if pooling not in (None, "cls", "mean", "max"):
         fail(f"--pooling must be cls, mean or max, got {pooling}")
     texts = [_text_or_pair(line) for line in read_lines(input)]

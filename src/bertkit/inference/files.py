@@ -17,6 +17,7 @@ from bertkit.config import BertConfig
 from bertkit.errors import CheckpointError
 from bertkit.hub import resolve_model
 from bertkit.inference.loading import TASK_PIPELINES, Loaded, load
+from bertkit.io import check_output_file
 from bertkit.tasks import HEAD_TO_TASK
 from bertkit.tasks.base import write_jsonl
 from bertkit.tasks.prepare import featurize, read_examples
@@ -133,6 +134,7 @@ def predict(
     probability of each word's tag); QA ``{index, id, question, answer, score, nbest}``. ``format`` and
     ``header`` as for :func:`evaluate_model`; the same two report lines go to stderr.
     """
+    check_output_file(output, example="predictions.jsonl")
     loaded = (
         model
         if isinstance(model, Loaded)
