@@ -961,3 +961,19 @@ def test_a_bad_output_path_is_refused_before_any_work(tmp_path, capsys, monkeypa
     embed_args = ["embed", "--model", tmp_path / "model", "--input", tmp_path / "in.txt"]
     code, _, err = run_cli([*embed_args, "--output", tmp_path / "afile" / "v.npy"], capsys)
     assert code == 2 and "is a file, not a directory" in err, err
+
+
+def test_errors_point_at_what_the_user_gave(base, data, tmp_path, capsys):
+    """A data file given as the model is named as such (not its folder as "no model directory"); a QA run on a
+    table says that QA reads SQuAD JSON."""
+    (tmp_path / "in.txt").write_text("one text\n")
+    code, _, err = run_cli(
+        ["embed", "--model", data["cls"], "--input", tmp_path / "in.txt", "--output", tmp_path / "v.npy"], capsys
+    )
+    assert code == 2 and f"{data['cls']} is a file, not a model: give a model directory" in err, err
+    table = tmp_path / "train.csv"
+    table.write_text("question,context\nwho?,john\n")
+    code, _, err = run_cli(
+        ["finetune", "--task", "qa", "--model", base, "--train", table, "--output", tmp_path / "qa"], capsys
+    )
+    assert code == 2 and "not valid JSON" in err and "--task qa reads SQuAD JSON" in err, err

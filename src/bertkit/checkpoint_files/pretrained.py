@@ -76,6 +76,11 @@ def _locate(path: Path) -> tuple[Path, Path]:
     directory = path if path.is_dir() else path.parent
     weights = weights_file(path) if path.is_dir() else path
     if not (directory / CONFIG_NAME).is_file() and not (directory / "bert_config.json").is_file():
+        if path.is_file():  # a data file given as the model: say so, not that its folder is no model
+            raise CheckpointError(
+                f"{path} is a file, not a model: give a model directory (its {CONFIG_NAME} and weights) "
+                "or a weights file inside one"
+            )
         raise CheckpointError(f"{directory} is not a model directory: it has no {CONFIG_NAME}")
     if weights is None:
         if (directory / "tf_model.h5").is_file():

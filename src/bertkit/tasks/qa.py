@@ -113,7 +113,10 @@ def read_squad(
     try:
         root = json.loads(text)
     except json.JSONDecodeError as e:
-        raise DataError(f"{path}:{e.lineno}: not valid JSON ({e.msg} at column {e.colno})") from None
+        raise DataError(
+            f"{path}:{e.lineno}: not valid JSON ({e.msg} at column {e.colno}); --task qa reads SQuAD JSON "
+            "(one object with a 'data' list of articles, as SQuAD v1.1/v2.0's train and dev files)"
+        ) from None
     if not isinstance(root, dict) or not isinstance(root.get("data"), list):
         raise DataError(f"{path}: not SQuAD JSON (expected an object with a 'data' list of articles)")
     version_2 = str(root.get("version", "")).lstrip("v").startswith("2")
