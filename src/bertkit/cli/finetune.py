@@ -46,7 +46,7 @@ commands = typer.Typer(rich_markup_mode=None)
 def _finetune_function() -> Callable[..., None]:
     from bertkit.training.config import TrainConfig
     from bertkit.training.finetune import FinetuneConfig
-    from bertkit.training.finetune_defaults import DEFAULTS
+    from bertkit.training.finetune_defaults import DEFAULTS, MAX_EPOCHS, MIN_UPDATES, SMALL_BATCH, SMALL_SET
 
     # the defaults table, e.g. "5e-05; qa 3e-05": the default for every task, then each task's own
     shown = {
@@ -56,6 +56,9 @@ def _finetune_function() -> Callable[..., None]:
         )
         for name, value in DEFAULTS["all"].items()
     }
+    # what the user leaves unset is sized to the training set (finetune_defaults.size_to_data): say how
+    shown["micro_batch_size"] += f"; at most {SMALL_BATCH} below {SMALL_SET:,} training examples"
+    shown["epochs"] += f"; raised, up to {MAX_EPOCHS}, until the run makes {MIN_UPDATES:,} updates"
     options = config_options(
         [FinetuneConfig, TrainConfig],
         exclude={"best_metric", "best_mode"},
