@@ -44,6 +44,7 @@ from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.hub import resolve_model
 from bertkit.io import atomic_write_text
 from bertkit.model import PreTrainedMixin
+from bertkit.notices import notice
 from bertkit.tasks import Task
 from bertkit.tasks.base import Feature
 from bertkit.tasks.batching import LengthGroupedOrder
@@ -55,7 +56,6 @@ from bertkit.training.finetune_config import FinetuneConfig, read_config_file
 from bertkit.training.finetune_defaults import Sizing, size_to_data
 from bertkit.training.finetune_selection import DevSelection, previous_evaluations
 from bertkit.training.loop import Trainer, TrainResult
-from bertkit.training.metrics import notice
 from bertkit.training.precision import precision_name
 from bertkit.weights import save_pretrained
 

@@ -14,10 +14,10 @@ import torch
 
 from bertkit.data.batches import ResumableBatches
 from bertkit.errors import ConfigError
+from bertkit.notices import notice
 from bertkit.tasks import Task
 from bertkit.tasks.runner import run_model
 from bertkit.training.loop import Hooks
-from bertkit.training.metrics import notice
 from bertkit.weights import save_pretrained
 
 if TYPE_CHECKING:

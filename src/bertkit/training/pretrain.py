@@ -27,11 +27,12 @@ from bertkit.config import PRESETS, BertConfig
 from bertkit.errors import ConfigError, DataError
 from bertkit.hub import resolve_model
 from bertkit.io import atomic_directory, atomic_write_text
+from bertkit.notices import notice
 from bertkit.training import distributed
 from bertkit.training.config import TrainConfig, split_options
 from bertkit.training.config import read_config_file as read_options
 from bertkit.training.loop import TrainResult, train
-from bertkit.training.metrics import mfu_peak, notice, pretraining_flops_per_token
+from bertkit.training.metrics import mfu_peak, pretraining_flops_per_token
 from bertkit.training.precision import precision_name
 from bertkit.weights import save_pretrained
 

@@ -34,11 +34,11 @@ from typing import Any
 
 from bertkit.errors import ConfigError
 from bertkit.io import atomic_write_text
+from bertkit.notices import notice
 from bertkit.training.checkpoint import latest_valid_checkpoint, read_trainer_state
 from bertkit.training.config import parse_duration, read_options_file
 from bertkit.training.finetune import FinetuneConfig, finetune
 from bertkit.training.finetune_defaults import unset_defaults
-from bertkit.training.metrics import notice
 
 PAPER_GRID: dict[str, list[Any]] = {"micro_batch_size": [16, 32], "lr": [5e-5, 3e-5, 2e-5], "epochs": [2, 3, 4]}
 """The BERT paper's fine-tuning grid (section A.3): 18 runs."""
