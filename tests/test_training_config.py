@@ -16,12 +16,13 @@ from bertkit.cli.options import field_docs, help_text
 from bertkit.data import CorpusOptions, PrepareConfig
 from bertkit.errors import ConfigError
 from bertkit.option_groups import option_leaves
+from bertkit.training import metrics as metrics_module
 from bertkit.training import pretrain as pretrain_module
 from bertkit.training.config import TrainConfig, option_names
 from bertkit.training.finetune import FinetuneConfig
 from bertkit.training.finetune import read_config_file as read_finetune_file
 from bertkit.training.finetune_defaults import DEFAULTS
-from bertkit.training.metrics import DATASHEET_PEAKS, datasheet_peak, mfu_peak
+from bertkit.training.metrics import DATASHEET_PEAKS, datasheet_peak, measure_matmul_peak, mfu_peak
 from bertkit.training.pretrain import PretrainConfig, build_config, pretrain
 from bertkit.training.pretrain import read_config_file as read_pretrain_file
 from training_helpers import make_pretraining_dataset
@@ -280,6 +281,26 @@ def test_mfu_is_against_the_datasheet_peak_of_the_precision_that_runs():
     assert unknown.flops == 123e12 and unknown.source.startswith("measured")
     cpu = mfu_peak(torch.device("cpu"), "fp32", table=table, measure=fake_measure)
     assert cpu.flops == 123e12 and cpu.source == "measured fp32 matmul"
+
+
+def test_the_matmul_peak_stays_small_where_the_dtype_is_slow(monkeypatch):
+    """A dtype the CPU emulates (bf16 without bf16 instructions) is measured at a size one product of which
+    takes a fraction of the time asked for, not at the full 2048."""
+    sizes: list[int] = []
+    clock = [0.0]
+
+    def slow_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        sizes.append(a.shape[0])
+        clock[0] += 0.05 * (a.shape[0] / 256) ** 3  # 256: 0.05 s, 512: 0.4 s
+        return a
+
+    monkeypatch.setattr(metrics_module.torch, "mm", slow_mm)
+    monkeypatch.setattr(metrics_module.time, "perf_counter", lambda: clock[0])
+    flops = measure_matmul_peak("cpu", torch.float32, seconds=1.0)
+    assert max(sizes) == 512 and flops == pytest.approx(2 * 512**3 / 0.4)
+    sizes.clear()
+    measure_matmul_peak("cpu", torch.float32, size=1024, seconds=1.0)  # a size given is kept
+    assert set(sizes) == {1024}
 
 
 def test_pretrain_resolves_auto_once_and_measures_the_peak_at_it(tmp_path, monkeypatch):

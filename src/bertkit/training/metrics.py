@@ -47,12 +47,20 @@ def measure_matmul_peak(
     size: int | None = None,
     seconds: float = 1.0,
 ) -> float:
-    """Measured dense-matmul FLOP/s of ``device``: the MFU denominator (a large square ``torch.mm``)."""
+    """Measured dense-matmul FLOP/s of ``device``: the MFU denominator (a large square ``torch.mm``).
+
+    Without a ``size``, the product grows from 256 by doubling up to 2048 (CPU) or 8192 (GPU) while one product
+    takes under an eighth of ``seconds``: a dtype the hardware emulates (bf16 on a CPU without bf16 instructions
+    runs at about 1 GFLOP/s) would otherwise take minutes at full size.
+    """
     device = torch.device(device)
-    size = size or (2048 if device.type == "cpu" else 8192)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    if size is None:
+        size, largest = 256, (2048 if device.type == "cpu" else 8192)
+        while size < largest and _one_product_seconds(device, dtype, size, sync) < seconds / 8:
+            size *= 2
     a = torch.randn(size, size, device=device, dtype=dtype)
     b = torch.randn(size, size, device=device, dtype=dtype)
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     for _ in range(2):
         torch.mm(a, b)
     sync()
@@ -65,6 +73,17 @@ def measure_matmul_peak(
         if elapsed >= seconds and runs >= 3:
             break
     return 2 * size**3 * runs / elapsed
+
+
+def _one_product_seconds(device: torch.device, dtype: torch.dtype, size: int, sync: Callable[[], Any]) -> float:
+    """Seconds one ``size``-square product takes (after one warm-up product)."""
+    a = torch.randn(size, size, device=device, dtype=dtype)
+    torch.mm(a, a)
+    sync()
+    start = time.perf_counter()
+    torch.mm(a, a)
+    sync()
+    return time.perf_counter() - start
 
 
 DATASHEET_PEAKS: dict[str, dict[str, float]] = {
