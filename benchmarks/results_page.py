@@ -39,10 +39,14 @@ def pct(share: float) -> str:
 
 
 def machine(info: dict, extra: dict | None = None) -> str:
-    """CPU, cores, threads, load average (1 min) and commit, from whatever the file recorded."""
+    """CPU, cores and threads (or the GPU and torch), load average (1 min) and commit, from whatever the file
+    recorded."""
     info = {**info, **(extra or {})}
-    parts = [f"{info.get('cpu', '?')}, {info.get('cores', '?')} cores"]
-    if "torch_threads" in info:
+    if info.get("gpu"):  # a GPU run: the card and the torch build are what matter, not the host's threads
+        parts = [f"{info['gpu']}, torch {info.get('torch', '?')}"]
+    else:
+        parts = [f"{info.get('cpu', '?')}, {info.get('cores', '?')} cores"]
+    if "torch_threads" in info and not info.get("gpu"):
         parts.append(f"{info['torch_threads']} thread(s)")
     load_avg = info.get("load_average") or info.get("load_average_at_start")
     if isinstance(load_avg, list):
@@ -147,30 +151,71 @@ def prepare_rows(name: str) -> list[tuple[str, Row]]:
     ]
 
 
+def step_speed(side: dict, datasheet: float | None) -> str:
+    """Tokens/s and MFU against the measured peak; on a GPU also against the datasheet peak."""
+    cell = f"{num(side['tokens_per_s'], 0)} tok/s, MFU {pct(side['mfu'])}"
+    if datasheet:
+        cell += f" ({pct(side['tokens_per_s'] * side['flops_per_token'] / datasheet)} of the datasheet peak)"
+    return cell
+
+
+def step_peak(d: dict) -> tuple[str, float | None]:
+    """The machine cell's peak note, and the GPU's datasheet peak at the run's precision (None on a CPU)."""
+    gpu = d["machine"].get("gpu")
+    dtype = {"torch.float32": "fp32", "torch.bfloat16": "bf16"}.get(d.get("peak_dtype", "torch.float32"), "fp32")
+    if not gpu:
+        return f"{dtype} peak {num(d['peak_flops'] / 1e9, 0)} GFLOP/s", None
+    from bertkit.training.metrics import datasheet_peak  # only here: it imports torch
+
+    datasheet = datasheet_peak(gpu, dtype)
+    label = "tf32" if dtype == "fp32" else dtype  # the benchmark runs fp32 matmuls in TF32 on a GPU
+    note = f"measured {label} matmul peak {num(d['peak_flops'] / 1e12, 0)} TFLOP/s"
+    if datasheet:
+        note += f", datasheet {datasheet / 1e12:g}"
+    return note, datasheet
+
+
 def train_step_rows(name: str) -> list[tuple[str, Row]]:
     d = load(name)
-    peak = d["peak_flops"] / 1e9
+    peak_note, datasheet = step_peak(d)
     rows = []
     for r in d["results"]:
-        what = f"`{r['size']}`, seq {r['seq_len']}, batch {r['batch']}, {r['precision']}, AdamW"
+        precision = f"{r['precision']} (TF32 matmuls)" if datasheet and r["precision"] == "fp32" else r["precision"]
+        what = f"`{r['size']}`, seq {r['seq_len']}, batch {r['batch']}, {precision}, AdamW"
         ours, peer = r["bertkit"], r["transformers"]
         row = (
-            f"{num(ours['tokens_per_s'], 0)} tok/s, MFU {pct(ours['mfu'])}",
-            f"`transformers.BertForPreTraining` (sdpa) {num(peer['tokens_per_s'], 0)} tok/s, MFU {pct(peer['mfu'])}",
+            step_speed(ours, datasheet),
+            f"`transformers.BertForPreTraining` (sdpa) {step_speed(peer, datasheet)}",
             f"{r['speedup']:.2f}x",
-            machine(d["machine"], {"commit": d["commit"]}) + f", fp32 peak {num(peak, 0)} GFLOP/s",
+            machine(d["machine"], {"commit": d["commit"]}) + f", {peak_note}",
         )
         rows.append((f"{what} | `{CONTEXT[name]['command']}`", row))
         if "bertkit_compiled" in r:
             c = r["bertkit_compiled"]
             row = (
-                f"`--compile` {num(c['tokens_per_s'], 0)} tok/s, MFU {pct(c['mfu'])} (first step {num(c['first_step_s'], 0)} s)",
+                f"`--compile` {step_speed(c, datasheet)} (first step {num(c['first_step_s'], 0)} s)",
                 row[1],
                 f"{r['speedup_compiled']:.2f}x",
                 row[3],
             )
             rows.append((f"{what}, compiled | `{CONTEXT[name]['command']}`", row))
     return rows
+
+
+def pretrain_metrics_rows(name: str) -> list[tuple[str, Row]]:
+    """A ``bertkit pretrain`` run's ``metrics.jsonl``: its speed over the logged windows and its last evaluation."""
+    records = [json.loads(line) for line in (RESULTS / name).read_text(encoding="utf-8").splitlines() if line.strip()]
+    train = [r for r in records if r["split"] == "train"]
+    final = [r for r in records if r["split"] == "eval"][-1]
+    windows = train[1:] or train  # the first window holds the start-up
+    cell = (
+        f"{train[-1]['step']:,} updates in {num(train[-1]['elapsed_s'])} s; median "
+        f"{num(statistics.median(r['tokens_per_s'] for r in windows) / 1e6, 2)} M tok/s, MFU "
+        f"{pct(statistics.median(r['mfu'] for r in windows))} of the datasheet peak; held-out MLM accuracy "
+        f"{pct(final['mlm_acc'])}, loss {final['loss']:.3f}"
+    )
+    context = CONTEXT[name]
+    return [(f"{context['what']} | `{context['command']}`", (cell, "", "", context["machine"]))]
 
 
 def pretrain_quality_rows(name: str) -> list[tuple[str, Row]]:
@@ -364,6 +409,36 @@ CONTEXT: dict[str, dict[str, str]] = {
         "command": "python benchmarks/bench_train_step.py --sizes mini --compile --steps 8 "
         "--output benchmarks/results/train_step_cpu_mini_compiled.json (an earlier run, at load 9)"
     },
+    "train_step_gpu_bf16_base.json": {
+        "command": "python benchmarks/bench_train_step.py --device cuda --precision bf16 --sizes base --batch 128 "
+        "--steps 30 --warmup 3 --output benchmarks/results/train_step_gpu_bf16_base.json"
+    },
+    "train_step_gpu_bf16_batch256.json": {
+        "command": "python benchmarks/bench_train_step.py --device cuda --precision bf16 --sizes base large --batch 256 "
+        "--steps 20 --warmup 3 --output benchmarks/results/train_step_gpu_bf16_batch256.json"
+    },
+    "train_step_gpu_bf16_large.json": {
+        "command": "python benchmarks/bench_train_step.py --device cuda --precision bf16 --sizes large --batch 64 "
+        "--steps 30 --warmup 3 --output benchmarks/results/train_step_gpu_bf16_large.json"
+    },
+    "train_step_gpu_fp32_base.json": {
+        "command": "python benchmarks/bench_train_step.py --device cuda --precision fp32 --sizes base --batch 128 "
+        "--steps 30 --warmup 3 --output benchmarks/results/train_step_gpu_fp32_base.json"
+    },
+    "train_step_gpu_bf16_default_batch.json": {
+        "command": "python benchmarks/bench_train_step.py --device cuda --precision bf16 --sizes base large --steps 20 "
+        "--output benchmarks/results/train_step_gpu_bf16_default_batch.json"
+    },
+    **{
+        f"pretrain_gpu_small_{p}_metrics.jsonl": {
+            "what": f"`small` pre-trained end to end on `data/corpus` (tokenizer of 16,000, 61,461 sequences of 128), "
+            f"batch 128, {p}" + (" with loss scaling" if p == "fp16" else ""),
+            "command": f"bertkit pretrain --data D --model-config small --output R --precision {p} "
+            "--micro-batch-size 128 --max-steps 500 --eval-every 250 --no-progress",
+            "machine": "NVIDIA H200, torch 2.11.0+cu130, commit 51c9042 (the run's log; metrics.jsonl does not record it)",
+        }
+        for p in ("fp16", "bf16")
+    },
     "inference.json": {"command": "python benchmarks/bench_inference.py --threads 1 --repeats 2 --rss"},
     "inference_int8_qkv.json": {
         "command": "git checkout b286ade && python benchmarks/bench_inference.py --threads 1 --repeats 2"
@@ -394,6 +469,18 @@ AREAS: list[tuple[str, list[tuple[str, Extractor]]]] = [
             ("train_step_cpu_mini_at_8e8c7a0.json", train_step_rows),
             ("train_step_cpu_mini_compiled.json", train_step_rows),
             ("train_step_cpu_mini_compiled_load9.json", train_step_rows),
+        ],
+    ),
+    (
+        "Pre-training on a GPU",
+        [
+            ("train_step_gpu_bf16_base.json", train_step_rows),
+            ("train_step_gpu_bf16_batch256.json", train_step_rows),
+            ("train_step_gpu_bf16_large.json", train_step_rows),
+            ("train_step_gpu_fp32_base.json", train_step_rows),
+            ("train_step_gpu_bf16_default_batch.json", train_step_rows),
+            ("pretrain_gpu_small_fp16_metrics.jsonl", pretrain_metrics_rows),
+            ("pretrain_gpu_small_bf16_metrics.jsonl", pretrain_metrics_rows),
         ],
     ),
     ("Data preparation", [("prepare_data.json", prepare_rows), ("prepare_data_x10.json", prepare_rows)]),
@@ -456,15 +543,20 @@ INTRO = """\
 
 Every table below is generated by `python benchmarks/results_page.py` from the raw result files in
 `benchmarks/results/` (each figure is read from the file named in its row; `make test` checks that this page
-matches them). All runs are on CPU: 2 cores of an AMD EPYC (AVX2, no GPU), Python 3.11, torch 2.13.0 CPU,
-fp32; GPU figures are still to measure (`benchmarks/GPU.md`). Each benchmark runs bertkit and its peer in
-the same run on the same inputs. The development machine was shared with other jobs, so absolute speeds are
-noisy; the same-run ratios are the figures to read. Rows give the load average (1 minute) at the start where
-the result file records it.
+matches them). Runs are on CPU (2 cores of an AMD EPYC, AVX2, Python 3.11, torch 2.13.0 CPU, fp32) except
+the section "Pre-training on a GPU": one NVIDIA H200, Python 3.12, torch 2.11.0+cu130, transformers 5.17.0
+(`benchmarks/GPU.md` says how it ran). Each benchmark runs bertkit and its peer in the same run on the same
+inputs. The development machine was shared with other jobs, so absolute speeds are noisy; the same-run ratios
+are the figures to read. Rows give the load average (1 minute) at the start where the result file records it.
 
 - The peer for fine-tuning is a plain PyTorch loop over `transformers` with the same recipe; the peer for
-  the pre-training step is `transformers.BertForPreTraining`. MFU is against the measured fp32 matmul peak,
-  with the FLOPs each implementation executes (bertkit skips the MLM projection at unmasked positions).
+  the pre-training step is `transformers.BertForPreTraining`. MFU is against the matmul peak measured in the
+  same run at the run's precision (TF32 for fp32 on the GPU), with the FLOPs each implementation executes
+  (bertkit skips the MLM projection at unmasked positions); GPU rows add the share of the datasheet peak
+  (989 TFLOP/s bf16, 494.5 TF32), which is what `bertkit pretrain` logs as `mfu` there. The H200's measured
+  bf16 peak was 655 to 664 TFLOP/s. Read off the GPU run's log: the fp16 run skipped no update and ended
+  at loss scale 65,536; `--compile` of `base` failed inside Inductor (an `AssertionError` in
+  `get_pw_red_splits`, torch 2.11), so no compiled GPU row exists.
 - Fine-tuning rows pool the seeds of a file: the main dev metric at each seed's best evaluation (the
   checkpoint fine-tuning keeps), mean ± sample standard deviation. In `finetune_stsb_unpadded.json` seed 3's
   peer shared the machine with test runs (3.39x); seeds 1-2 give 2.32x and 2.23x.

@@ -42,6 +42,24 @@ def test_every_row_links_an_existing_raw_result_and_reads_its_figures():
     assert f"| {step['results'][0]['speedup']:.2f}x |" in text
 
 
+def test_gpu_rows_name_the_card_and_add_the_datasheet_share():
+    page = load_script()
+    text = page.render()
+    d = json.loads((ROOT / "benchmarks" / "results" / "train_step_gpu_bf16_base.json").read_text())
+    r, ours = d["results"][0], d["results"][0]["bertkit"]
+    assert f"| {r['speedup']:.2f}x | {d['machine']['gpu']}, torch {d['machine']['torch']}, " in text
+    assert (
+        f"MFU {100 * ours['mfu']:.1f} % ({100 * ours['tokens_per_s'] * ours['flops_per_token'] / 989e12:.1f} %" in text
+    )
+    assert "measured bf16 matmul peak" in text and "measured tf32 matmul peak" in text
+
+
+def test_step_peak_labels_a_cpu_run_by_its_dtype_without_a_datasheet():
+    page = load_script()
+    cpu = {"machine": {"gpu": None}, "peak_dtype": "torch.bfloat16", "peak_flops": 2e11}
+    assert page.step_peak(cpu) == ("bf16 peak 200 GFLOP/s", None)
+
+
 def test_check_fails_when_the_page_drifts(tmp_path, monkeypatch):
     page = load_script()
     stale = tmp_path / "results.md"
