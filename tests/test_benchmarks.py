@@ -126,6 +126,14 @@ def check_serve_load(out: Path, stdout: str) -> None:
     assert result["statuses"].get("200", 0) > 0
 
 
+def check_serve_embeddings(out: Path, stdout: str) -> None:
+    result = read(out)
+    assert set(result["levels"]) == {"1", "8", "32"}
+    for routes in result["levels"].values():
+        for route in ("/v1/embeddings", "/embed"):
+            assert routes[route]["statuses"] == {"200": 12} and routes[route]["embeddings_per_s"] > 0
+
+
 def check_serve_abuse(out: Path, stdout: str) -> None:
     result = read(out)
     assert result["alive_after"] and result["server_5xx"] == 0 and result["attack_requests"] > 0
@@ -141,6 +149,7 @@ CHECKS: dict[str, tuple[str, Check]] = {
     "bench_prepare_data": ("prepare_data.json", check_prepare_data),
     "bench_pretrain_quality": ("pretrain_quality.json", check_pretrain_quality),
     "bench_serve_abuse": ("serve_abuse.json", check_serve_abuse),
+    "bench_serve_embeddings": ("serve_embeddings.json", check_serve_embeddings),
     "bench_serve_load": ("serve_load.json", check_serve_load),
     "bench_tokenizer": ("tokenizer.json", check_tokenizer),
     "bench_train_step": ("train_step.json", check_train_step),

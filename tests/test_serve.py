@@ -75,7 +75,16 @@ def test_health_info_and_only_supported_endpoints(app):
     assert info["pipelines"] == ["fill-mask", "next-sentence", "embed", "attention"]
     assert info["limits"]["max_items"] == 4 and info["limits"]["max_tokens"] == 128
     paths = set(call(app, "GET", "/openapi.json").json()["paths"])
-    assert paths == {"/health", "/info", "/fill-mask", "/next-sentence", "/embed", "/attention"}
+    assert paths == {
+        "/health",
+        "/info",
+        "/tokenize",
+        "/fill-mask",
+        "/next-sentence",
+        "/embed",
+        "/v1/embeddings",
+        "/attention",
+    }
     response = call(app, "POST", "/classify", json={"texts": ["a"]})
     assert response.status_code == 404 and response.json()["error"]
 

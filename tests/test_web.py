@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import cast
 
+import numpy as np
 import pytest
 import torch
 
@@ -33,6 +34,34 @@ from inference_helpers import save_model  # noqa: E402
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)")
 ARTIFACTS = Path(__file__).resolve().parents[1] / "build" / "test-artifacts"
+
+
+def test_embedding_model_ranks_passages_for_a_query(tmp_path, tokenizer, browser):
+    loaded = inference.load(save_model(tmp_path / "encoder", BertModel, tokenizer))
+    passages = ["the cat sat on the mat", "a dog went home", "the king and the queen", "hello world"]
+    query = "the cat"
+    with Server(create_app(loaded, ServeLimits())) as server:
+        page = browser.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(server.url + "/")
+        page.wait_for_selector("#search-card", state="visible")
+        page.fill("#passages", "\n".join(passages))
+        page.fill("#query", query)
+        page.click("#search")
+        page.wait_for_selector("#ranking li")
+        shown = page.eval_on_selector_all(
+            "#ranking li", "rows => rows.map(r => [+r.dataset.index, +r.dataset.score, r.innerText])"
+        )
+        vectors = inference.embed([query, *passages], loaded)  # the model's defaults, as /v1/embeddings
+        vectors = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        cosines = vectors[1:] @ vectors[0]
+        assert [i for i, _, _ in shown] == list(np.argsort(-cosines))
+        for i, score, text in shown:
+            assert score == pytest.approx(float(cosines[i]), abs=1e-3) and passages[i] in text
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "web-search.png"), full_page=True)
+        assert not errors, errors
 
 
 class Server:

@@ -54,7 +54,7 @@ def embed_command(
         str | None,
         typer.Option(
             help="cls | mean | max: how token vectors become one vector per line (default: the checkpoint's "
-            "sentence-transformers pooling, else cls)."
+            "sentence-transformers pooling, else mean)."
         ),
     ] = None,
     layers: Annotated[str, typer.Option(help="Comma-separated hidden layers to concatenate, -1 = last.")] = "-1",
@@ -77,6 +77,13 @@ def embed_command(
         str, typer.Option(help="truncate | windows: embed longer texts whole, in overlapping windows.")
     ] = "truncate",
     window_stride: Annotated[int, typer.Option(help="With --long-text windows: tokens between window starts.")] = 128,
+    dimensions: Annotated[
+        int | None,
+        typer.Option(
+            help="Keep the first K dimensions of every vector (Matryoshka), normalised again when the vectors "
+            "are normalised (default: all).",
+        ),
+    ] = None,
     quantize: QuantizeOption = None,
     compile: CompileOption = None,
 ) -> None:
@@ -101,10 +108,16 @@ def embed_command(
     texts = [_text_or_pair(line) for line in read_lines(input)]
     loaded = load(model, head="BertModel", quantize=quantize, compile=compile)
     settings = embed_settings(loaded, pooling, normalize, max_length)
-    source = " (from the checkpoint's sentence-transformers files)" if settings.from_checkpoint else ""
-    print(f"bertkit: embedding with {settings.describe()}{source}", file=sys.stderr)
+    print(f"bertkit: embedding with {settings.notice()}", file=sys.stderr)
     vectors = _embed_telling_cuts(
-        texts, loaded, settings, layers=layers, batch_size=batch_size, long_text=long_text, window_stride=window_stride
+        texts,
+        loaded,
+        settings,
+        layers=layers,
+        batch_size=batch_size,
+        long_text=long_text,
+        window_stride=window_stride,
+        dimensions=dimensions,
     )
     with atomic_path(output) as tmp:
         np.save(tmp, vectors.astype(np.float32))
@@ -120,6 +133,7 @@ def _embed_telling_cuts(
     batch_size: int,
     long_text: str,
     window_stride: int,
+    dimensions: int | None,
 ) -> np.ndarray:
     """``embed`` with a progress bar; its warning that inputs were cut becomes one line saying what to do."""
     import warnings
@@ -140,6 +154,7 @@ def _embed_telling_cuts(
             progress=True,
             long_text=long_text,
             window_stride=window_stride,
+            dimensions=dimensions,
         )
     for warning in caught:
         if isinstance(warning.message, TruncationWarning):

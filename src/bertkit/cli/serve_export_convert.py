@@ -53,12 +53,10 @@ def _run_serve(
     from bertkit.serve import ServeLimits, serve
 
     loaded = load(model, quantize=quantize, compile=compile)
-    if loaded.sentence_config is not None and not loaded.sentence_config.unsupported:
-        print(
-            f"bertkit: /embed defaults to {embed_settings(loaded).describe()} (sentence-transformers)", file=sys.stderr
-        )
+    if loaded.sentence_config is None or not loaded.sentence_config.unsupported:
+        print(f"bertkit: embeddings default to {embed_settings(loaded).notice()}", file=sys.stderr)
     limits = ServeLimits(**{k: v for k, v in fields.items() if v is not None})
-    serve(loaded, host=host, port=port, limits=limits)
+    serve(loaded, host=host, port=port, limits=limits, model_id=model)
 
 
 @commands.command("serve", short_help="Serve a model over HTTP, with a web page.", cls=lazy_command(_serve_function))

@@ -6,9 +6,10 @@ was fine-tuned with (``loading``); load once, call many times. Every pipeline ta
 batches carry little padding, results back in the caller's order) under ``torch.inference_mode()``. A single
 input (a string, or a pair) gives a single result; a list gives a list.
 
-- ``encoder``: ``embed`` and ``attentions``, on any model;
+- ``encoder``: ``embed`` (``embed_settings``: the one rule for its defaults; ``embed_token_ids``; Matryoshka
+  ``truncate_dimensions``) and ``attentions``, on any model;
 - ``pretraining``: ``fill_mask`` and ``next_sentence``, on the pre-training heads;
-- ``finetuned``: ``classify``, ``tag`` and ``answer``, on fine-tuned heads, with the task's post-processing;
+- ``finetuned``: ``classify``, ``tag``, ``answer`` and ``rerank`` (``pair_scores``: a cross-encoder's scores), on fine-tuned heads, with the task's post-processing;
 - ``files``: ``predict`` and ``evaluate_model`` on a whole file in the task's format (``bertkit predict``).
 
 A pipeline refuses, with one clear line, a model that has no trained weights for its head (fill-mask on an
@@ -17,9 +18,30 @@ encoder without an MLM head, say).
 
 from __future__ import annotations
 
-from bertkit.inference.encoder import AttentionMaps, attentions, embed, parse_layers
+from bertkit.inference.encoder import (
+    AttentionMaps,
+    EmbedSettings,
+    attentions,
+    embed,
+    embed_settings,
+    embed_token_ids,
+    parse_layers,
+    truncate_dimensions,
+)
 from bertkit.inference.files import evaluate_model, load_finetuned, predict
-from bertkit.inference.finetuned import Answer, Entity, TaggedWord, TagResult, answer, classify, tag, word_spans
+from bertkit.inference.finetuned import (
+    Answer,
+    Entity,
+    Ranked,
+    TaggedWord,
+    TagResult,
+    answer,
+    classify,
+    pair_scores,
+    rerank,
+    tag,
+    word_spans,
+)
 from bertkit.inference.inputs import TextInput
 from bertkit.inference.loading import PIPELINES, Loaded, Settings, checkpoint_tensor_names, load
 from bertkit.inference.pretraining import MASK_PATTERN, MaskCandidate, fill_mask, next_sentence
@@ -31,9 +53,11 @@ __all__ = [
     "PIPELINES",
     "Answer",
     "AttentionMaps",
+    "EmbedSettings",
     "Entity",
     "Loaded",
     "MaskCandidate",
+    "Ranked",
     "Settings",
     "TagResult",
     "TaggedWord",
@@ -43,14 +67,19 @@ __all__ = [
     "checkpoint_tensor_names",
     "classify",
     "embed",
+    "embed_settings",
+    "embed_token_ids",
     "evaluate_model",
     "fill_mask",
     "length_sorted_batches",
     "load",
     "load_finetuned",
     "next_sentence",
+    "pair_scores",
     "parse_layers",
     "predict",
+    "rerank",
     "tag",
+    "truncate_dimensions",
     "word_spans",
 ]

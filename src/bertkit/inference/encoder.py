@@ -12,9 +12,8 @@ import numpy as np
 import torch
 
 from bertkit.errors import BertkitError, TruncationWarning
-from bertkit.inference.inputs import TextInput, check_texts, encode, input_length
+from bertkit.inference.inputs import TextInput, check_texts, encode
 from bertkit.inference.loading import Loaded, as_loaded
-from bertkit.sentence_config import SentenceConfig
 from bertkit.tasks.base import Feature, max_context, window_starts
 from bertkit.tasks.runner import run_batches
 from bertkit.tokenizer import Encoding
@@ -71,27 +70,61 @@ def _join_windows(windows: Sequence[_TextWindow], states: Sequence[torch.Tensor]
     return tokens.mean(0) if pooling == "mean" else tokens
 
 
+DEFAULT_POOLING = "mean"
+"""Pooling of a model whose files say nothing about it: the mean of the real tokens, which is what
+sentence-transformers builds around a plain checkpoint (and a better sentence vector than an untrained [CLS])."""
+
+GIVEN = "given"
+SENTENCE_FILES = "the checkpoint's sentence-transformers files"
+FINETUNE_RECORD = "the length the model was fine-tuned at"
+DEFAULT = "bertkit's default"
+
+
 @dataclass(frozen=True)
 class EmbedSettings:
-    """How ``embed`` makes one vector per text: the caller's options, else the checkpoint's
-    sentence-transformers files, else ``cls`` pooling, no normalisation and the model's length."""
+    """How ``embed`` makes one vector per text, and where each setting came from (``embed_settings``)."""
 
     pooling: str
     normalize: bool
     max_length: int
-    from_checkpoint: bool
-    """Whether a sentence-transformers ``modules.json`` gave any default."""
+    sources: tuple[str, str, str] = (DEFAULT, DEFAULT, DEFAULT)
+    """Where ``pooling``, ``normalize`` and ``max_length`` came from: ``GIVEN`` (the caller's option),
+    ``SENTENCE_FILES``, ``FINETUNE_RECORD`` (length only) or ``DEFAULT``."""
+
+    @property
+    def from_checkpoint(self) -> bool:
+        """Whether the checkpoint's sentence-transformers files gave any of the settings."""
+        return SENTENCE_FILES in self.sources
 
     def describe(self) -> str:
         return f"pooling {self.pooling}, {'normalized' if self.normalize else 'not normalized'}, " + (
             f"max length {self.max_length}"
         )
 
+    def notice(self) -> str:
+        """``describe()`` with where the settings came from, e.g. ``pooling cls (given), normalized (from the
+        checkpoint's sentence-transformers files), ...``."""
+        if len(set(self.sources)) == 1:
+            return f"{self.describe()} ({_source(self.sources[0])})"
+        parts = self.describe().split(", ")
+        return ", ".join(f"{part} ({_source(source)})" for part, source in zip(parts, self.sources))
+
+
+def _source(source: str) -> str:
+    return source if source == GIVEN else f"from {source}"
+
 
 def embed_settings(
     loaded: Loaded, pooling: str | None = None, normalize: bool | None = None, max_length: int | None = None
 ) -> EmbedSettings:
-    """The settings ``embed`` runs with on ``loaded`` for these options (``None``: the default)."""
+    """The one rule for how a model embeds, used by ``embed``, ``bertkit embed`` and every HTTP route.
+
+    Each of pooling, normalisation and length is the caller's option when given (not ``None``), else what the
+    checkpoint's sentence-transformers files say (``modules.json``...), else, for the length, the
+    ``max_seq_length`` the model was fine-tuned at (``config.json``), else the default: ``mean`` pooling
+    (``DEFAULT_POOLING``), not normalised, the model's full length. The length never exceeds the model's
+    positions.
+    """
     sentence = loaded.sentence_config if None in (pooling, normalize, max_length) else None
     if sentence is not None and sentence.unsupported and (pooling is None or normalize is None):
         raise BertkitError(
@@ -99,14 +132,48 @@ def embed_settings(
             f"give the pooling and normalisation yourself (--pooling, --normalize/--no-normalize) to embed with "
             f"the encoder alone"
         )
-    default = sentence or SentenceConfig("cls", False, None)
-    chosen_length = max_length or default.max_seq_length
-    return EmbedSettings(
-        pooling or default.pooling,
-        default.normalize if normalize is None else normalize,
-        input_length(loaded, chosen_length),
-        sentence is not None,
+    chosen_pooling, pooling_from = _first((pooling, GIVEN), (sentence and sentence.pooling, SENTENCE_FILES))
+    chosen_normalize, normalize_from = _first((normalize, GIVEN), (sentence and sentence.normalize, SENTENCE_FILES))
+    assert loaded.settings is not None
+    length, length_from = _first(
+        (max_length, GIVEN),
+        (sentence and sentence.max_seq_length, SENTENCE_FILES),
+        (loaded.settings.max_seq_length, FINETUNE_RECORD),
     )
+    return EmbedSettings(
+        chosen_pooling or DEFAULT_POOLING,
+        bool(chosen_normalize),
+        min(length or loaded.max_positions, loaded.max_positions),
+        (pooling_from, normalize_from, length_from),
+    )
+
+
+def _first(*candidates: tuple[Any, str]) -> tuple[Any, str]:
+    """The first ``(value, source)`` whose value is set (not ``None``), else ``(None, DEFAULT)``."""
+    for value, source in candidates:
+        if value is not None and value != "":
+            return value, source
+    return None, DEFAULT
+
+
+def truncate_dimensions(vectors: np.ndarray, dimensions: int | None, normalize: bool) -> np.ndarray:
+    """Matryoshka truncation: the first ``dimensions`` of each row, L2-normalised again when ``normalize``
+    (the rows were normalised vectors); ``None`` keeps them whole. More than the width is refused."""
+    if dimensions is None:
+        return vectors
+    check_dimensions(dimensions, vectors.shape[-1])
+    cut = vectors[..., :dimensions].astype(np.float32)
+    if normalize:
+        cut = cut / np.maximum(np.linalg.norm(cut, axis=-1, keepdims=True), 1e-12)
+    return np.ascontiguousarray(cut, dtype=np.float32)
+
+
+def check_dimensions(dimensions: int | None, width: int) -> None:
+    """A one-line ``BertkitError`` unless ``dimensions`` is ``None`` or between 1 and the vectors' ``width``."""
+    if dimensions is not None and not 1 <= dimensions <= width:
+        raise BertkitError(
+            f"dimensions (--dimensions) must be between 1 and the model's width {width}, got {dimensions}"
+        )
 
 
 def parse_layers(spec: str | Sequence[int]) -> list[int]:
@@ -132,23 +199,26 @@ def embed(
     progress: bool = False,
     long_text: str = "truncate",
     window_stride: int = 128,
+    dimensions: int | None = None,
 ) -> np.ndarray:
     """Contextual embeddings, one row per text (or ``(text_a, text_b)`` pair).
 
     ``pooling``: ``cls`` (the final hidden state of ``[CLS]``; not a trained sentence vector unless the
     model was trained for it), ``mean`` (average over real tokens, as sentence-transformers), ``max``
     (element-wise maximum over real tokens) or ``none`` (token vectors are not pooled: returns an object
-    array of ``[tokens, width]`` arrays). ``pooling``, ``normalize`` and ``max_length`` default to what a
-    sentence-transformers checkpoint says (``modules.json``, ``1_Pooling/config.json``,
-    ``sentence_bert_config.json``), else to ``cls``, ``False`` and the model's length (``embed_settings``).
+    array of ``[tokens, width]`` arrays). ``pooling``, ``normalize`` and ``max_length`` left at ``None``
+    follow the one rule of ``embed_settings``: the checkpoint's sentence-transformers files
+    (``modules.json``, ``1_Pooling/config.json``, ``sentence_bert_config.json``), else the length the model
+    was fine-tuned at, else ``mean``, not normalised, the model's full length.
     ``layers``: hidden layers to use, counted like Python indices over the embedding output and the L
     layers (``-1`` the last); several layers are concatenated in the given order.
     ``normalize``: L2-normalise each row (for cosine similarity).
-    ``long_text``: ``truncate`` (default) keeps the first ``max_length`` tokens (default: the model's length,
-    see ``Loaded.max_length``); ``windows`` embeds a longer text in overlapping windows whose starts are
-    ``window_stride`` tokens apart and takes each token's vector from the window where it has the most
-    context (``mean`` and ``none`` then cover the whole text; ``cls`` is the mean of the windows' ``[CLS]``
-    vectors). Pairs are always truncated.
+    ``dimensions``: keep the first ``dimensions`` of each vector (Matryoshka), normalised again when the
+    vectors are normalised (``truncate_dimensions``); more than the width is refused.
+    ``long_text``: ``truncate`` (default) keeps the first ``max_length`` tokens; ``windows`` embeds a longer
+    text in overlapping windows whose starts are ``window_stride`` tokens apart and takes each token's vector
+    from the window where it has the most context (``mean`` and ``none`` then cover the whole text; ``cls``
+    is the mean of the windows' ``[CLS]`` vectors). Pairs are always truncated.
 
     Inputs cut at the length are counted: a ``bertkit.errors.TruncationWarning`` (``warnings.warn``) says
     how many, with the number in its ``count`` attribute.
@@ -157,14 +227,71 @@ def embed(
     loaded = as_loaded(model, head="BertModel")
     settings = embed_settings(loaded, pooling, normalize, max_length)
     layer_ids = _layer_ids(loaded, layers)
+    _check_dimensions_for(settings, dimensions, len(layer_ids) * loaded.config.hidden_size)
     truncation = long_text == "truncate"
     encodings = _encode_counting(loaded, list(texts), settings.max_length, truncation=truncation)
     pieces = [(i, _feature(e.ids, e.type_ids)) for i, e in enumerate(encodings)]  # (text index, model input)
     if not truncation:
-        limit = input_length(loaded, settings.max_length)
+        limit = settings.max_length
         if limit < 3:
             raise BertkitError(f"--max-length (max_length) {limit} leaves no room for text between [CLS] and [SEP]")
         pieces = _cut_windows(encodings, limit, window_stride, loaded.tokenizer.cls_id, loaded.tokenizer.sep_id)
+    return _embed_pieces(loaded, settings, layer_ids, pieces, len(encodings), batch_size, progress, dimensions)
+
+
+@torch.inference_mode()
+def embed_token_ids(
+    ids: Sequence[Sequence[int]],
+    model: str | os.PathLike | Loaded,
+    *,
+    pooling: str | None = None,
+    batch_size: int = 32,
+    max_length: int | None = None,
+    normalize: bool | None = None,
+    dimensions: int | None = None,
+) -> np.ndarray:
+    """``embed`` of inputs already tokenized: lists of the model's vocabulary ids, run as they are (give the
+    ``[CLS]``/``[SEP]`` ids too, as ``Tokenizer.encode`` returns them, to get the vector of the text). A list
+    longer than the length is cut there, keeping its last id when that is ``[SEP]``. Same defaults and
+    options as ``embed``."""
+    _check_options(pooling, "truncate", 1)
+    loaded = as_loaded(model, head="BertModel")
+    settings = embed_settings(loaded, pooling, normalize, max_length)
+    _check_dimensions_for(settings, dimensions, loaded.config.hidden_size)
+    vocab_size = loaded.config.vocab_size
+    pieces = []
+    for index, row in enumerate(ids):
+        row = [int(i) for i in row]
+        if not row or not all(0 <= i < vocab_size for i in row):
+            raise BertkitError(f"token ids {index} must be a non-empty list of ids from 0 to {vocab_size - 1}")
+        pieces.append((index, _feature(cut_ids(row, settings.max_length, loaded.tokenizer.sep_id))))
+    return _embed_pieces(loaded, settings, [-1], pieces, len(pieces), batch_size, False, dimensions)
+
+
+def cut_ids(ids: list[int], max_length: int, sep_id: int) -> list[int]:
+    """``ids`` cut to ``max_length``, keeping a final ``[SEP]`` as the tokenizer's truncation does."""
+    if len(ids) <= max_length:
+        return ids
+    return [*ids[: max_length - 1], sep_id] if ids[-1] == sep_id else ids[:max_length]
+
+
+def _check_dimensions_for(settings: EmbedSettings, dimensions: int | None, width: int) -> None:
+    if dimensions is not None and settings.pooling == "none":
+        raise BertkitError("dimensions (--dimensions) needs pooled vectors; pooling none keeps token vectors")
+    check_dimensions(dimensions, width)
+
+
+def _embed_pieces(
+    loaded: Loaded,
+    settings: EmbedSettings,
+    layer_ids: list[int],
+    pieces: list[tuple[int, Feature]],
+    count: int,
+    batch_size: int,
+    progress: bool,
+    dimensions: int | None,
+) -> np.ndarray:
+    """The vectors of ``count`` texts from their model inputs ``pieces`` (``(text index, feature)``)."""
     encoder = loaded.encoder
 
     def forward(inputs: dict[str, torch.Tensor], chunk: list[Feature]) -> list[torch.Tensor]:
@@ -188,8 +315,9 @@ def embed(
         forward=forward,
         progress="embed" if progress else None,
     )
-    rows = _text_rows(pieces, outputs, len(encodings), settings.pooling)
-    return _as_array(rows, settings, width=len(layer_ids) * loaded.config.hidden_size)
+    rows = _text_rows(pieces, outputs, count, settings.pooling)
+    vectors = _as_array(rows, settings, width=len(layer_ids) * loaded.config.hidden_size)
+    return truncate_dimensions(vectors, dimensions, settings.normalize)
 
 
 def _check_options(pooling: str | None, long_text: str, window_stride: int) -> None:

@@ -57,6 +57,80 @@ def classify(
     return predictions[0] if is_single(texts) else predictions
 
 
+# ------------------------------------------------------------------------------------------ rerank
+@dataclass
+class Ranked:
+    """One text of a reranked list: its ``index`` in the caller's list and its relevance ``score``."""
+
+    index: int
+    score: float
+
+
+def can_rerank(loaded: Loaded) -> bool:
+    """Whether ``loaded`` is a cross-encoder: a sequence classifier with one output (a relevance score or
+    logit) or two labels (the second one: relevant)."""
+    return loaded.supports("classify") and loaded.config.num_labels in (1, 2)
+
+
+@torch.inference_mode()
+def pair_scores(
+    pairs: Sequence[tuple[str, str]],
+    model: str | os.PathLike | Loaded,
+    *,
+    raw_scores: bool = False,
+    batch_size: int = 32,
+    max_length: int | None = None,
+) -> list[float]:
+    """A cross-encoder's score of each ``(query, text)`` pair, in order.
+
+    With one output (a regression or ranking head) the score is ``sigmoid(logit)``, as sentence-transformers'
+    ``CrossEncoder`` and text-embeddings-inference give; with two labels it is the softmax probability of the
+    second (relevant) label, which is ``sigmoid(logit_1 - logit_0)``. ``raw_scores`` gives the number inside
+    the sigmoid (the logit, or ``logit_1 - logit_0``): the same order, unbounded. Pairs longer than the model's
+    length are cut (or windowed, their logits averaged) as ``classify`` does.
+    """
+    loaded = for_pipeline("classify", model)
+    if not can_rerank(loaded):
+        raise BertkitError(
+            f"reranking needs a model with one output (a relevance score) or two labels (the second: relevant); "
+            f"this one has {loaded.config.num_labels} labels"
+        )
+    check_texts(pairs, "pair")
+    task = loaded.task
+    examples = [ClassificationExample(a, b, None, f"pair {i}") for i, (a, b) in enumerate(pairs)]
+    features = task.featurize(examples, loaded.tokenizer, input_length(loaded, max_length)).features
+    rows = run_model(loaded.model, task, features, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id)
+    grouped: dict[int, list[Any]] = {}
+    for feature, row in zip(features, rows):
+        grouped.setdefault(feature["example_index"], []).append(row)
+    scores = []
+    for index in range(len(examples)):
+        logits = torch.tensor(grouped[index], dtype=torch.float64).mean(0).reshape(-1)
+        margin = logits[0] if len(logits) == 1 else logits[-1] - logits[0]
+        scores.append(float(margin if raw_scores else torch.sigmoid(margin)))
+    return scores
+
+
+def rank_scores(scores: Sequence[float], top_n: int | None = None) -> list[Ranked]:
+    """``scores`` as ``Ranked`` s, best first (ties keep the caller's order), the first ``top_n`` only."""
+    ranked = sorted((Ranked(i, s) for i, s in enumerate(scores)), key=lambda r: -r.score)
+    return ranked[:top_n] if top_n is not None else ranked
+
+
+def rerank(
+    query: str,
+    texts: Sequence[str],
+    model: str | os.PathLike | Loaded,
+    *,
+    raw_scores: bool = False,
+    top_n: int | None = None,
+    batch_size: int = 32,
+) -> list[Ranked]:
+    """``texts`` ordered by a cross-encoder's relevance to ``query`` (``pair_scores``), best first."""
+    scores = pair_scores([(query, t) for t in texts], model, raw_scores=raw_scores, batch_size=batch_size)
+    return rank_scores(scores, top_n)
+
+
 # ------------------------------------------------------------------------------------------ tag
 @dataclass
 class TaggedWord:

@@ -33,17 +33,25 @@ from bertkit.serve.service import Service
 logger = logging.getLogger("bertkit.serve")
 
 
-def create_app(model: str | os.PathLike | Loaded, limits: ServeLimits | None = None) -> FastAPI:
+def create_app(
+    model: str | os.PathLike | Loaded, limits: ServeLimits | None = None, model_id: str | os.PathLike | None = None
+) -> FastAPI:
     """The FastAPI app serving ``model`` (a directory or a ``Loaded``): an endpoint for each pipeline it
-    supports, ``/health``, ``/info``, the OpenAPI schema at ``/openapi.json`` and the web page at ``/``."""
+    supports, ``/health``, ``/info``, ``/tokenize``, the OpenAPI schema at ``/openapi.json`` and the web page
+    at ``/``. ``model_id`` is the name the answers give (OpenAI's ``model``, ``/info``); by default the path
+    or the directory's name."""
     loaded = model if isinstance(model, Loaded) else load(model)
+    if model_id is None:
+        model_id = model if not isinstance(model, Loaded) else model.directory.name if model.directory else "bertkit"
     limits = limits or ServeLimits()
     app = FastAPI(
         title="bertkit",
         version="0.1.0",
         description=f"BERT inference: {type(loaded.model).__name__}, pipelines {', '.join(loaded.pipelines)}.",
     )
-    app.state.service = Service(loaded, limits)
+    app.state.service = Service(
+        loaded, limits, str(model_id) if isinstance(model_id, (str, os.PathLike)) else "bertkit"
+    )
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
     add_error_handlers(app)
     add_routes(app, loaded)
@@ -56,6 +64,7 @@ def serve(
     port: int = 8000,
     limits: ServeLimits | None = None,
     log_level: str = "info",
+    model_id: str | os.PathLike | None = None,
 ) -> None:
     """Serve ``model`` with uvicorn until interrupted. Binds to localhost unless ``host`` says otherwise."""
     try:
@@ -67,5 +76,5 @@ def serve(
             "listening on %s: the service has no authentication; anyone who can reach this address can use the model",
             host,
         )
-    app = create_app(model, limits)
+    app = create_app(model, limits, model_id)
     uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)

@@ -6,6 +6,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from bertkit.serve.errors import error_body
+
 
 class BodyLimit:
     """ASGI middleware: refuse bodies over ``max_bytes`` with 413, whether announced by Content-Length or
@@ -19,22 +21,23 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        path = str(scope.get("path", ""))
         too_big = f"the request body is over {self.max_bytes} bytes, this server's limit; send fewer or shorter texts"
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None:
             try:
                 size = int(declared)
             except ValueError:
-                await _send_json(send, 400, {"error": "the Content-Length header is not a number"})
+                await _send_json(send, 400, error_body(path, 400, "the Content-Length header is not a number"))
                 return
             if size > self.max_bytes:
-                await _send_json(send, 413, {"error": too_big})
+                await _send_json(send, 413, error_body(path, 413, too_big))
                 return
         body = await self._read(receive)
         if body is None:  # the client went away
             return
         if len(body) > self.max_bytes:
-            await _send_json(send, 413, {"error": too_big})
+            await _send_json(send, 413, error_body(path, 413, too_big))
             return
         replayed = False
 

@@ -45,18 +45,48 @@ class RequestChecks:
         what: str = "text",
         limit: int | None = None,
         special: int | None = None,
-    ) -> None:
-        """Inputs with their special tokens must fit ``limit`` (default: the model's length)."""
+        hint: str = "shorten it",
+    ) -> list[int]:
+        """Inputs with their special tokens must fit ``limit`` (default: the model's length); their lengths."""
         limit = limit or self.max_tokens
         flat = [part for t in texts for part in ((t,) if isinstance(t, str) else t)]
         ids = self.tokenizer.ids_batch(flat)
-        cursor = 0
+        cursor, counts = 0, []
         for i, text in enumerate(texts):
             parts = 1 if isinstance(text, str) else 2
             count = sum(len(ids[cursor + k]) for k in range(parts)) + (special if special is not None else parts + 1)
             cursor += parts
             if count > limit:
-                raise Problem(413, f"{what} {i} is {count} tokens; this server takes at most {limit}: shorten it")
+                raise Problem(413, f"{what} {i} is {count} tokens; this server takes at most {limit}: {hint}")
+            counts.append(count)
+        return counts
+
+    def token_ids(self, rows: Sequence[Sequence[int]], vocab_size: int, limit: int | None = None) -> list[int]:
+        """Token-id inputs: ids in the vocabulary (422) and at most ``limit`` of them (413); their lengths."""
+        limit = limit or self.max_tokens
+        for i, row in enumerate(rows):
+            if len(row) > limit:
+                raise Problem(413, f"token ids {i} are {len(row)} tokens; this server takes at most {limit}")
+            if max(row) >= vocab_size:
+                raise Problem(
+                    422, f"token ids {i} hold {max(row)}; the model's vocabulary has ids 0 to {vocab_size - 1}"
+                )
+        return [len(row) for row in rows]
+
+    def dimensions(self, dimensions: int | None, width: int) -> None:
+        if dimensions is not None and dimensions > width:
+            raise Problem(
+                422, f"dimensions is {dimensions}; the model's vectors have {width}: ask for at most that", "dimensions"
+            )
+
+    def no_prompt(self, prompt_name: str | None) -> None:
+        if prompt_name is not None:
+            raise Problem(
+                422,
+                f"prompt_name {prompt_name!r} is not supported: bertkit models have no prompts; put any prefix in "
+                f"the text itself",
+                "prompt_name",
+            )
 
     def top_k(self, top_k: int) -> None:
         if top_k > self.limits.max_top_k:

@@ -1,4 +1,5 @@
-"""How the service says no: every error is JSON ``{"error": "<one line saying what is wrong>"}``.
+"""How the service says no: every error is JSON ``{"error": "<one line saying what is wrong>"}``, and on the
+OpenAI-compatible routes (``/v1/...``) OpenAI's ``{"error": {"message", "type", "param", "code"}}``.
 
 A refused request raises :class:`Problem` (its status and message); a pipeline's ``BertkitError`` is a 422,
 never a 500; a schema violation names the first offending field; an unknown path lists the routes there are.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -21,39 +23,68 @@ logger = logging.getLogger("bertkit.serve")
 UNLISTED = {"/favicon.ico", "/docs/oauth2-redirect"}  # routes a 404 does not offer
 
 
-class Problem(Exception):
-    """A request the service refuses: HTTP ``status`` and a one-line ``message``."""
+OPENAI_PREFIX = "/v1/"
+"""Routes under this path answer errors in OpenAI's shape."""
 
-    def __init__(self, status: int, message: str):
+
+class Problem(Exception):
+    """A request the service refuses: HTTP ``status``, a one-line ``message`` and the request field at fault
+    (``param``, when one is)."""
+
+    def __init__(self, status: int, message: str, param: str | None = None):
         super().__init__(message)
         self.status = status
         self.message = message
+        self.param = param
+
+
+def error_body(path: str, status: int, message: str, param: str | None = None) -> dict[str, Any]:
+    """The JSON of an error on ``path``: bertkit's ``{"error": message}``, or OpenAI's shape under ``/v1/``
+    (``type`` is ``invalid_request_error`` for the client's mistakes, ``server_error`` for 5xx)."""
+    if not path.startswith(OPENAI_PREFIX):
+        return {"error": message}
+    kind = "server_error" if status >= 500 else "invalid_request_error"
+    codes = {404: "not_found", 413: "request_too_large", 503: "overloaded", 504: "timeout"}
+    return {"error": {"message": message, "type": kind, "param": param, "code": codes.get(status)}}
+
+
+def _answer(request: Request, status: int, message: str, param: str | None = None, **extra: Any) -> JSONResponse:
+    body = error_body(request.url.path, status, message, param)
+    if isinstance(body["error"], str):
+        body.update(extra)
+    return JSONResponse(body, status_code=status)
 
 
 async def _problem(request: Request, exc: Problem) -> JSONResponse:
-    return JSONResponse({"error": exc.message}, status_code=exc.status)
+    return _answer(request, exc.status, exc.message, exc.param)
 
 
 async def _bertkit_error(request: Request, exc: BertkitError) -> JSONResponse:
-    return JSONResponse({"error": str(exc)}, status_code=422)
+    return _answer(request, 422, str(exc))
 
 
 async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
     errors = [{k: v for k, v in e.items() if k in ("type", "loc", "msg")} for e in exc.errors()]
-    return JSONResponse({"error": describe_validation(exc.errors()), "detail": errors}, status_code=422)
+    first = exc.errors()[0] if exc.errors() else {}
+    param = ".".join(str(p) for p in first.get("loc", ()) if p not in ("body", "bertkit", "tei")) or None
+    return _answer(request, 422, describe_validation(exc.errors()), param, detail=errors)
 
 
 async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
     if exc.status_code == 404 and exc.detail == "Not Found":  # the router's (or a static file's) own 404
         routes = listed_routes(request.app)
         message = f"no route {request.method} {request.url.path}; routes: {', '.join(routes)}"
-        return JSONResponse({"error": message, "routes": routes}, status_code=404, headers=exc.headers)
-    return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers)
+        body = error_body(request.url.path, 404, message)
+        if isinstance(body["error"], str):
+            body["routes"] = routes
+        return JSONResponse(body, status_code=404, headers=exc.headers)
+    body = error_body(request.url.path, exc.status_code, str(exc.detail))
+    return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     logger.exception("unexpected error on %s", request.url.path)
-    return JSONResponse({"error": f"internal error ({type(exc).__name__}); see the server log"}, status_code=500)
+    return _answer(request, 500, f"internal error ({type(exc).__name__}); see the server log")
 
 
 HANDLERS: list[tuple[type[Exception], Callable[..., Awaitable[JSONResponse]]]] = [
@@ -76,7 +107,7 @@ def describe_validation(errors: Sequence[dict]) -> str:
     first = errors[0]
     if first.get("type") == "json_invalid":
         return f"the request body is not valid JSON ({first.get('ctx', {}).get('error', first.get('msg'))})"
-    where = ".".join(str(part) for part in first.get("loc", ()) if part != "body") or "body"
+    where = ".".join(str(part) for part in first.get("loc", ()) if part not in ("body", "bertkit", "tei")) or "body"
     if where == "body" and first.get("type") == "missing":
         return "the request body is empty: send a JSON object"
     more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""

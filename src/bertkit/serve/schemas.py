@@ -1,4 +1,6 @@
-"""The JSON of every endpoint: one request and one response model per pipeline.
+"""The JSON of every endpoint: one request and one response model per pipeline, and the bodies of the APIs
+retrieval stacks call: OpenAI's ``/v1/embeddings`` and text-embeddings-inference's (TEI) ``/embed``,
+``/rerank`` and ``/tokenize``.
 
 Requests forbid fields they do not name (a typo or an extra field gets 422) and reject empty inputs; the
 limits on how much they may ask are checked after parsing (:mod:`bertkit.serve.checks`). Responses are
@@ -7,11 +9,13 @@ what the OpenAPI page at ``/docs`` shows.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, StringConstraints, Tag, field_validator
 
 Text = Annotated[str, StringConstraints(min_length=1)]
+Inputs = str | list[str] | list[int] | list[list[int]]
+"""A text, texts, one input's token ids, or several inputs' token ids (OpenAI's and TEI's ``input(s)``)."""
 
 
 # ------------------------------------------------------------------------------------------ requests
@@ -34,6 +38,116 @@ class EmbedRequest(_Strict):
         None, description="Default: the checkpoint's sentence-transformers pooling, else mean."
     )
     normalize: bool | None = Field(None, description="Default: as the checkpoint's sentence-transformers modules.")
+
+
+def check_inputs(value: Any, name: str) -> Any:
+    """``value`` when it is a non-empty text, list of non-empty texts, list of token ids (ints from 0) or list
+    of such lists; else a ``ValueError`` that says which of them was meant."""
+    if isinstance(value, str):
+        if not value:
+            raise ValueError(f"{name} is an empty string: give some text")
+        return value
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"{name} must be a text, a non-empty list of texts, or token ids (a list of ints or lists)")
+    if all(isinstance(v, str) for v in value):
+        blank = next((i for i, v in enumerate(value) if not v), None)
+        if blank is not None:
+            raise ValueError(f"{name}[{blank}] is an empty string: give some text")
+        return value
+    if all(_is_id(v) for v in value):
+        return value
+    if all(isinstance(v, list) and v and all(_is_id(i) for i in v) for v in value):
+        return value
+    raise ValueError(
+        f"{name} must be a text, a list of texts, a list of token ids (ints from 0) or a list of non-empty such "
+        f"lists, not a mix"
+    )
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def as_batch(inputs: Inputs) -> list[str] | list[list[int]]:
+    """Checked ``inputs`` as a list of texts or a list of token-id lists."""
+    if isinstance(inputs, str):
+        return [inputs]
+    if inputs and isinstance(inputs[0], int):
+        return [inputs]  # one input's token ids
+    return cast(list[str] | list[list[int]], inputs)
+
+
+class OpenAIEmbeddingRequest(_Strict):
+    """OpenAI's embeddings request (``POST /v1/embeddings``)."""
+
+    input: Inputs = Field(description="A text, a list of texts, token ids, or a list of token-id lists.")
+    model: str | None = Field(None, description="Any name: the served model answers (its name is in the reply).")
+    encoding_format: Literal["float", "base64"] = Field(
+        "float", description="base64: each vector as little-endian float32 bytes, base64-encoded."
+    )
+    dimensions: int | None = Field(None, ge=1, description="Keep the first k dimensions (Matryoshka).")
+    user: str | None = Field(None, description="Accepted and ignored.")
+
+    @field_validator("input", mode="before")
+    @classmethod
+    def _input(cls, value: Any) -> Any:
+        return check_inputs(value, "input")
+
+
+class TeiEmbedRequest(_Strict):
+    """text-embeddings-inference's embed request (``POST /embed`` with ``inputs``)."""
+
+    inputs: Inputs = Field(description="A text, a list of texts, token ids, or a list of token-id lists.")
+    normalize: bool = Field(True, description="L2-normalise the vectors (TEI's default: true).")
+    truncate: bool | None = Field(None, description="Cut inputs longer than the model's length (default: refuse).")
+    truncation_direction: Literal["right", "left", "Right", "Left"] = Field(
+        "right", description="Which end of a long input is kept: right keeps the start, left the end."
+    )
+    dimensions: int | None = Field(None, ge=1, description="Keep the first k dimensions (Matryoshka).")
+    prompt_name: str | None = Field(None, description="Not supported: bertkit models have no prompts.")
+
+    @field_validator("inputs", mode="before")
+    @classmethod
+    def _inputs(cls, value: Any) -> Any:
+        return check_inputs(value, "inputs")
+
+
+def _embed_body(value: Any) -> str:
+    """Which ``/embed`` body this is: TEI's (it has ``inputs``) or bertkit's (``texts``)."""
+    return "tei" if isinstance(value, dict) and "inputs" in value else "bertkit"
+
+
+AnyEmbedRequest = Annotated[
+    Annotated[EmbedRequest, Tag("bertkit")] | Annotated[TeiEmbedRequest, Tag("tei")], Discriminator(_embed_body)
+]
+"""``POST /embed`` takes bertkit's body (``texts``) or TEI's (``inputs``); the keys decide."""
+
+
+class RerankRequest(_Strict):
+    """text-embeddings-inference's rerank request."""
+
+    query: Text
+    texts: list[Text] = Field(min_length=1, description="Texts to order by their relevance to the query.")
+    raw_scores: bool = Field(False, description="The logit (or logit difference) instead of a probability.")
+    return_text: bool = Field(False, description="Give each text back with its score.")
+    truncate: bool | None = Field(None, description="Cut pairs longer than the model's limit (default: refuse).")
+    truncation_direction: Literal["right", "Right"] = Field("right", description="Only right (keep the start).")
+    top_n: int | None = Field(None, ge=1, description="Return the n best texts only.")
+
+
+class TokenizeRequest(_Strict):
+    """text-embeddings-inference's tokenize request."""
+
+    inputs: Text | list[Text] = Field(description="A text or a list of texts.")
+    add_special_tokens: bool = Field(True, description="Add [CLS] and [SEP] as the model sees them.")
+    prompt_name: str | None = Field(None, description="Not supported: bertkit models have no prompts.")
+
+    @field_validator("inputs")
+    @classmethod
+    def _not_empty(cls, value: Any) -> Any:
+        if isinstance(value, list) and not value:
+            raise ValueError("inputs is an empty list: give a text")
+        return value
 
 
 class ClassifyRequest(_Strict):
@@ -134,3 +248,35 @@ class AttentionResponse(BaseModel):
     tokens: list[str]
     offsets: list[tuple[int, int]]
     attentions: list[list[list[list[float]]]] = Field(description="[layer][head][from token][to token].")
+
+
+class OpenAIEmbedding(BaseModel):
+    object: Literal["embedding"] = "embedding"
+    index: int
+    embedding: list[float] | str = Field(description="The vector, or base64 of its little-endian float32 bytes.")
+
+
+class OpenAIUsage(BaseModel):
+    prompt_tokens: int = Field(description="Tokens run through the model, [CLS] and [SEP] included.")
+    total_tokens: int
+
+
+class OpenAIEmbeddingResponse(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[OpenAIEmbedding]
+    model: str
+    usage: OpenAIUsage
+
+
+class RankOut(BaseModel):
+    index: int = Field(description="Position of the text in the request.")
+    text: str | None = Field(None, description="The text, with return_text.")
+    score: float
+
+
+class SimpleToken(BaseModel):
+    id: int
+    text: str = Field(description="The slice of the input the token covers; the token itself for a special one.")
+    special: bool
+    start: int | None = Field(description="Character offset in the input; null for a special token.")
+    stop: int | None

@@ -8,7 +8,12 @@ from typing import Any
 
 from fastapi import Request
 
+from bertkit import __version__
+from bertkit.errors import BertkitError
 from bertkit.inference import Loaded
+from bertkit.inference.encoder import EmbedSettings, embed_settings
+from bertkit.inference.finetuned import can_rerank
+from bertkit.quantize import is_quantized
 from bertkit.serve.batcher import Batcher, Overloaded
 from bertkit.serve.checks import RequestChecks
 from bertkit.serve.errors import Problem
@@ -18,9 +23,11 @@ from bertkit.serve.limits import ServeLimits
 class Service:
     """One per app (``app.state.service``); routes reach it through :func:`get_service`."""
 
-    def __init__(self, loaded: Loaded, limits: ServeLimits):
+    def __init__(self, loaded: Loaded, limits: ServeLimits, model_id: str = "bertkit"):
         self.loaded = loaded
         self.limits = limits
+        self.model_id = model_id
+        """The model's name in answers (OpenAI's ``model``, TEI's ``model_id``)."""
         # What a request may send is bounded by the model's positions; each pipeline then cuts or windows its
         # inputs at the length the model was fine-tuned with, as `bertkit predict` does.
         self.max_tokens = min(limits.max_tokens or loaded.max_positions, loaded.max_positions)
@@ -43,6 +50,10 @@ class Service:
 
     def info(self) -> dict[str, Any]:
         config = self.loaded.config
+        try:
+            settings: EmbedSettings | None = embed_settings(self.loaded)
+        except BertkitError:  # sentence-transformers modules bertkit does not run: the caller must choose
+            settings = None
         return {
             "model": {
                 "architecture": type(self.loaded.model).__name__,
@@ -58,7 +69,25 @@ class Service:
             "pipelines": [p.replace("_", "-") for p in self.loaded.pipelines],
             "limits": {**self.limits.to_dict(), "max_tokens": self.max_tokens},
             "batching": vars(self.batcher.stats),
+            "embedding": {**vars(settings), "dimensions": config.hidden_size} if settings else None,
+            # text-embeddings-inference's /info fields, for clients that read them
+            "model_id": self.model_id,
+            "model_dtype": "int8" if is_quantized(self.loaded.model) else "float32",
+            "model_type": self._model_type(settings),
+            "max_input_length": self.max_tokens,
+            "max_client_batch_size": self.limits.max_items,
+            "auto_truncate": False,
+            "version": __version__,
         }
+
+    def _model_type(self, settings: EmbedSettings | None) -> dict[str, Any]:
+        """TEI's ``model_type``: ``reranker`` (a cross-encoder), ``classifier``, else ``embedding``."""
+        config = self.loaded.config
+        if self.loaded.supports("classify"):
+            labels = {i: config.id2label[i] if config.id2label else f"LABEL_{i}" for i in range(config.num_labels)}
+            kind = "reranker" if can_rerank(self.loaded) else "classifier"
+            return {kind: {"id2label": labels, "label2id": {v: k for k, v in labels.items()}}}
+        return {"embedding": {"pooling": settings.pooling if settings else None}}
 
 
 def get_service(request: Request) -> Service:

@@ -7,7 +7,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from bertkit.inference import Loaded
-from bertkit.serve.routes.pipelines import PIPELINE_ROUTES
+from bertkit.serve.routes.pipelines import PIPELINE_ROUTES, available
 from bertkit.serve.routes.site import PAGE_ROUTE, STATIC, STATUS_ROUTES
 
 __all__ = ["add_routes"]
@@ -18,9 +18,10 @@ def add_routes(app: FastAPI, loaded: Loaded) -> None:
     the web page and its static files."""
     for route in STATUS_ROUTES:
         route.add_to(app)
-    for pipeline, route in PIPELINE_ROUTES.items():
-        if loaded.supports(pipeline):
-            route.add_to(app)
+    for pipeline, routes in PIPELINE_ROUTES.items():
+        if available(loaded, pipeline):
+            for route in routes:
+                route.add_to(app)
     if STATIC.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC), name="static")
         PAGE_ROUTE.add_to(app)

@@ -1,4 +1,9 @@
-"""The model's endpoints, one per pipeline; an app has those its model supports (``PIPELINE_ROUTES``).
+"""The model's endpoints by pipeline; an app has those its model supports (``PIPELINE_ROUTES``, ``available``).
+
+Embeddings come three ways, all with the defaults of ``inference.embed_settings`` (the same rule as ``bertkit
+embed`` and ``bertkit.embed``): bertkit's ``/embed`` body (``texts``), text-embeddings-inference's (``inputs``,
+on the same path, told apart by the keys) and OpenAI's ``/v1/embeddings``. A cross-encoder (a classifier with
+one output or two labels) also gets TEI's ``/rerank``.
 
 Each endpoint checks its request (:class:`RequestChecks`) before any model work, then hands the inputs to the
 batcher with a job function (``_*_job``) that runs the library's pipeline on a whole batch; the batch key
@@ -7,29 +12,39 @@ holds every option that changes the result, so only requests asking the same thi
 
 from __future__ import annotations
 
+import base64
 from functools import partial
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
+import numpy as np
 from fastapi import Depends
 
 from bertkit import inference
 from bertkit.inference import Loaded
+from bertkit.inference.encoder import EmbedSettings, embed_settings, truncate_dimensions
+from bertkit.inference.finetuned import can_rerank, pair_scores, rank_scores
 from bertkit.serve.routes.route import Route
 from bertkit.serve.schemas import (
     AnswerRequest,
     AnswerResponse,
+    AnyEmbedRequest,
     AttentionRequest,
     AttentionResponse,
     ClassifyRequest,
     ClassifyResponse,
-    EmbedRequest,
     EmbedResponse,
     FillMaskRequest,
     FillMaskResponse,
     NextSentenceRequest,
     NextSentenceResponse,
+    OpenAIEmbeddingRequest,
+    OpenAIEmbeddingResponse,
+    RankOut,
+    RerankRequest,
     TagRequest,
     TagResponse,
+    TeiEmbedRequest,
+    as_batch,
 )
 from bertkit.serve.service import Service, get_service
 
@@ -66,20 +81,120 @@ def _next_sentence_job(loaded: Loaded, batch: int, pairs: list[tuple[str, str]])
 
 
 # ------------------------------------------------------------------------------------------ embed
-async def embed(request: EmbedRequest, service: ServiceDep) -> dict:
+async def embed(request: AnyEmbedRequest, service: ServiceDep) -> Any:
+    """bertkit's body (``texts``) -> ``{"embeddings", "dimension"}``; TEI's (``inputs``) -> a list of vectors."""
+    if isinstance(request, TeiEmbedRequest):
+        return await _tei_embed(request, service)
     service.checks.count(request.texts)
     service.checks.chars(request.texts)
     service.checks.tokens(request.texts)
-    default = service.loaded.sentence_config
-    pooling = request.pooling or (default.pooling if default else "mean")
-    normalize = request.normalize
-    job = partial(_embed_job, service.loaded, service.limits.batch_size, pooling, normalize)
-    vectors = await service.run(("embed", pooling, normalize), job, request.texts)
-    return {"embeddings": vectors, "dimension": len(vectors[0])}
+    settings = embed_settings(service.loaded, request.pooling, request.normalize)
+    vectors = await _vectors(service, request.texts, settings)
+    return {"embeddings": vectors.tolist(), "dimension": vectors.shape[1]}
 
 
-def _embed_job(loaded: Loaded, batch: int, pooling: str, normalize: bool | None, texts: list[str]) -> list:
-    return inference.embed(texts, loaded, pooling=pooling, normalize=normalize, batch_size=batch).tolist()
+async def _tei_embed(request: TeiEmbedRequest, service: ServiceDep) -> list[list[float]]:
+    service.checks.no_prompt(request.prompt_name)
+    inputs = as_batch(request.inputs)
+    settings = embed_settings(service.loaded, normalize=request.normalize)
+    service.checks.dimensions(request.dimensions, service.loaded.config.hidden_size)
+    if request.truncate:  # any length is cut to the model's; only the characters are bounded
+        service.checks.count(inputs)
+        if isinstance(inputs[0], str):
+            service.checks.chars(inputs)
+        if request.truncation_direction.lower() == "left":
+            inputs = _keep_the_end(service, inputs, settings.max_length)
+    else:
+        _input_lengths(service, inputs, settings, settings.max_length, "shorten it, or send truncate: true")
+    vectors = await _vectors(service, inputs, settings, request.dimensions)
+    return cast(list[list[float]], vectors.tolist())
+
+
+async def openai_embeddings(request: OpenAIEmbeddingRequest, service: ServiceDep) -> dict[str, Any]:
+    """OpenAI's embeddings API on the served model, with its defaults (``embed_settings``)."""
+    inputs = as_batch(request.input)
+    settings = embed_settings(service.loaded)
+    service.checks.dimensions(request.dimensions, service.loaded.config.hidden_size)
+    tokens = sum(_input_lengths(service, inputs, settings))
+    vectors = await _vectors(service, inputs, settings, request.dimensions)
+    data = [
+        {
+            "object": "embedding",
+            "index": i,
+            "embedding": _base64(v) if request.encoding_format == "base64" else v.tolist(),
+        }
+        for i, v in enumerate(vectors)
+    ]
+    usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+    return {"object": "list", "data": data, "model": service.model_id, "usage": usage}
+
+
+def _base64(vector: np.ndarray) -> str:
+    """A vector as OpenAI sends it with ``encoding_format: base64``: little-endian float32 bytes in base64."""
+    return base64.b64encode(vector.astype("<f4").tobytes()).decode("ascii")
+
+
+def _input_lengths(
+    service: Service,
+    inputs: list[str] | list[list[int]],
+    settings: EmbedSettings,
+    limit: int | None = None,
+    hint: str = "shorten it",
+) -> list[int]:
+    """Checks texts or token ids against the limits (``limit`` tokens at most, default the server's); the
+    tokens each one runs with, specials included (cut at the embedding length)."""
+    service.checks.count(inputs)
+    if isinstance(inputs[0], str):
+        texts = inputs
+        service.checks.chars(texts)
+        counts = service.checks.tokens(texts, "input", limit=limit, hint=hint)
+    else:
+        counts = service.checks.token_ids(inputs, service.loaded.config.vocab_size, limit)
+    return [min(count, settings.max_length) for count in counts]
+
+
+def _keep_the_end(service: Service, inputs: list[str] | list[list[int]], length: int) -> list[list[int]]:
+    """Inputs as token ids holding the last tokens that fit ``length`` (TEI's ``truncation_direction: left``)."""
+    tokenizer = service.loaded.tokenizer
+    if isinstance(inputs[0], str):
+        rows = [[tokenizer.cls_id, *ids, tokenizer.sep_id] for ids in tokenizer.ids_batch(inputs)]
+    else:
+        rows = inputs
+    kept = []
+    for row in rows:
+        if len(row) <= length:
+            kept.append(row)
+        elif row[0] == tokenizer.cls_id:
+            kept.append([row[0], *row[len(row) - length + 1 :]])
+        else:
+            kept.append(row[len(row) - length :])
+    return kept
+
+
+async def _vectors(
+    service: Service, inputs: list[str] | list[list[int]], settings: EmbedSettings, dimensions: int | None = None
+) -> np.ndarray:
+    """The vectors of texts or token-id lists, batched with other requests that embed the same way."""
+    ids = not isinstance(inputs[0], str)
+    job = partial(_embed_ids_job if ids else _embed_job, service.loaded, service.limits.batch_size, settings)
+    key = ("embed", ids, settings.pooling, settings.normalize, settings.max_length)
+    rows = await service.run(key, job, inputs)
+    return truncate_dimensions(np.stack(rows), dimensions, settings.normalize)
+
+
+def _embed_job(loaded: Loaded, batch: int, settings: EmbedSettings, texts: list[str]) -> list:
+    pooling, normalize, length = settings.pooling, settings.normalize, settings.max_length
+    return list(
+        inference.embed(texts, loaded, batch_size=batch, pooling=pooling, normalize=normalize, max_length=length)
+    )
+
+
+def _embed_ids_job(loaded: Loaded, batch: int, settings: EmbedSettings, rows: list[list[int]]) -> list:
+    pooling, normalize, length = settings.pooling, settings.normalize, settings.max_length
+    vectors = inference.embed_token_ids(
+        rows, loaded, batch_size=batch, pooling=pooling, normalize=normalize, max_length=length
+    )
+    return list(vectors)
 
 
 # ------------------------------------------------------------------------------------------ classify
@@ -94,6 +209,27 @@ async def classify(request: ClassifyRequest, service: ServiceDep) -> dict:
 
 def _classify_job(loaded: Loaded, batch: int, items: list) -> list:
     return [vars(p) for p in inference.classify(items, loaded, batch_size=batch)]
+
+
+# ------------------------------------------------------------------------------------------ rerank
+async def rerank(request: RerankRequest, service: ServiceDep) -> list[dict[str, Any]]:
+    """TEI's rerank on a cross-encoder: the texts by relevance to the query, best first."""
+    pairs = [(request.query, text) for text in request.texts]
+    service.checks.count(pairs, "texts")
+    service.checks.chars([request.query], "query")
+    service.checks.chars(request.texts)
+    if not request.truncate:
+        service.checks.tokens(pairs, "pair of the query and text", hint="shorten it, or send truncate: true")
+    job = partial(_rerank_job, service.loaded, service.limits.batch_size, request.raw_scores)
+    scores = await service.run(("rerank", request.raw_scores), job, pairs)
+    return [
+        {"index": r.index, "score": r.score, "text": request.texts[r.index] if request.return_text else None}
+        for r in rank_scores(scores, request.top_n)
+    ]
+
+
+def _rerank_job(loaded: Loaded, batch: int, raw_scores: bool, pairs: list[tuple[str, str]]) -> list[float]:
+    return pair_scores(pairs, loaded, raw_scores=raw_scores, batch_size=batch)
 
 
 # ------------------------------------------------------------------------------------------ tag
@@ -145,21 +281,59 @@ def _attention_job(loaded: Loaded, texts: list[str]) -> list[dict[str, Any]]:
     return out
 
 
-# Pipeline -> its endpoint, in the order the endpoints are listed (the OpenAPI page, a 404's list of routes).
-PIPELINE_ROUTES: dict[str, Route] = {
-    "fill_mask": Route("POST", "/fill-mask", fill_mask, "Top predictions for every [MASK].", FillMaskResponse),
-    "next_sentence": Route(
-        "POST", "/next-sentence", next_sentence, "Probability that sentence B follows sentence A.", NextSentenceResponse
+def available(loaded: Loaded, pipeline: str) -> bool:
+    """Whether the app of ``loaded`` has the endpoints of ``pipeline`` (``rerank``: a cross-encoder's)."""
+    return can_rerank(loaded) if pipeline == "rerank" else loaded.supports(pipeline)
+
+
+# Pipeline -> its endpoints, in the order they are listed (the OpenAPI page, a 404's list of routes).
+PIPELINE_ROUTES: dict[str, tuple[Route, ...]] = {
+    "fill_mask": (Route("POST", "/fill-mask", fill_mask, "Top predictions for every [MASK].", FillMaskResponse),),
+    "next_sentence": (
+        Route(
+            "POST",
+            "/next-sentence",
+            next_sentence,
+            "Probability that sentence B follows sentence A.",
+            NextSentenceResponse,
+        ),
     ),
-    "embed": Route("POST", "/embed", embed, "One vector per text (cls, mean or max pooling).", EmbedResponse),
-    "classify": Route("POST", "/classify", classify, "Label probabilities of texts or pairs.", ClassifyResponse),
-    "tag": Route("POST", "/tag", tag, "Word tags and entities with character offsets.", TagResponse),
-    "answer": Route("POST", "/answer", answer, "Answer spans of questions in their contexts.", AnswerResponse),
-    "attention": Route(
-        "POST",
-        "/attention",
-        attention,
-        "Attention probabilities of every layer and head over the tokens of one text.",
-        AttentionResponse,
+    "embed": (
+        Route(
+            "POST",
+            "/embed",
+            embed,
+            "One vector per text. bertkit's body (texts) or text-embeddings-inference's (inputs).",
+            EmbedResponse | list[list[float]],  # type: ignore[arg-type]  # a union is a response model too
+        ),
+        Route(
+            "POST",
+            "/v1/embeddings",
+            openai_embeddings,
+            "OpenAI-compatible embeddings (float or base64, dimensions, token-id input).",
+            OpenAIEmbeddingResponse,
+        ),
+    ),
+    "classify": (Route("POST", "/classify", classify, "Label probabilities of texts or pairs.", ClassifyResponse),),
+    "rerank": (
+        Route(
+            "POST",
+            "/rerank",
+            rerank,
+            "Texts ordered by a cross-encoder's relevance to a query (text-embeddings-inference's API).",
+            list[RankOut],
+            exclude_none=True,
+        ),
+    ),
+    "tag": (Route("POST", "/tag", tag, "Word tags and entities with character offsets.", TagResponse),),
+    "answer": (Route("POST", "/answer", answer, "Answer spans of questions in their contexts.", AnswerResponse),),
+    "attention": (
+        Route(
+            "POST",
+            "/attention",
+            attention,
+            "Attention probabilities of every layer and head over the tokens of one text.",
+            AttentionResponse,
+        ),
     ),
 }

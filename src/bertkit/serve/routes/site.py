@@ -1,4 +1,5 @@
-"""The endpoints every app has whatever its model: liveness, the model's description, the web page and its icon."""
+"""The endpoints every app has whatever its model: liveness, the model's description, the tokenizer (TEI's
+``/tokenize``), the web page and its icon."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from fastapi import Depends
 from fastapi.responses import FileResponse, Response
 
 from bertkit.serve.routes.route import Route
+from bertkit.serve.schemas import SimpleToken, TokenizeRequest
 from bertkit.serve.service import Service, get_service
 
 STATIC = Path(__file__).resolve().parents[1] / "static"
@@ -29,6 +31,31 @@ async def info(service: Annotated[Service, Depends(get_service)]) -> dict[str, A
     return service.info()
 
 
+async def tokenize(
+    request: TokenizeRequest, service: Annotated[Service, Depends(get_service)]
+) -> list[list[dict[str, Any]]]:
+    """TEI's tokenize: per text, its tokens with their ids, the text they cover and character offsets."""
+    service.checks.no_prompt(request.prompt_name)
+    texts = [request.inputs] if isinstance(request.inputs, str) else request.inputs
+    service.checks.count(texts)
+    service.checks.chars(texts, limit=service.limits.max_long_chars)
+    tokenizer = service.loaded.tokenizer
+    out = []
+    for text in texts:
+        encoding = tokenizer.encode(text, add_special_tokens=request.add_special_tokens)
+        out.append(
+            [
+                {"id": i, "text": token, "special": True, "start": None, "stop": None}
+                if special
+                else {"id": i, "text": text[start:stop], "special": False, "start": start, "stop": stop}
+                for i, token, special, (start, stop) in zip(
+                    encoding.ids, encoding.tokens, encoding.special_tokens_mask, encoding.offsets
+                )
+            ]
+        )
+    return out
+
+
 async def favicon() -> Response:
     return Response(FAVICON, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
 
@@ -39,7 +66,14 @@ async def page() -> FileResponse:
 
 STATUS_ROUTES = [
     Route("GET", "/health", health, "Liveness: the model is loaded."),
-    Route("GET", "/info", info, "The model, its pipelines and the server's limits."),
+    Route("GET", "/info", info, "The model, its pipelines and the server's limits (and TEI's info fields)."),
+    Route(
+        "POST",
+        "/tokenize",
+        tokenize,
+        "Tokens of each text with their offsets (text-embeddings-inference's API).",
+        list[list[SimpleToken]],
+    ),
     Route("GET", "/favicon.ico", favicon, in_schema=False),
 ]
 PAGE_ROUTE = Route("GET", "/", page, in_schema=False)  # added after the API, with the static files it loads

@@ -13,7 +13,8 @@ async function post(path, body) {
     body: JSON.stringify(body),
   });
   const data = await response.json().catch(() => ({}));
-  if (!response.ok) throw new Error(data.error || `${path} answered ${response.status}`);
+  const error = data.error && (data.error.message || data.error);  // OpenAI's routes nest the message
+  if (!response.ok) throw new Error(error || `${path} answered ${response.status}`);
   return data;
 }
 
@@ -91,6 +92,7 @@ function fitInputToTask() {
   }
   if (has("answer")) $("question").value = "Where did George Washington live?";
   show("similarity-card", embeddingOnly());
+  show("search-card", embeddingOnly());
 }
 
 // ------------------------------------------------------------------ the form
@@ -230,6 +232,35 @@ async function runSimilarity(event) {
     setStatus(error.message, true);
   } finally {
     $("compare").disabled = false;
+  }
+}
+
+// ------------------------------------------------------------------ search
+async function runSearch(event) {
+  event.preventDefault();
+  const passages = $("passages").value.split("\n").map((s) => s.trim()).filter(Boolean);
+  const query = $("query").value.trim();
+  if (!passages.length || !query) { setStatus("Give a query and one or more passages, one a line.", true); return; }
+  $("search").disabled = true;
+  try {
+    // The OpenAI-compatible route, with the model's own defaults; the cosine does not need unit vectors.
+    const { data } = await post("/v1/embeddings", { input: [query, ...passages] });
+    const vectors = data.map((d) => d.embedding);
+    const norm = (a) => Math.sqrt(a.reduce((sum, x) => sum + x * x, 0)) || 1;
+    const cosine = (a, b) => a.reduce((sum, x, k) => sum + x * b[k], 0) / (norm(a) * norm(b));
+    const ranked = passages.map((passage, i) => ({ passage, i, score: cosine(vectors[0], vectors[i + 1]) }))
+      .sort((a, b) => b.score - a.score);
+    $("ranking").replaceChildren(...ranked.map(({ passage, i, score }) => el("li",
+      { class: "bar-row", "data-index": i, "data-score": score },
+      el("span", { class: "name" }, passage),
+      el("span", { class: "bar" }, el("span", { style: `width:${(100 * Math.max(0, score)).toFixed(1)}%` })),
+      el("span", { class: "value" }, score.toFixed(3)))));
+    setStatus("");
+  } catch (error) {
+    $("ranking").replaceChildren();
+    setStatus(error.message, true);
+  } finally {
+    $("search").disabled = false;
   }
 }
 
@@ -380,6 +411,7 @@ function drawLines(matrix) {
 
 $("form").addEventListener("submit", analyse);
 $("similarity-form").addEventListener("submit", runSimilarity);
+$("search-form").addEventListener("submit", runSearch);
 $("layer").addEventListener("change", drawAttention);
 $("head").addEventListener("change", drawAttention);
 for (const radio of document.querySelectorAll('input[name="view"]')) radio.addEventListener("change", drawAttention);
