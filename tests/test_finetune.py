@@ -578,7 +578,8 @@ def test_batching_default_is_random_for_regression_only():
         return groups_by_length(config, fitted)
 
     assert grouped("regression", labels=("1", "2")) is False
-    assert grouped("classification", labels=("0.5", "3.8")) is False  # float scores: regression detected
+    with pytest.raises(ConfigError, match="use --task regression"):  # scores named classification are refused
+        grouped("classification", labels=("0.5", "3.8"))
     assert grouped("classification") is True and grouped("ner") is True and grouped("qa") is True
     assert grouped("regression", labels=("1", "2"), group_by_length=True) is True
     assert grouped("classification", group_by_length=False) is False

@@ -169,6 +169,9 @@ def read_data(config: FinetuneConfig, model_dir: Path) -> FinetuneData:
         train.report.used -= count
         train.examples = train.examples[: config.max_train_examples]
     task.fit_labels(train.examples)
+    labels = task.describe_labels(train.examples)
+    if labels is not None and not quiet:
+        notice(labels)
     max_seq_length = config.max_seq_length
     assert max_seq_length is not None  # FinetuneConfig fills it in from the task's defaults
     featurized = featurize(task, train.examples, tokenizer, max_seq_length, training=True, report=True)
@@ -277,7 +280,7 @@ def train_model(
     if env.is_main:
         kind = "length-grouped" if config.group_by_length else "random"
         notice(
-            f"fine-tuning {task.name} ({task.head}) on {len(data.train_examples)} examples -> "
+            f"fine-tuning {'regression' if getattr(task, 'regression', False) else task.name} ({task.head}) on {len(data.train_examples)} examples -> "
             f"{len(data.train_features)} features, {len(batches)} {kind} micro-batches per epoch, "
             f"{train_config.duration.max_steps} updates; lr {config.train.optimizer.lr}"
         )
