@@ -296,7 +296,19 @@ def prepare_dataset(config: PrepareConfig, *, progress: bool = True) -> dict[str
     meta = index_dataset(output, header, expected_blocks=num_blocks)
     for line in stats.warnings():
         log.warning(line)
+    held_out = meta["splits"]["eval"]["num_instances"]
+    if meta["complete"] and held_out == 0 and config.eval_fraction > 0 and meta["splits"]["train"]["num_instances"]:
+        log.warning(no_eval_line(config))
     return meta
+
+
+def no_eval_line(config: PrepareConfig) -> str:
+    """The warning for a data set without held-out instances, with the flags that give it some."""
+    return (
+        f"the eval split holds no instances: the corpus is too small for --eval-fraction {config.eval_fraction:g} "
+        f"of its runs of --eval-unit-sentences {config.eval_unit_sentences} sentences, so pretrain will not "
+        f"evaluate; raise --eval-fraction or lower --eval-unit-sentences"
+    )
 
 
 def text_bytes(files: Sequence[Path]) -> int | None:
