@@ -91,6 +91,7 @@ function fitInputToTask() {
   }
   if (has("answer")) $("question").value = "Where did George Washington live?";
   show("similarity-card", embeddingOnly());
+  $("text").disabled = $("submit").disabled = false;
 }
 
 // ------------------------------------------------------------------ the form
