@@ -206,3 +206,23 @@ def test_split_documents_short_documents_draw_once_each():
     parts = split_documents(docs, fraction=0.25, unit=256, rng=random.Random(0))
     assert len(parts["eval"]) + len(parts["train"]) == 2000
     assert abs(len(parts["eval"]) / 2000 - 0.25) < 0.03
+
+
+def test_a_small_gzip_corpus_without_eval_instances_is_warned_about(tokenizer_dir, tmp_path, capsys, caplog):
+    """The default --eval-fraction holds out nothing of a few paragraphs: prepare-data says so, with the flags
+    that change it (and says nothing when --eval-fraction 0 asked for no eval split)."""
+    import gzip
+
+    from bertkit.cli import main
+
+    text = "\n\n".join("The cat sat on a mat. The dog ran near the river." for _ in range(6)) + "\n"
+    (tmp_path / "small.txt.gz").write_bytes(gzip.compress(text.encode()))
+    args = ["prepare-data", "-i", tmp_path / "small.txt.gz", "--tokenizer", tokenizer_dir, "--max-seq-length", "32"]
+    args += ["--workers", "1", "--quiet", "--seed", "1"]
+    assert main([str(a) for a in [*args, "--output", tmp_path / "out"]]) == 0
+    said = caplog.text + capsys.readouterr().err
+    assert "+ 0 eval instances" in said
+    assert "the eval split holds no instances" in said and "raise --eval-fraction" in said, said
+    caplog.clear()
+    assert main([str(a) for a in [*args, "--output", tmp_path / "none", "--eval-fraction", "0"]]) == 0
+    assert "the eval split holds no instances" not in caplog.text + capsys.readouterr().err

@@ -223,9 +223,12 @@ def _batch(directory: Path, texts: list[str]) -> dict:
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
-def test_a_run_stopped_by_a_signal_exits_as_shells_do_and_resumes(base, data, tmp_path, capsys, monkeypatch, signum):
+def test_a_run_stopped_by_a_signal_exits_as_shells_do_and_resumes(
+    base, data, tmp_path, capsys, caplog, monkeypatch, signum
+):
     """SIGINT exits 130 and SIGTERM 143 (128 + the signal), never 0: a script must not take it for a finished
-    run. The checkpoint is written first, so --resume finishes the run."""
+    run. The checkpoint is written first, so --resume finishes the run. The resumed run says its head comes
+    from the checkpoint (not "newly initialised"), and the finished run names no checkpoint it deletes."""
     from bertkit.model import BertForSequenceClassification
 
     forward = BertForSequenceClassification.forward
@@ -244,9 +247,14 @@ def test_a_run_stopped_by_a_signal_exits_as_shells_do_and_resumes(base, data, tm
     code, _, err = run_cli(args, capsys)
     assert code == 128 + signum and "stopped by a signal" in err and "--resume" in err
     assert not output.exists()
+    assert f"checkpoint {output}.partial/checkpoint-" in err  # kept for --resume: named
     monkeypatch.setattr(BertForSequenceClassification, "forward", forward)
+    caplog.clear()
     code, _, err = run_cli([*args, "--resume"], capsys)
     assert code == 0 and (output / "model.safetensors").is_file(), err
+    assert "the task head's too, is restored from the checkpoint" in err
+    assert "newly initialised" not in caplog.text + err
+    assert "checkpoint-" not in err.split("stopped (max_steps)")[1]  # deleted with the work directory
 
 
 def test_schedule_flag_reaches_the_training_loop(base, data, tmp_path, capsys):
@@ -578,7 +586,8 @@ def test_batching_default_is_random_for_regression_only():
         return groups_by_length(config, fitted)
 
     assert grouped("regression", labels=("1", "2")) is False
-    assert grouped("classification", labels=("0.5", "3.8")) is False  # float scores: regression detected
+    with pytest.raises(ConfigError, match="use --task regression"):  # scores named classification are refused
+        grouped("classification", labels=("0.5", "3.8"))
     assert grouped("classification") is True and grouped("ner") is True and grouped("qa") is True
     assert grouped("regression", labels=("1", "2"), group_by_length=True) is True
     assert grouped("classification", group_by_length=False) is False

@@ -154,6 +154,27 @@ def test_cli_search_with_a_grid_from_the_config_file(setup, tmp_path, capsys):
     assert "--search-trials and --search-budget go with --search" in capsys.readouterr().err
 
 
+def test_the_search_table_names_every_column_once(setup, tmp_path, capsys):
+    """A grid over epochs and the batch: search.md (and the table printed) names each column once."""
+    grid_file = tmp_path / "search.toml"
+    grid_file.write_text("[search]\nepochs = [1, 2]\nmicro_batch_size = [8]\n", encoding="utf-8")
+    output = tmp_path / "cli"
+    args = ["finetune", "--task", "classification", "--model", setup["model"], "--train", setup["train"]]
+    args += ["--dev", setup["train"], "--output", output, "--config", grid_file, "--max-seq-length", "16"]
+    assert main([str(a) for a in [*args, "--no-progress", "--no-plot", "--no-tensorboard", "--search"]]) == 0
+    out = capsys.readouterr().out
+    table = (output / "search.md").read_text()
+    assert table == out
+    header = [cell.strip() for cell in table.splitlines()[0].strip("|").split("|")]
+    assert all(header) and len(set(header)) == len(header), header
+    assert header == [
+        "run", "epochs", "micro_batch_size", "batch", "updates", "dev accuracy per epoch", "best", "seconds", "status"
+    ]  # fmt: skip
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+    assert [row[1] for row in rows] == ["1", "2"] and {row[-1] for row in rows} <= {"winner", "done"}
+    assert sum(row[-1] == "winner" for row in rows) == 1
+
+
 def test_a_search_killed_by_a_signal_resumes_from_the_command_line(setup, tmp_path):
     """SIGTERM while the second run trains (or between runs): exit, then --resume finishes the grid."""
     output = tmp_path / "killed"

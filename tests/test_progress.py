@@ -68,3 +68,30 @@ def test_disabled_shows_nothing_and_track_counts_items():
     assert stream.getvalue() == ""
     assert list(track([1, 2, 3], desc="predict", unit="batch", stream=stream)) == [1, 2, 3]
     assert stream.getvalue().startswith("predict: 3/3 batch (100%)")
+
+
+def test_a_scaled_count_and_its_total_share_their_unit():
+    """Bytes against bytes: ``1.5MB/3.0MB``, in the plain line and on the bar, never ``913kB`` against ``361k``."""
+    stream, clock = io.StringIO(), Clock()
+    with Progress(3_000_000, desc="prepare-data", unit="B", unit_scale=True, stream=stream, clock=clock) as progress:
+        clock.now = 1
+        progress.update(1_500_000)
+    assert stream.getvalue() == "prepare-data: 1.5MB/3.0MB (50%), 1.5MB/s, 1s\n"
+    terminal = Terminal()
+    with Progress(3_000_000, desc="prepare-data", unit="B", unit_scale=True, stream=terminal, mininterval=0) as bar:
+        bar.update(1_500_000)
+    assert "1.50MB/3.00MB" in terminal.getvalue(), terminal.getvalue()
+
+
+def test_prepare_data_counts_text_bytes_against_text_bytes(tmp_path):
+    """A compressed input's size on disk is not its text's: the total is then unknown, not a smaller number."""
+    import gzip
+
+    from bertkit.data.prepare import text_bytes
+
+    plain = tmp_path / "a.txt"
+    plain.write_text("some text\n" * 100)
+    packed = tmp_path / "b.txt.gz"
+    packed.write_bytes(gzip.compress(b"some text\n" * 100))
+    assert text_bytes([plain]) == 1000
+    assert text_bytes([plain, packed]) is None

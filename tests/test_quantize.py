@@ -222,3 +222,36 @@ def test_cli_refuses_to_finetune_an_int8_checkpoint(encoder_dir, tokenizer, tmp_
     err = capsys.readouterr().err
     assert code == 2
     assert "int8-quantized, which is for inference only" in err
+
+
+def test_cli_int8_embed_says_no_library_noise(encoder_dir, tmp_path):
+    """A fresh process (torchao not yet imported) prints neither torchao's kernels that fail to load nor
+    torch's deprecation warning about torchao; the embeddings are written."""
+    import subprocess
+    import sys
+
+    (tmp_path / "in.txt").write_text("the cat sat on the mat\n")
+    out = tmp_path / "v.npy"
+    args = ["embed", "-m", encoder_dir, "-i", tmp_path / "in.txt", "-o", out, "--quantize", "int8", "--no-compile"]
+    done = subprocess.run(
+        [sys.executable, "-m", "bertkit", *map(str, args)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0 and out.is_file(), done.stderr
+    for noise in ("Failed to load", "deprecated", "register_constant", "_C_"):
+        assert noise not in done.stderr, done.stderr
+    assert all(line.startswith(("bertkit:", "embed:", "wrote")) for line in done.stderr.splitlines()), done.stderr
+
+
+def test_cli_int8_embed_says_it_compiles_before_the_wait(encoder_dir, tmp_path, capsys, monkeypatch):
+    """The first int8 batch waits for the compiler: that is said before it (compiling itself is stubbed out
+    here; it takes a minute)."""
+    from bertkit.compiling import compiling_line
+
+    monkeypatch.setattr(torch.nn.Module, "compile", lambda self, **options: None)
+    (tmp_path / "in.txt").write_text("the cat sat on the mat\n")
+    out = tmp_path / "v.npy"
+    code = main(["embed", "-m", str(encoder_dir), "-i", str(tmp_path / "in.txt"), "-o", str(out), "--quantize", "int8"])
+    err = capsys.readouterr().err
+    assert code == 0 and f"bertkit: {compiling_line(True)}\n" in err, err
+    assert "compiling the model for inference on its first batch (once per process" in err
+    assert err.index("compiling the model") < err.index("wrote")

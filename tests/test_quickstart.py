@@ -1,7 +1,8 @@
 """The README's quick start, run as printed on a small scale, so that it cannot rot.
 
 The code block after ``<!-- quickstart -->`` is read line by line: each ``bertkit ...`` command runs in a
-subprocess (the service is started on a free port and asked once, with the ``curl`` line's request), and the
+subprocess (the service is started on a free port, waited for on ``/health`` as the README's ``until`` loop
+does, and asked once, with the ``curl`` line's request), and the
 ``# ...`` lines after a command are the output it must print, digits aside (scores differ at this scale).
 The shipped data is shrunk to a few dozen rows and ``--max-train-examples`` to 32.
 """
@@ -98,8 +99,12 @@ class QuickStart:
             result = subprocess.run([sys.executable, *inner[1:]], capture_output=True, text=True, check=True)
             self.variables[match.group(1)] = result.stdout.strip()
             return None
-        if command.startswith("printf "):
+        if command.startswith(("printf ", "mkdir ")):
             subprocess.run(["bash", "-c", command], cwd=self.cwd, check=True)
+            return None
+        if command.startswith("until curl "):  # the README waits for /health before asking the service
+            assert self.server is not None and "/health" in command, "waits for a server that is not started"
+            wait_for(self.port, self.server)
             return None
         if command.startswith("curl "):
             return self.curl(command)
@@ -146,6 +151,10 @@ def test_readme_quickstart_commands_run_and_print_what_the_readme_shows(tmp_path
     assert [c.split()[1] for c, _ in steps if c.startswith("bertkit ")] == [
         "tokenize", "embed", "finetune", "predict", "classify", "serve"
     ]  # fmt: skip
+    commands = [c for c, _ in steps]
+    waits = [i for i, c in enumerate(commands) if c.startswith("until curl") and "/health" in c]
+    asks = [i for i, c in enumerate(commands) if c.startswith("curl ")]
+    assert waits and asks and waits[0] < asks[0], "the README asks the service before waiting for /health"
     for name in ("train.tsv", "dev.tsv"):
         lines = (ROOT / "data" / "polarity" / name).read_text(encoding="utf-8").splitlines(keepends=True)
         (tmp_path / "data" / "polarity").mkdir(parents=True, exist_ok=True)
@@ -161,7 +170,8 @@ def test_readme_quickstart_commands_run_and_print_what_the_readme_shows(tmp_path
     finally:
         session.stop()
     assert (tmp_path / "runs" / "polarity" / "model.safetensors").is_file()
-    assert len((tmp_path / "predictions.jsonl").read_text().splitlines()) == ROWS
+    assert len((tmp_path / "runs" / "predictions.jsonl").read_text().splitlines()) == ROWS
+    assert not [p.name for p in tmp_path.iterdir() if p.is_file()]  # nothing written beside the data and runs/
 
 
 def wait_for(port: int, server: subprocess.Popen[bytes]) -> None:

@@ -120,7 +120,7 @@ def test_csv_jsonl_and_column_options(tmp_path):
         ("empty.tsv", "", r"empty\.tsv: the file is empty"),
         ("header.tsv", "sentence\tlabel\n", "no data rows"),
         ("short.tsv", "sentence\tlabel\nfine\t1\nbroken\n", r"short\.tsv:3: expected 2 TSV fields"),
-        ("cols.tsv", "words\ttag\nhi\t1\n", r"cols\.tsv: no text column found .*'words', 'tag'"),
+        ("cols.tsv", "words\ttag\nhi\t1\n", r"cols\.tsv: no text column .* and no label column .*'words', 'tag'"),
         ("bad.jsonl", '{"sentence": "a", "label": 1}\n{"sentence": \n', r"bad\.jsonl:2: not valid JSON"),
         ("nokey.jsonl", '{"sentence": "a", "label": 1}\n{"sentence": "b"}\n', r"nokey\.jsonl:2: missing field 'label'"),
         ("bin.tsv", b"sentence\tlabel\n\xff\xfe\t1\n", "not UTF-8"),

@@ -194,6 +194,23 @@ def test_classification_shows_the_label_names(tmp_path, tokenizer, browser):
         assert not errors, errors
 
 
+def test_nothing_task_specific_shows_before_the_model_info_arrives(tmp_path, tokenizer, browser):
+    """A classifier's page, its /info held back: no fill-mask example or hint, and nothing to submit yet."""
+    loaded = inference.load(save_model(tmp_path / "cls", BertForSequenceClassification, tokenizer, num_labels=2))
+    with Server(create_app(loaded, ServeLimits())) as server:
+        page = browser.new_page()
+        page.route("**/info", lambda route: route.abort())
+        page.goto(server.url + "/")
+        page.wait_for_selector("#status:has-text('Cannot reach the service')")
+        assert "[MASK]" not in page.input_value("#text") + page.locator("#text-hint").inner_text()
+        assert page.locator("#text-hint").inner_text() == "" and page.is_disabled("#submit")
+        assert page.locator("#predictions-card").is_hidden()
+        page.unroute("**/info")
+        page.reload()
+        page.wait_for_selector("#model:has-text('can do')")
+        assert page.is_enabled("#submit") and "[MASK]" not in page.input_value("#text")
+
+
 def test_embedding_model_offers_sentence_similarity(tmp_path, tokenizer, browser):
     loaded = inference.load(save_model(tmp_path / "encoder", BertModel, tokenizer))
     sentences = ["the cat sat on the mat", "a dog went home", "the king and the queen"]

@@ -15,13 +15,24 @@ from typing import Any
 from torch import nn
 
 from bertkit.errors import BertkitError
+from bertkit.notices import notice
+
+
+def compiling_line(frozen: bool) -> str:
+    """What the first batch will wait for, said before the wait (``compile_model`` prints it)."""
+    purpose = "inference" if frozen else "training"
+    return (
+        f"compiling the model for {purpose} on its first batch (once per process; up to a minute or two on a "
+        f"CPU, then every batch runs the compiled graph)"
+    )
 
 
 def compile_model(
     model: nn.Module, *, frozen: bool = False, backend: str | Callable[..., Any] = "inductor"
 ) -> nn.Module:
     """Compile ``model`` in place with symbolic batch and sequence sizes; returns it. The first call per
-    mode (training, inference) pays the compilation (tens of seconds on a CPU for a small BERT).
+    mode (training, inference) pays the compilation (tens of seconds on a CPU for a small BERT), which is said
+    on stderr before the wait (``compiling_line``).
 
     ``frozen``: for a model that only answers (``bertkit.inference``): inductor's freezing takes the weights
     as constants and lays them out once for the CPU's matmul kernels (oneDNN), nearly twice the speed of the
@@ -32,6 +43,8 @@ def compile_model(
         model.compile(dynamic=True, backend=backend, options=options)
     except RuntimeError as exc:  # e.g. no C++ compiler for inductor's CPU kernels
         raise BertkitError(f"torch.compile is unavailable here ({exc}); run without --compile") from None
+    if backend == "inductor":
+        notice(compiling_line(frozen))
     return model
 
 

@@ -16,6 +16,9 @@ from typing import Any, Self, TextIO, TypeVar
 INTERVAL = 30.0
 """Seconds between two plain progress lines."""
 
+SCALED_BAR = "{l_bar}{bar}| {n_fmt}{unit}/{total_fmt}{unit} [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
+"""The terminal bar of a scaled count: the unit after the count and after the total (``913kB/2.10MB``)."""
+
 T = TypeVar("T")
 
 
@@ -62,6 +65,8 @@ class Progress:
             from tqdm.auto import tqdm  # only a terminal display pays for importing it
 
             options = {"dynamic_ncols": True, **bar_options}
+            if unit_scale and total:  # tqdm's default shows 913k/2.10M: say the unit of both counts
+                options.setdefault("bar_format", SCALED_BAR)
             self._bar = tqdm(
                 total=total, initial=initial, desc=desc, unit=unit, unit_scale=unit_scale, file=self.stream, **options
             )
@@ -107,12 +112,14 @@ class Progress:
         self.close()
 
     def line(self) -> str:
-        """The plain line for the progress so far: ``train: 120/1000 step (12%), 3.40 step/s, 35s, loss 2.31``."""
+        """The plain line for the progress so far: ``train: 120/1000 step (12%), 3.40 step/s, 35s, loss 2.31``,
+        ``prepare-data: 12.3MB/20.0MB (61%), 3.1MB/s, 4s``."""
         elapsed = self.clock() - self.start
         unit = self.unit if self.unit_scale else " " + self.unit  # 12.3MB, but 120 step
         done = self._count(self.n)
         if self.total:
-            done += f"/{self._count(self.total)}{unit} ({self.n / self.total:.0%})"
+            # 12.3MB/20.0MB (a scaled count has its unit on both), but 120/1000 step
+            done += f"{unit if self.unit_scale else ''}/{self._count(self.total)}{unit} ({self.n / self.total:.0%})"
         else:
             done += unit
         rate = (self.n - self.start_n) / elapsed if elapsed > 0 else 0.0

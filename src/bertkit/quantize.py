@@ -29,11 +29,16 @@ from torch import Tensor, nn
 from bertkit.checkpoint_files.pretrained import QUANTIZATION_KEY
 from bertkit.config import BertConfig
 from bertkit.errors import BertkitError, ConfigError
+from bertkit.notices import quiet_libraries
 
 SCHEMES = ("int8",)
 CONFIG_KEY = QUANTIZATION_KEY
 """``config.json`` key of a quantized checkpoint: ``{"scheme": "int8", ...}``."""
 SCALE_SUFFIX = "_scale"
+TORCHAO_LOGGERS = ("torchao", "torch.utils._pytree")
+"""Loggers quieted while torchao loads and quantizes (``bertkit.notices.quiet_libraries``): torchao warns of
+each optional CUDA kernel library it cannot load (``Failed to load ..._C_mxfp8...so``), and torch of a
+deprecated way torchao registers its enums. Neither concerns a user of int8 inference."""
 FLOAT32_LINEARS = ("attention.qkv",)
 """Encoder linears kept in float32 (see the module docstring), by the end of their module name."""
 
@@ -50,7 +55,8 @@ def check_scheme(scheme: str | None) -> str | None:
 
 def _torchao() -> Any:
     try:
-        import torchao.quantization  # an optional extra: imported when used
+        with quiet_libraries(*TORCHAO_LOGGERS):
+            import torchao.quantization  # an optional extra: imported when used
     except ImportError:
         raise BertkitError("int8 quantization needs torchao; pip install 'bertkit[int8]'") from None
     return torchao.quantization
@@ -95,11 +101,12 @@ def quantize_model(model: nn.Module, scheme: str = "int8") -> nn.Module:
     ao = _torchao()
     targets = {id(module) for _, module in _encoder_linears(model)}
     model.eval().requires_grad_(False)
-    ao.quantize_(
-        model,
-        ao.Int8DynamicActivationInt8WeightConfig(),
-        filter_fn=lambda module, _name: id(module) in targets,
-    )
+    with quiet_libraries(*TORCHAO_LOGGERS):
+        ao.quantize_(
+            model,
+            ao.Int8DynamicActivationInt8WeightConfig(),
+            filter_fn=lambda module, _name: id(module) in targets,
+        )
     config = cast(BertConfig, model.config)
     config.extra[CONFIG_KEY] = {
         "scheme": scheme,

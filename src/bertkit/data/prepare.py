@@ -28,7 +28,7 @@ import multiprocessing
 import os
 import random
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from multiprocessing.pool import AsyncResult
 from pathlib import Path
@@ -49,6 +49,7 @@ from bertkit.data.instances import create_instances
 from bertkit.data.masking import MaskingSpec, continuation_table, derive_seed, static_masker
 from bertkit.data.shards import block_name, index_dataset, pack_instances, read_json, write_block
 from bertkit.errors import DataError
+from bertkit.formats import split_suffix
 from bertkit.hub import resolve_model
 from bertkit.io import atomic_path
 from bertkit.progress import Progress
@@ -276,7 +277,7 @@ def prepare_dataset(config: PrepareConfig, *, progress: bool = True) -> dict[str
     stats = CorpusStats()
     blocks = iter_blocks(read_documents(files, config.corpus, stats), config.block_bytes)
     shown = Progress(
-        sum(p.stat().st_size for p in files),
+        text_bytes(files),
         desc="prepare-data",
         unit="B",
         unit_scale=True,
@@ -295,7 +296,27 @@ def prepare_dataset(config: PrepareConfig, *, progress: bool = True) -> dict[str
     meta = index_dataset(output, header, expected_blocks=num_blocks)
     for line in stats.warnings():
         log.warning(line)
+    held_out = meta["splits"]["eval"]["num_instances"]
+    if meta["complete"] and held_out == 0 and config.eval_fraction > 0 and meta["splits"]["train"]["num_instances"]:
+        log.warning(no_eval_line(config))
     return meta
+
+
+def no_eval_line(config: PrepareConfig) -> str:
+    """The warning for a data set without held-out instances, with the flags that give it some."""
+    return (
+        f"the eval split holds no instances: the corpus is too small for --eval-fraction {config.eval_fraction:g} "
+        f"of its runs of --eval-unit-sentences {config.eval_unit_sentences} sentences, so pretrain will not "
+        f"evaluate; raise --eval-fraction or lower --eval-unit-sentences"
+    )
+
+
+def text_bytes(files: Sequence[Path]) -> int | None:
+    """The bytes of text the inputs hold, which the progress counts; ``None`` (unknown) when one is compressed,
+    as its size on disk is not its text's."""
+    if any(split_suffix(path)[0] for path in files):
+        return None
+    return sum(path.stat().st_size for path in files)
 
 
 def _header(config: PrepareConfig, tokenizer: Tokenizer, files: list[Path], output: Path) -> dict[str, Any]:

@@ -87,6 +87,11 @@ class Task(Protocol):
 
     def fit_labels(self, examples: Sequence) -> None: ...
 
+    def describe_labels(self, examples: Sequence) -> str | None:
+        """One line on what ``fit_labels`` learned from ``examples`` (the classes and their counts, the score
+        range, the tags), said once when fine-tuning starts; ``None`` when there are no labels to show."""
+        ...
+
     def config_updates(self) -> dict[str, Any]: ...
 
     def load_config(self, config: Any) -> None:

@@ -8,7 +8,9 @@ Labels: any strings; the sorted distinct training labels (numbers sorted numeric
 saved as ``config.id2label``. ``label_names`` renames them: the i-th name for the i-th sorted label (``0``/``1``
 data with ``label_names="negative,positive"``), so that predictions carry the names; a gold label given as an
 id (``0``/``1``) then still reads as its name when a saved model is evaluated. Regression (``num_labels == 1``, MSE) is chosen when every training label is a
-number and at least one is not a whole number (STS-B's ``3.800``), or explicitly with ``regression=True``.
+number and at least one is not a whole number (STS-B's ``3.800``) and ``regression`` is ``None``, or explicitly
+with ``regression=True``; with ``regression=False`` (``make_task("classification")``) scores are refused. A
+training read refuses a label column whose values are nearly all distinct (``check_labels``).
 
 Long inputs, ``long_text="truncate"`` (default): Google BERT's rule, drop the last token of the longer text
 (the second on ties) until ``[CLS] A [SEP] B [SEP]`` fits ``max_seq_length``. ``long_text="windows"``: the
@@ -21,7 +23,7 @@ example's windows are averaged.
 from __future__ import annotations
 
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,7 +46,8 @@ from bertkit.tasks.base import (
     window_starts,
     write_jsonl,
 )
-from bertkit.tasks.readers import ReadReport, pick_column, read_table
+from bertkit.tasks.readers import ReadReport, Row, pick_column, read_table
+from bertkit.tasks.readers.columns import missing_columns, text_and_label, unnamed
 
 TEXT_COLUMNS = ("sentence", "sentence1", "#1 String", "text", "text_a", "premise", "question", "sentence_a")
 PAIR_COLUMNS = ("sentence2", "#2 String", "text_pair", "text_b", "hypothesis", "sentence_b")
@@ -75,6 +78,50 @@ def _is_number(text: str) -> bool:
         return np.isfinite(float(text))
     except ValueError:
         return False
+
+
+SHOWN_LABELS = 12
+"""Classes listed by name in the labels line; the rest are counted."""
+
+MANY_CLASSES = 20
+"""A label column with more distinct values than this, and than half its rows, is refused for classification:
+nearly every row would be a class of its own (an id or a text column named by mistake). 20 classes on 2,000
+rows pass; an ``idx`` column never does."""
+
+
+def scores(labels: Sequence[str]) -> bool:
+    """Whether labels are scores, not classes: all numbers, and at least one not a whole number (``3.800``)."""
+    return all(_is_number(label) for label in labels) and any(float(label) != int(float(label)) for label in labels)
+
+
+def check_labels(path: str | os.PathLike, column: str, labels: Sequence[str], regression: bool | None) -> None:
+    """Refuse training labels that cannot be classes: scores under an explicit classification task
+    (``regression=False``), or a column whose values are nearly all distinct (see ``MANY_CLASSES``)."""
+    if not labels:
+        return
+    is_scores = scores(labels)
+    if is_scores and regression is False:
+        examples = ", ".join(dict.fromkeys(label for label in labels if float(label) != int(float(label))))
+        raise DataError(
+            f"{path}: label column {column!r} holds scores ({_shorten(examples)}), not classes; fine-tune them with "
+            f"--task regression, or name the label column with --label-column"
+        )
+    distinct = len(set(labels))
+    if not is_scores and distinct > MANY_CLASSES and distinct > len(labels) / 2:
+        numeric = all(_is_number(label) for label in labels)
+        also = " (or --task regression, if these numbers are scores)" if numeric else ""
+        raise DataError(
+            f"{path}: label column {column!r} has {distinct} distinct values in {len(labels)} rows, nearly one class "
+            f"per row (an id or a text, not a label?); name the label column with --label-column{also}"
+        )
+
+
+def _rows(count: int) -> str:
+    return f"{count:,} row{'' if count == 1 else 's'}"
+
+
+def _shorten(text: str, width: int = 40) -> str:
+    return text if len(text) <= width else text[: width - 3].rsplit(", ", 1)[0] + ", ..."
 
 
 def _gold_label(example: ClassificationExample) -> str:
@@ -155,18 +202,7 @@ class ClassificationTask:
             names=names,
             report=report,
         )
-        text = pick_column(path, columns, self.text_column, TEXT_COLUMNS, "text")
-        pair = None
-        if self.text_pair_column != "":
-            pair = pick_column(
-                path,
-                columns,
-                self.text_pair_column,
-                PAIR_COLUMNS,
-                "text pair",
-                required=self.text_pair_column is not None,
-            )
-        label = pick_column(path, columns, self.label_column, LABEL_COLUMNS, "label") if labeled else None
+        text, pair, label = self._columns(path, columns, rows, labeled, report)
         examples = []
         for row in rows:
             values = row.fields
@@ -181,7 +217,32 @@ class ClassificationTask:
                     where=row.where,
                 )
             )
+        if training and label is not None and not self.regression:
+            check_labels(path, label, [e.label for e in examples if e.label], self.regression)
         return Read(examples, report)
+
+    def _columns(
+        self, path: str | os.PathLike, columns: list[str], rows: Sequence[Row], labeled: bool, report: ReadReport
+    ) -> tuple[str, str | None, str | None]:
+        """The text, pair and label columns: the ones asked for, else the usual names; two unnamed columns
+        (no header) are text and label, said in ``report``. Every role still missing is named in one error."""
+        text = pick_column(path, columns, self.text_column, TEXT_COLUMNS, "text", required=False)
+        pair = None
+        if self.text_pair_column != "":
+            required = self.text_pair_column is not None
+            pair = pick_column(path, columns, self.text_pair_column, PAIR_COLUMNS, "text pair", required=required)
+        label = pick_column(path, columns, self.label_column, LABEL_COLUMNS, "label", required=False)
+        label = label if labeled else None
+        if unnamed(columns) and len(columns) == 2 and (text is None or (labeled and label is None)):
+            values = [[row.fields.get(c, "") for row in rows] for c in columns]
+            text, guessed, said = text_and_label(columns, values, text)
+            label = guessed if labeled else None
+            report.assumptions.append(said)
+        missing: list[tuple[str, Sequence[str]]] = [("text", TEXT_COLUMNS)] if text is None else []
+        missing += [("label", LABEL_COLUMNS)] if labeled and label is None else []
+        if missing or text is None:
+            raise missing_columns(path, columns, missing)
+        return text, pair, label
 
     # ------------------------------------------------------------------------------------ labels
 
@@ -193,10 +254,13 @@ class ClassificationTask:
                 raise DataError(f"{e.where}: empty label in the training data")
             labels.append(e.label)
         if self.regression is None:
-            numeric = all(_is_number(label) for label in labels)
-            self.regression = numeric and any(float(label) != int(float(label)) for label in labels)
+            self.regression = scores(labels)
             if self.main_metric == "accuracy" and self.regression:
                 self.main_metric = "pearson"
+        if self.regression is False and scores(labels):
+            raise ConfigError(
+                f"the labels are scores ({_shorten(', '.join(labels))}), not classes; use --task regression"
+            )
         if self.regression:
             for e, label in zip(examples, labels):
                 if not _is_number(label):
@@ -208,6 +272,18 @@ class ClassificationTask:
                 self._rename(self.label_map)
         if self.regression and self.label_names is not None:
             raise ConfigError("--label-names is for classification; these labels are regression scores")
+
+    def describe_labels(self, examples: Sequence[ClassificationExample]) -> str:
+        """One line on the fitted labels: each class with its count of training rows, or the range of the
+        regression scores."""
+        if self.regression:
+            values = [float(e.label) for e in examples if e.label]
+            return f"labels: regression, scores {min(values):g} to {max(values):g}"
+        counts = Counter(self._name(e.label) for e in examples if e.label)
+        labels = self._fitted_label_map().labels
+        shown = ", ".join(f"{label} ({_rows(counts.get(label, 0))})" for label in labels[:SHOWN_LABELS])
+        more = f", ... and {len(labels) - SHOWN_LABELS} more" if len(labels) > SHOWN_LABELS else ""
+        return f"labels: {len(labels)} classes: {shown}{more}"
 
     def _rename(self, fitted: LabelMap) -> None:
         names = list(self.label_names or ())

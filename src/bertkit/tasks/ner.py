@@ -173,6 +173,11 @@ class NerTask:
     def fit_labels(self, examples: Sequence[NerExample]) -> None:
         self.label_map = LabelMap.fit(tag for e in examples for tag in (e.tags or ()))
 
+    def describe_labels(self, examples: Sequence[NerExample]) -> str:
+        """One line on the fitted tags."""
+        tags = self._fitted_label_map().labels
+        return f"tags: {len(tags)}: {', '.join(tags[:20])}{' ...' if len(tags) > 20 else ''}"
+
     @property
     def num_labels(self) -> int:
         return len(self._fitted_label_map())

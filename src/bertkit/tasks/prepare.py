@@ -33,6 +33,8 @@ def read_examples(
         raise DataError(f"{path}: no examples found (is the file empty?)")
     if not quiet:
         notice(read.report.line())
+        for assumption in read.report.assumptions:
+            notice(assumption)
     return read
 
 

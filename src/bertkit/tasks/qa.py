@@ -229,6 +229,10 @@ class QuestionAnsweringTask:
         if self.version_2_with_negative is None:
             self.version_2_with_negative = any(e.is_impossible for e in examples)
 
+    def describe_labels(self, examples: Sequence[SquadExample]) -> None:
+        """Nothing to say: answers are spans of the context, not labels."""
+        return None
+
     def config_updates(self) -> dict[str, Any]:
         return {"num_labels": 2, "id2label": None, "problem_type": None}
 

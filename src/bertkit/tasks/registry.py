@@ -48,11 +48,14 @@ def get_task(name: str, **options: Any) -> Task:
 
 
 def make_task(name: str, options: Mapping[str, Any] | None = None) -> Task:
-    """The task object for a command-line task name (``regression`` is classification with MSE)."""
+    """The task object for a command-line task name (``regression`` is classification with MSE; named
+    ``classification`` is classification, so that scores are refused rather than taken for regression)."""
     options = dict(options or {})
     if name == "regression":
         options["regression"] = True
         name = "classification"
+    elif name == "classification":
+        options.setdefault("regression", False)
     return get_task(name, **options)
 
 

@@ -27,6 +27,7 @@ Dev evaluation runs the model with ``bertkit.tasks.runner``, the runner ``bertki
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -44,7 +45,7 @@ from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.hub import resolve_model
 from bertkit.io import atomic_write_text
 from bertkit.model import PreTrainedMixin
-from bertkit.notices import notice
+from bertkit.notices import notice, quiet_libraries
 from bertkit.tasks import Task
 from bertkit.tasks.base import Feature
 from bertkit.tasks.batching import LengthGroupedOrder
@@ -52,6 +53,7 @@ from bertkit.tasks.prepare import featurize, read_examples
 from bertkit.tasks.registry import CONFIG_KEY, make_task, saved_settings
 from bertkit.tasks.runner import predict_features
 from bertkit.training import distributed
+from bertkit.training.checkpoint import latest_valid_checkpoint
 from bertkit.training.finetune_config import FinetuneConfig, read_config_file
 from bertkit.training.finetune_defaults import Sizing, size_to_data
 from bertkit.training.finetune_selection import DevSelection, previous_evaluations
@@ -169,6 +171,9 @@ def read_data(config: FinetuneConfig, model_dir: Path) -> FinetuneData:
         train.report.used -= count
         train.examples = train.examples[: config.max_train_examples]
     task.fit_labels(train.examples)
+    labels = task.describe_labels(train.examples)
+    if labels is not None and not quiet:
+        notice(labels)
     max_seq_length = config.max_seq_length
     assert max_seq_length is not None  # FinetuneConfig fills it in from the task's defaults
     featurized = featurize(task, train.examples, tokenizer, max_seq_length, training=True, report=True)
@@ -218,7 +223,13 @@ def load_and_check_model(config: FinetuneConfig, model_dir: Path, data: Finetune
 
     torch.manual_seed(config.train.seed)  # the fresh head's initialisation
     task = data.task
-    model = load_model(model_dir, head=task.head, ignore_mismatched_sizes=True, **task.config_updates())
+    resuming = config.resume and latest_valid_checkpoint(config.partial_dir) is not None
+    # A resumed run takes every weight, its head's too, from the checkpoint: the loader's "newly initialised"
+    # would point the wrong way, so it is kept quiet and the truth is said instead.
+    with quiet_libraries("bertkit.weights") if resuming else contextlib.nullcontext():
+        model = load_model(model_dir, head=task.head, ignore_mismatched_sizes=True, **task.config_updates())
+    if resuming and os.environ.get("RANK", "0") == "0":
+        notice(f"{task.head}: every weight, the task head's too, is restored from the checkpoint")
     assert isinstance(model, PreTrainedMixin)  # load_model builds bertkit's model classes
     max_seq_length = config.max_seq_length
     assert max_seq_length is not None  # FinetuneConfig fills it in from the task's defaults
@@ -277,13 +288,14 @@ def train_model(
     if env.is_main:
         kind = "length-grouped" if config.group_by_length else "random"
         notice(
-            f"fine-tuning {task.name} ({task.head}) on {len(data.train_examples)} examples -> "
+            f"fine-tuning {'regression' if getattr(task, 'regression', False) else task.name} ({task.head}) on {len(data.train_examples)} examples -> "
             f"{len(data.train_features)} features, {len(batches)} {kind} micro-batches per epoch, "
             f"{train_config.duration.max_steps} updates; lr {config.train.optimizer.lr}"
         )
     started = time.perf_counter()
     try:
-        result = Trainer(model, batches, train_config, selection.hooks(), env=env).train()
+        trainer = Trainer(model, batches, train_config, selection.hooks(), env=env, temporary_checkpoints=True)
+        result = trainer.train()
     except BaseException:
         if env.is_main and work.exists() and not any(work.glob("checkpoint-*")):
             shutil.rmtree(work, ignore_errors=True)  # nothing to resume from: leave nothing behind

@@ -144,9 +144,13 @@ class Trainer:
         *,
         flops_per_token: float | None = None,
         env: distributed.DistEnv | None = None,
+        temporary_checkpoints: bool = False,
     ) -> None:
         """``flops_per_token``: training FLOPs per token, for the MFU column (with ``config.logging.peak_flops``);
-        ``env``: the process group, default :func:`distributed.setup` from ``torchrun``'s environment."""
+        ``env``: the process group, default :func:`distributed.setup` from ``torchrun``'s environment;
+        ``temporary_checkpoints``: the caller deletes the checkpoints once the run finishes (fine-tuning's work
+        directory), so the closing line names one only when the run stopped early and can resume from it."""
+        self.temporary_checkpoints = temporary_checkpoints
         _require_max_steps(config)
         self.env = env = env or distributed.setup(config.distributed.device)
         self.batches, self.config, self.hooks = batches, config, hooks or Hooks()
@@ -245,9 +249,9 @@ class Trainer:
         trained = self.unsharded()
         self.logger.close(plot=config.logging.plot)
         if self.env.is_main:
-            notice(
-                f"stopped ({stop_reason}) at step {self.step} after {self.elapsed():.0f}s; checkpoint {self.last_saved}"
-            )
+            kept = not self.temporary_checkpoints or stop_reason == "signal"
+            where = f"; checkpoint {self.last_saved}" if kept else ""
+            notice(f"stopped ({stop_reason}) at step {self.step} after {self.elapsed():.0f}s{where}")
         return TrainResult(
             step=self.step,
             stop_reason=stop_reason,

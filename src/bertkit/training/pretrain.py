@@ -132,6 +132,11 @@ def make_evaluator(
         dataset = PretrainingDataset(directory, "eval")
     except DataError:
         return None
+    if len(dataset) == 0 and num_batches:
+        notice(
+            f"warning: {directory} holds no eval instances, so this run reports no held-out loss; prepare the "
+            f"data again with a larger --eval-fraction (or pass --eval-batches 0 to say you want none)"
+        )
     if len(dataset) == 0 or num_batches == 0:
         return None
     loader = PretrainingLoader(directory, batch_size, split="eval", shuffle=False, drop_last=False, dataset=dataset)

@@ -466,21 +466,26 @@ def _score(run: Run) -> str:
 
 
 def search_table(runs: Sequence[Run], best: Run, main_metric: str) -> str:
-    """The runs as a Markdown table: parameters, dev metric per epoch and best, updates, seconds."""
+    """The runs as a Markdown table: the searched parameters (each once, under its name), the batch and
+    epochs each run trained with (epochs only when not searched), updates, dev metric per epoch and best,
+    seconds, and the status (``winner``, ``cut`` or ``done``). Every column is named, and named once."""
     names = list(dict.fromkeys(name for run in runs for name in run.params))
-    header = ["run", *names, "batch", "epochs", "updates", f"dev {main_metric} per epoch", "best", "seconds", ""]
+    epochs = "epochs" not in names
+    header = ["run", *names, "batch", *(["epochs"] if epochs else [])]
+    header += ["updates", f"dev {main_metric} per epoch", "best", "seconds", "status"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for run in runs:
+        trained_epochs = [f"{run.epochs:g}" if run.epochs is not None else ""] if epochs else []
         cells = [
             run.name,
             *(_value(run.params.get(n, "")) for n in names),
             str(run.batch_size),
-            f"{run.epochs:g}" if run.epochs is not None else "",
+            *trained_epochs,
             str(run.updates),
             " ".join(f"{value:.4f}" for value in run.per_epoch),
             _score(run),
             f"{run.seconds:.0f}",
-            "winner" if run.name == best.name else ("cut" if run.status == "cut" else ""),
+            "winner" if run.name == best.name else run.status,
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

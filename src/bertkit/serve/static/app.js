@@ -93,6 +93,7 @@ function fitInputToTask() {
   if (has("answer")) $("question").value = "Where did George Washington live?";
   show("similarity-card", embeddingOnly());
   show("search-card", embeddingOnly());
+  $("text").disabled = $("submit").disabled = false;
 }
 
 // ------------------------------------------------------------------ the form

@@ -17,6 +17,8 @@ class ReadReport:
     skipped: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     """Decisions worth a word, e.g. how the header was chosen."""
+    assumptions: list[str] = field(default_factory=list)
+    """Guesses made for the user (which of two unnamed columns is the label), each said on a line of its own."""
     truncated: int | None = None
     """Examples cut at ``max_seq_length`` (set when they are featurized)."""
 
@@ -46,6 +48,8 @@ class ReadReport:
             "skipped": dict(self.skipped),
             "notes": list(self.notes),
         }
+        if self.assumptions:
+            out["assumptions"] = list(self.assumptions)
         if self.truncated is not None:
             out["truncated"] = self.truncated
         return out
