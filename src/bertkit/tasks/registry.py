@@ -14,13 +14,19 @@ from typing import Any
 from bertkit.errors import ConfigError
 from bertkit.tasks.base import Task
 from bertkit.tasks.classification import ClassificationTask
+from bertkit.tasks.embedding import EmbeddingTask
 from bertkit.tasks.ner import NerTask
 from bertkit.tasks.qa import QuestionAnsweringTask
 
-TASKS: dict[str, type] = {"classification": ClassificationTask, "ner": NerTask, "qa": QuestionAnsweringTask}
+TASKS: dict[str, type] = {
+    "classification": ClassificationTask,
+    "ner": NerTask,
+    "qa": QuestionAnsweringTask,
+    "embedding": EmbeddingTask,
+}
 """Task classes by command-line name."""
 
-TASK_NAMES = ("classification", "regression", "ner", "qa")
+TASK_NAMES = ("classification", "regression", "ner", "qa", "embedding")
 """Task names a user may give; ``regression`` is classification with one output and MSE."""
 
 HEAD_TO_TASK = {
