@@ -140,7 +140,9 @@ def _run_finetune(
     ] = None,
     score_max: Annotated[
         float | None,
-        typer.Option(help="embedding, cosent: top of the score scale; scores are divided by it (default: the largest)."),
+        typer.Option(
+            help="embedding, cosent: top of the score scale; scores are divided by it (default: the largest)."
+        ),
     ] = None,
     search: Annotated[
         bool,

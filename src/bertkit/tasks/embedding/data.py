@@ -61,7 +61,12 @@ def negative_columns(columns: Sequence[str]) -> list[str]:
 
 
 def _pick(
-    path: str | os.PathLike, columns: Sequence[str], requested: str | None, candidates: Sequence[str], role: str, flag: str
+    path: str | os.PathLike,
+    columns: Sequence[str],
+    requested: str | None,
+    candidates: Sequence[str],
+    role: str,
+    flag: str,
 ) -> str:
     """The requested column, else the first of ``candidates`` present; one line naming the columns found and
     the flag otherwise."""
@@ -102,7 +107,9 @@ def choose_columns(
     if negatives is None:
         texts += negative_columns(columns)
     elif negatives:
-        texts += [_pick(path, columns, name.strip(), (), "negative", "--negative-columns") for name in negatives.split(",")]
+        texts += [
+            _pick(path, columns, name.strip(), (), "negative", "--negative-columns") for name in negatives.split(",")
+        ]
     return Columns(texts, None)
 
 
@@ -132,9 +139,7 @@ def read_examples(
     columns, rows = read_table(path, format, header=header, names=wanted, report=report)
     if scored is None:
         scored = looks_scored(columns, score, negatives)
-    chosen = choose_columns(
-        path, columns, scored=scored, first=first, second=second, score=score, negatives=negatives
-    )
+    chosen = choose_columns(path, columns, scored=scored, first=first, second=second, score=score, negatives=negatives)
     examples = []
     for row in rows:
         values = row.fields

@@ -129,11 +129,12 @@ class SentenceEncoder(nn.Module):
         with torch.enable_grad():
             loss = self.loss_fn(vectors[columns], scores)
             (gradient,) = torch.autograd.grad(loss, vectors)
-        autocast = _autocast_state(input_ids.device)
+        device_type = input_ids.device.type
+        autocast_on, autocast_dtype = torch.is_autocast_enabled(device_type), torch.get_autocast_dtype(device_type)
 
         def second_pass(grad_output: Tensor) -> None:
             after = _RandomState(input_ids.device)
-            with torch.enable_grad(), torch.autocast(input_ids.device.type, **autocast):
+            with torch.enable_grad(), torch.autocast(device_type, autocast_dtype, autocast_on):
                 for p, state in zip(parts, states):
                     state.restore()
                     again = self.embed(input_ids[p], attention_mask[p])
@@ -150,11 +151,3 @@ def _inverse(order: Tensor) -> Tensor:
     inverse = torch.empty_like(order)
     inverse[order] = torch.arange(order.numel(), device=order.device)
     return inverse
-
-
-def _autocast_state(device: torch.device) -> dict[str, object]:
-    """The autocast settings in force, to run the second pass as the first ran."""
-    return {
-        "enabled": torch.is_autocast_enabled(device.type),
-        "dtype": torch.get_autocast_dtype(device.type),
-    }

@@ -93,13 +93,7 @@ class EmbeddingTask:
             raise ConfigError(f"--scale must be positive, got {self.scale}")
         if self.cache_mini_batch_size is not None and self.cache_mini_batch_size < 1:
             raise ConfigError(f"--cache-mini-batch-size must be positive, got {self.cache_mini_batch_size}")
-        if isinstance(self.matryoshka_dims, str):
-            try:
-                self.matryoshka_dims = [int(d) for d in self.matryoshka_dims.split(",") if d.strip()]
-            except ValueError:
-                raise ConfigError(f"--matryoshka-dims takes widths like 384,256,128, got {self.matryoshka_dims!r}")
-        if self.matryoshka_dims is not None and (not self.matryoshka_dims or min(self.matryoshka_dims) < 1):
-            raise ConfigError(f"--matryoshka-dims must be positive widths, got {self.matryoshka_dims}")
+        self.dims = _widths(self.matryoshka_dims)
         self._set_main_metric()
 
     def _set_main_metric(self) -> None:
@@ -231,8 +225,8 @@ class EmbeddingTask:
                 return losses.cosent_loss(embeddings, scores, scale)
             return losses.in_batch_negatives_loss(embeddings, scale, symmetric=symmetric)
 
-        if self.matryoshka_dims:
-            return losses.matryoshka_loss(base, list(self.matryoshka_dims))
+        if self.dims:
+            return losses.matryoshka_loss(base, self.dims)
         return base
 
     def training_module(self, model: nn.Module) -> nn.Module:
@@ -242,8 +236,8 @@ class EmbeddingTask:
 
         model.config.extra.pop(CONFIG_KEY, None)  # served by its sentence-transformers files, as any encoder
         width = model.config.hidden_size
-        if self.matryoshka_dims and max(self.matryoshka_dims) > width:
-            raise ConfigError(f"--matryoshka-dims {max(self.matryoshka_dims)} exceeds the model's width {width}")
+        if self.dims and max(self.dims) > width:
+            raise ConfigError(f"--matryoshka-dims {max(self.dims)} exceeds the model's width {width}")
         return SentenceEncoder(
             model,
             self.loss_function(),
@@ -306,8 +300,13 @@ class EmbeddingTask:
         predictions: EmbeddingPredictions,
     ) -> list[dict[str, Any]]:
         if self.scored:
-            return [{"index": i, "texts": list(e.texts), "cosine": c} for i, (e, c) in enumerate(zip(examples, predictions.cosines))]
-        return [{"index": i, "query": q, "rank": r} for i, (q, r) in enumerate(zip(predictions.queries, predictions.ranks))]
+            return [
+                {"index": i, "texts": list(e.texts), "cosine": c}
+                for i, (e, c) in enumerate(zip(examples, predictions.cosines))
+            ]
+        return [
+            {"index": i, "query": q, "rank": r} for i, (q, r) in enumerate(zip(predictions.queries, predictions.ranks))
+        ]
 
     def write_predictions(
         self,
@@ -320,9 +319,25 @@ class EmbeddingTask:
         rows = (
             ({"index": i, "cosine": c} for i, c in enumerate(predictions.cosines))
             if self.scored
-            else ({"index": i, "query": q, "rank": r} for i, (q, r) in enumerate(zip(predictions.queries, predictions.ranks)))
+            else (
+                {"index": i, "query": q, "rank": r}
+                for i, (q, r) in enumerate(zip(predictions.queries, predictions.ranks))
+            )
         )
         return [write_jsonl(rows, Path(directory) / "predictions.jsonl")]
+
+
+def _widths(dims: str | Sequence[int] | None) -> list[int]:
+    """``--matryoshka-dims`` as a list of positive widths (``[]`` when not given)."""
+    if dims is None:
+        return []
+    try:
+        widths = [int(d) for d in dims.split(",") if d.strip()] if isinstance(dims, str) else [int(d) for d in dims]
+    except ValueError:
+        raise ConfigError(f"--matryoshka-dims takes widths like 384,256,128, got {dims!r}") from None
+    if not widths or min(widths) < 1:
+        raise ConfigError(f"--matryoshka-dims must be positive widths, got {dims!r}")
+    return widths
 
 
 __all__ = ["EmbeddingOutput", "EmbeddingPredictions", "EmbeddingTask"]
