@@ -43,6 +43,65 @@ commands = typer.Typer(rich_markup_mode=None)
 
 
 # --------------------------------------------------------------------------------------------- finetune
+MainMetricOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Metric that picks the best epoch (default: accuracy; regression pearson; ner, qa f1; embedding "
+        "ndcg@10, cosent spearman)."
+    ),
+]
+DocStrideOption = Annotated[
+    int | None, typer.Option(help="qa: tokens between the starts of context windows (default: 128).")
+]
+LabelNamesOption = Annotated[
+    str | None,
+    typer.Option(help="classification: names of the sorted labels, comma-separated, e.g. negative,positive for 0/1."),
+]
+# the embedding task's options (tasks/embedding)
+NegativeColumnsOption = Annotated[
+    str | None,
+    typer.Option(
+        help="embedding: hard-negative columns, comma-separated ('' = none) (default: every column whose name "
+        "starts with negative)."
+    ),
+]
+LossOption = Annotated[
+    str | None,
+    typer.Option(
+        help="embedding: mnrl (in-batch negatives on pairs/triplets) or cosent (scored pairs) (default: cosent "
+        "for a file with a score column and no negatives, else mnrl)."
+    ),
+]
+ScaleOption = Annotated[
+    float | None, typer.Option(help="embedding: factor on the cosine similarities in the loss (default: 20).")
+]
+SymmetricOption = Annotated[
+    bool | None,
+    typer.Option("--symmetric", help="embedding, mnrl: also rank the anchors for each positive (both directions)."),
+]
+MatryoshkaOption = Annotated[
+    str | None, typer.Option(help="embedding: also train the leading widths, e.g. 384,256,128,64 (equal weights).")
+]
+PoolingOption = Annotated[
+    str | None, typer.Option(help="embedding: mean, cls or max over the token vectors (default: mean).")
+]
+NormalizeOption = Annotated[
+    bool | None,
+    typer.Option("--normalize/--no-normalize", help="embedding: save a Normalize module (default: normalize)."),
+]
+CacheOption = Annotated[
+    int | None,
+    typer.Option(
+        help="embedding: gradient cache; embed each batch this many texts at a time, so memory stays bounded "
+        "whatever the batch (same gradients; about 1.3x the compute) (default: off)."
+    ),
+]
+ScoreMaxOption = Annotated[
+    float | None,
+    typer.Option(help="embedding, cosent: top of the score scale; scores are divided by it (default: the largest)."),
+]
+
+
 def _finetune_function() -> Callable[..., None]:
     from bertkit.training.config import TrainConfig
     from bertkit.training.finetune import FinetuneConfig
@@ -83,67 +142,21 @@ def _run_finetune(
     text_column: TextColumnOption = None,
     text_pair_column: PairColumnOption = None,
     label_column: LabelColumnOption = None,
-    main_metric: Annotated[
-        str | None,
-        typer.Option(help="Metric that picks the best epoch (default: accuracy; regression pearson; ner, qa f1)."),
-    ] = None,
-    doc_stride: Annotated[
-        int | None, typer.Option(help="qa: tokens between the starts of context windows (default: 128).")
-    ] = None,
+    main_metric: MainMetricOption = None,
+    doc_stride: DocStrideOption = None,
     tag_column: TagColumnOption = None,
     long_text: LongTextOption = None,
     max_query_length: MaxQueryLengthOption = None,
-    label_names: Annotated[
-        str | None,
-        typer.Option(
-            help="classification: names of the sorted labels, comma-separated, e.g. negative,positive for 0/1."
-        ),
-    ] = None,
-    negative_columns: Annotated[
-        str | None,
-        typer.Option(
-            help="embedding: hard-negative columns, comma-separated ('' = none) (default: every column whose name "
-            "starts with negative)."
-        ),
-    ] = None,
-    loss: Annotated[
-        str | None,
-        typer.Option(
-            help="embedding: mnrl (in-batch negatives on pairs/triplets) or cosent (scored pairs) (default: cosent "
-            "for a file with a score column and no negatives, else mnrl)."
-        ),
-    ] = None,
-    scale: Annotated[
-        float | None, typer.Option(help="embedding: factor on the cosine similarities in the loss (default: 20).")
-    ] = None,
-    symmetric: Annotated[
-        bool | None,
-        typer.Option("--symmetric", help="embedding, mnrl: also rank the anchors for each positive (both directions)."),
-    ] = None,
-    matryoshka_dims: Annotated[
-        str | None,
-        typer.Option(help="embedding: also train the leading widths, e.g. 384,256,128,64 (equal weights)."),
-    ] = None,
-    pooling: Annotated[
-        str | None, typer.Option(help="embedding: mean, cls or max over the token vectors (default: mean).")
-    ] = None,
-    normalize: Annotated[
-        bool | None,
-        typer.Option("--normalize/--no-normalize", help="embedding: save a Normalize module (default: normalize)."),
-    ] = None,
-    cache_mini_batch_size: Annotated[
-        int | None,
-        typer.Option(
-            help="embedding: gradient cache; embed each batch this many texts at a time, so memory stays bounded "
-            "whatever the batch (same gradients; about 1.3x the compute) (default: off)."
-        ),
-    ] = None,
-    score_max: Annotated[
-        float | None,
-        typer.Option(
-            help="embedding, cosent: top of the score scale; scores are divided by it (default: the largest)."
-        ),
-    ] = None,
+    label_names: LabelNamesOption = None,
+    negative_columns: NegativeColumnsOption = None,
+    loss: LossOption = None,
+    scale: ScaleOption = None,
+    symmetric: SymmetricOption = None,
+    matryoshka_dims: MatryoshkaOption = None,
+    pooling: PoolingOption = None,
+    normalize: NormalizeOption = None,
+    cache_mini_batch_size: CacheOption = None,
+    score_max: ScoreMaxOption = None,
     search: Annotated[
         bool,
         typer.Option(

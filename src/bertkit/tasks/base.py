@@ -30,6 +30,11 @@ from bertkit.io import atomic_open
 from bertkit.sentence_config import SentenceConfig
 from bertkit.tasks.readers import ReadReport
 
+CONFIG_KEY = "bertkit_finetune"
+"""Key in a fine-tuned model's ``config.json`` holding the task, its options and ``max_seq_length``, so that
+``evaluate``/``predict`` read files the way training did (``transformers`` ignores it); ``tasks.registry``
+writes it."""
+
 Feature = dict[str, Any]
 """One model input: the head's keyword arguments as lists of ints, plus bookkeeping keys (``example_index``...)."""
 

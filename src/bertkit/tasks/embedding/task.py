@@ -25,7 +25,7 @@ from bertkit.model import BertModel
 from bertkit.notices import notice
 from bertkit.sentence_config import POOLINGS, SentenceConfig
 from bertkit.tasks import metrics
-from bertkit.tasks.base import Feature, Featurized, Read, to_numpy_rows, write_jsonl
+from bertkit.tasks.base import CONFIG_KEY, Feature, Featurized, Read, to_numpy_rows, write_jsonl
 from bertkit.tasks.embedding import losses, scoring
 from bertkit.tasks.embedding.data import EmbeddingExample, read_examples
 from bertkit.tasks.embedding.encoder import EmbeddingOutput, SentenceEncoder
@@ -232,8 +232,6 @@ class EmbeddingTask:
     def training_module(self, model: nn.Module) -> nn.Module:
         if not isinstance(model, BertModel):
             raise ConfigError(f"the embedding task trains an encoder (BertModel), not a {type(model).__name__}")
-        from bertkit.tasks.registry import CONFIG_KEY
-
         model.config.extra.pop(CONFIG_KEY, None)  # served by its sentence-transformers files, as any encoder
         width = model.config.hidden_size
         if self.dims and max(self.dims) > width:
