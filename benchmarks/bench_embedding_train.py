@@ -123,7 +123,10 @@ def peer_run(model_dir: str, pairs: list[tuple[str, str]], out: Path, plan: dict
     """The same recipe with sentence-transformers' trainer."""
     from datasets import Dataset
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, losses
-    from sentence_transformers.training_args import BatchSamplers, SentenceTransformerTrainingArguments
+    from sentence_transformers.sentence_transformer.training_args import (
+        BatchSamplers,
+        SentenceTransformerTrainingArguments,
+    )
 
     model = SentenceTransformer(model_dir, device="cpu")
     model.max_seq_length = plan["max_seq_length"]
