@@ -122,7 +122,8 @@ def bertkit_run(model_dir: str, data: Path, out: Path, plan: dict[str, Any], see
 def peer_run(model_dir: str, pairs: list[tuple[str, str]], out: Path, plan: dict[str, Any], seed: int) -> dict:
     """The same recipe with sentence-transformers' trainer."""
     from datasets import Dataset
-    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, losses
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from sentence_transformers.sentence_transformer.training_args import (
         BatchSamplers,
         SentenceTransformerTrainingArguments,
@@ -149,7 +150,7 @@ def peer_run(model_dir: str, pairs: list[tuple[str, str]], out: Path, plan: dict
         disable_tqdm=True,
         dataloader_drop_last=False,
     )
-    loss = losses.MultipleNegativesRankingLoss(model, scale=plan["scale"])
+    loss = MultipleNegativesRankingLoss(model, scale=plan["scale"])
     trainer = SentenceTransformerTrainer(model=model, args=arguments, train_dataset=dataset, loss=loss)
     start = time.perf_counter()
     output = trainer.train()

@@ -21,7 +21,7 @@ from bertkit.cli import main
 from bertkit.errors import BertkitError, DataError
 from bertkit.model import BertModel
 from bertkit.tasks import make_task
-from bertkit.tasks.embedding import NoDuplicatesOrder, SentenceEncoder
+from bertkit.tasks.embedding import EmbeddingTask, NoDuplicatesOrder, SentenceEncoder
 from bertkit.tasks.embedding.losses import cosent_loss, in_batch_negatives_loss, matryoshka_loss
 from bertkit.tasks.embedding.scoring import ranked, retrieval_scores
 from bertkit.training.finetune import FinetuneConfig, finetune
@@ -181,12 +181,12 @@ def test_training_batches_from_the_task_hold_no_shared_positive(encoder_dir, dat
 
 # ------------------------------------------------------------------------------------------ reading
 def test_readers_take_alternative_names_negatives_and_scores(data):
-    task = make_task("embedding")
+    task = EmbeddingTask()
     pairs = task.read(data["pairs"]).examples
     assert pairs[0].texts == PAIRS[0] and task.loss == "mnrl" and task.main_metric == "ndcg@10"
     triplets = make_task("embedding").read(data["triplets"]).examples
     assert len(triplets[0].texts) == 3
-    scored_task = make_task("embedding")
+    scored_task = EmbeddingTask()
     scored = scored_task.read(data["scored"]).examples
     assert scored_task.loss == "cosent" and scored_task.main_metric == "spearman" and scored[0].score == 4.5
 

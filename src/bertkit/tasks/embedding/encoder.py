@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from bertkit.config import BertConfig
 from bertkit.model import BertModel
 
 Loss = Callable[[Tensor, Tensor | None], Tensor]
@@ -82,7 +83,8 @@ class SentenceEncoder(nn.Module):
         self.mini_batch_size, self.cache = mini_batch_size, cache
 
     @property
-    def config(self):  # type: ignore[no-untyped-def]  # the encoder's BertConfig, as heads expose it
+    def config(self) -> BertConfig:
+        """The encoder's config, as the heads expose theirs."""
         return self.bert.config
 
     def embed(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
