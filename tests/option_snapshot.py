@@ -48,6 +48,10 @@ SAMPLES = {
     "--warmup-ratio": "0.25",
     "--init-from": "d",
     "--long-text": "windows",
+    "--loss": "cosent",
+    "--pooling": "cls",
+    "--matryoshka-dims": "64,32",
+    "--negative-columns": "negative_1,negative_2",
 }
 """Sample values where a type's sample would not be a valid choice."""
 
@@ -57,6 +61,8 @@ NEEDS["--shard-index"] = ["--num-shards", "8"]
 
 NOT_KEYS = {"resume_from", "text_column", "text_pair_column", "label_column", "label_names", "main_metric"}
 NOT_KEYS |= {"doc_stride", "tag_column", "long_text", "max_query_length"}
+NOT_KEYS |= {"negative_columns", "loss", "scale", "symmetric", "matryoshka_dims", "pooling", "normalize"}
+NOT_KEYS |= {"cache_mini_batch_size", "score_max"}
 """Flags that are no config-file key (task options sit in a ``[task_options]`` table)."""
 
 TYPE_SAMPLES: dict[Any, str] = {int: "7", float: "0.25"}

@@ -140,8 +140,19 @@ def check_serve_abuse(out: Path, stdout: str) -> None:
     assert result["baseline"]["requests"] > 0
 
 
+def check_embedding_train(out: Path, stdout: str) -> None:
+    result = read(out)
+    (run,) = result["runs"]
+    assert run["bertkit"]["steps"] == run["peer"]["steps"] == result["recipe"]["steps"] == 2
+    assert Path(run["bertkit"]["model"], "modules.json").is_file() and Path(run["peer"]["model"]).is_dir()
+    assert run["speedup"] > 0 and "sentence-transformers" in stdout
+    sides = result["gradcache"]["sides"]
+    assert set(sides) == {"cached", "uncached"} and all(s["steps"] == 1 for s in sides.values())
+
+
 CHECKS: dict[str, tuple[str, Check]] = {
     # script: (result file name, what its result must hold)
+    "bench_embedding_train": ("embedding_train.json", check_embedding_train),
     "bench_finetune": ("finetune.json", check_finetune),
     "bench_finetune_defaults": ("finetune_defaults.jsonl", check_finetune_defaults),
     "bench_inference": ("inference.json", check_inference),

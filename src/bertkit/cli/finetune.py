@@ -43,6 +43,65 @@ commands = typer.Typer(rich_markup_mode=None)
 
 
 # --------------------------------------------------------------------------------------------- finetune
+MainMetricOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Metric that picks the best epoch (default: accuracy; regression pearson; ner, qa f1; embedding "
+        "ndcg@10, cosent spearman)."
+    ),
+]
+DocStrideOption = Annotated[
+    int | None, typer.Option(help="qa: tokens between the starts of context windows (default: 128).")
+]
+LabelNamesOption = Annotated[
+    str | None,
+    typer.Option(help="classification: names of the sorted labels, comma-separated, e.g. negative,positive for 0/1."),
+]
+# the embedding task's options (tasks/embedding)
+NegativeColumnsOption = Annotated[
+    str | None,
+    typer.Option(
+        help="embedding: hard-negative columns, comma-separated ('' = none) (default: every column whose name "
+        "starts with negative)."
+    ),
+]
+LossOption = Annotated[
+    str | None,
+    typer.Option(
+        help="embedding: mnrl (in-batch negatives on pairs/triplets) or cosent (scored pairs) (default: cosent "
+        "for a file with a score column and no negatives, else mnrl)."
+    ),
+]
+ScaleOption = Annotated[
+    float | None, typer.Option(help="embedding: factor on the cosine similarities in the loss (default: 20).")
+]
+SymmetricOption = Annotated[
+    bool | None,
+    typer.Option("--symmetric", help="embedding, mnrl: also rank the anchors for each positive (both directions)."),
+]
+MatryoshkaOption = Annotated[
+    str | None, typer.Option(help="embedding: also train the leading widths, e.g. 384,256,128,64 (equal weights).")
+]
+PoolingOption = Annotated[
+    str | None, typer.Option(help="embedding: mean, cls or max over the token vectors (default: mean).")
+]
+NormalizeOption = Annotated[
+    bool | None,
+    typer.Option("--normalize/--no-normalize", help="embedding: save a Normalize module (default: normalize)."),
+]
+CacheOption = Annotated[
+    int | None,
+    typer.Option(
+        help="embedding: gradient cache; embed each batch this many texts at a time, so memory stays bounded "
+        "whatever the batch (same gradients; about 1.3x the compute) (default: off)."
+    ),
+]
+ScoreMaxOption = Annotated[
+    float | None,
+    typer.Option(help="embedding, cosent: top of the score scale; scores are divided by it (default: the largest)."),
+]
+
+
 def _finetune_function() -> Callable[..., None]:
     from bertkit.training.config import TrainConfig
     from bertkit.training.finetune import FinetuneConfig
@@ -59,6 +118,8 @@ def _finetune_function() -> Callable[..., None]:
     # what the user leaves unset is sized to the training set (finetune_defaults.size_to_data): say how
     shown["micro_batch_size"] += f"; at most {SMALL_BATCH} below {SMALL_SET:,} training examples"
     shown["epochs"] += f"; raised, up to {MAX_EPOCHS}, until the run makes {MIN_UPDATES:,} updates"
+    for name in ("micro_batch_size", "epochs"):
+        shown[name] += "; embedding: as given"
     options = config_options(
         [FinetuneConfig, TrainConfig],
         exclude={"best_metric", "best_mode"},
@@ -81,22 +142,21 @@ def _run_finetune(
     text_column: TextColumnOption = None,
     text_pair_column: PairColumnOption = None,
     label_column: LabelColumnOption = None,
-    main_metric: Annotated[
-        str | None,
-        typer.Option(help="Metric that picks the best epoch (default: accuracy; regression pearson; ner, qa f1)."),
-    ] = None,
-    doc_stride: Annotated[
-        int | None, typer.Option(help="qa: tokens between the starts of context windows (default: 128).")
-    ] = None,
+    main_metric: MainMetricOption = None,
+    doc_stride: DocStrideOption = None,
     tag_column: TagColumnOption = None,
     long_text: LongTextOption = None,
     max_query_length: MaxQueryLengthOption = None,
-    label_names: Annotated[
-        str | None,
-        typer.Option(
-            help="classification: names of the sorted labels, comma-separated, e.g. negative,positive for 0/1."
-        ),
-    ] = None,
+    label_names: LabelNamesOption = None,
+    negative_columns: NegativeColumnsOption = None,
+    loss: LossOption = None,
+    scale: ScaleOption = None,
+    symmetric: SymmetricOption = None,
+    matryoshka_dims: MatryoshkaOption = None,
+    pooling: PoolingOption = None,
+    normalize: NormalizeOption = None,
+    cache_mini_batch_size: CacheOption = None,
+    score_max: ScoreMaxOption = None,
     search: Annotated[
         bool,
         typer.Option(
@@ -128,6 +188,15 @@ def _run_finetune(
         label_names=label_names,
         long_text=long_text,
         max_query_length=max_query_length,
+        negative_columns=negative_columns,
+        loss=loss,
+        scale=scale,
+        symmetric=symmetric,
+        matryoshka_dims=matryoshka_dims,
+        pooling=pooling,
+        normalize=normalize,
+        cache_mini_batch_size=cache_mini_batch_size,
+        score_max=score_max,
     )
     finetune_config = FinetuneConfig.from_file(config, task_options=given, **fields)
     if search:
@@ -163,16 +232,23 @@ def _run_search(config: FinetuneConfig, config_file: str | None, *, trials: int 
 
 
 @commands.command(
-    "finetune", short_help="Fine-tune for classification, regression, NER or QA.", cls=lazy_command(_finetune_function)
+    "finetune",
+    short_help="Fine-tune for classification, regression, NER, QA or sentence embeddings.",
+    cls=lazy_command(_finetune_function),
 )
 def finetune_command() -> None:
-    """Fine-tune a BERT model for classification, regression, NER or SQuAD-style QA.
+    """Fine-tune a BERT model for classification, regression, NER, SQuAD-style QA or sentence embeddings
+    (--task embedding: anchor/positive[/negative...] pairs, or scored sentence1/sentence2/score pairs; the
+    output is a sentence-transformers directory).
 
     \b
     Example:
       bertkit finetune --task classification --model ./minilm \\
         --train sst2/train.tsv --dev sst2/dev.tsv --output runs/sst2 \\
         --epochs 3 --lr 5e-5 --micro-batch-size 32
+      bertkit finetune --task embedding --model ./minilm \\
+        --train pairs.jsonl --dev dev_pairs.jsonl --output runs/retriever \\
+        --micro-batch-size 256 --cache-mini-batch-size 32
     """
 
 

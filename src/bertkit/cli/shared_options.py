@@ -53,7 +53,7 @@ CompileOption = Annotated[
 # ------------------------------------------------------------------ labelled data (finetune, evaluate, predict)
 TaskOption = Annotated[
     str | None,
-    typer.Option("--task", "-t", help="classification | regression | ner | qa (default: the model's)."),
+    typer.Option("--task", "-t", help="classification | regression | ner | qa | embedding (default: the model's)."),
 ]
 TextColumnOption = Annotated[
     str | None,

@@ -3,7 +3,10 @@
 A task turns files into examples (``read``), examples into model features (``featurize``), features into
 padded batches whose keys are exactly the head's ``forward`` arguments (``collate``), the head's outputs
 back into per-feature rows (``unbatch``), rows into predictions (``postprocess``) and predictions into
-metrics (``evaluate``). The training loop and the CLI only ever talk to this interface. A task keeps no
+metrics (``evaluate``). How the loop trains the model and how it is saved is the task's too (``training_module``,
+``saved_model``, ``sentence_config``, ``batch_order``): a head with its own loss takes ``HeadTraining``'s
+answers, a two-tower task (``embedding``) wraps the encoder with its loss. The training loop and the CLI only
+ever talk to this interface. A task keeps no
 per-call state: ``read`` and ``featurize`` return what they counted (``Read``, ``Featurized``) beside their
 results.
 """
@@ -19,10 +22,18 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import torch
+from torch import nn
 
+from bertkit.data.batches import Ordering
 from bertkit.errors import ConfigError, DataError
 from bertkit.io import atomic_open
+from bertkit.sentence_config import SentenceConfig
 from bertkit.tasks.readers import ReadReport
+
+CONFIG_KEY = "bertkit_finetune"
+"""Key in a fine-tuned model's ``config.json`` holding the task, its options and ``max_seq_length``, so that
+``evaluate``/``predict`` read files the way training did (``transformers`` ignores it); ``tasks.registry``
+writes it."""
 
 Feature = dict[str, Any]
 """One model input: the head's keyword arguments as lists of ints, plus bookkeeping keys (``example_index``...)."""
@@ -126,6 +137,43 @@ class Task(Protocol):
         self, examples: Sequence, features: Sequence[Feature], rows: Sequence, predictions: Any
     ) -> list[dict[str, Any]]:
         """One JSON-ready object per example for ``bertkit predict``, with the prediction and its scores."""
+        ...
+
+    def training_module(self, model: nn.Module) -> nn.Module:
+        """The module the loop trains, whose ``forward(**collate(...))`` returns ``.loss``: the loaded head
+        itself, or the encoder wrapped with the task's loss."""
+        ...
+
+    def saved_model(self, module: nn.Module) -> nn.Module:
+        """The bertkit model inside ``training_module``'s result: what is saved, and what a saved model's
+        weights load into."""
+        ...
+
+    def sentence_config(self, max_seq_length: int) -> SentenceConfig | None:
+        """The sentence-transformers files the output gets (``None``: none)."""
+        ...
+
+    def batch_order(self, features: Sequence[Feature]) -> Ordering | None:
+        """How training batches are drawn from ``features``; ``None``: random or grouped by length, as
+        ``group_by_length`` says."""
+        ...
+
+
+class HeadTraining:
+    """The training answers of a task whose head computes its own loss: the loop trains the head as loaded,
+    batches are random or grouped by length, and the output is the head in Hugging Face layout."""
+
+    def training_module(self, model: nn.Module) -> nn.Module:
+        return model
+
+    def saved_model(self, module: nn.Module) -> nn.Module:
+        return module
+
+    def sentence_config(self, max_seq_length: int) -> SentenceConfig | None:
+        return None
+
+    def batch_order(self, features: Sequence[Feature]) -> Ordering | None:
+        return None
 
 
 def only_format(format: str | None, own: str, task: str) -> None:

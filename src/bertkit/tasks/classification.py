@@ -37,6 +37,7 @@ from bertkit.tasks import metrics
 from bertkit.tasks.base import (
     Feature,
     Featurized,
+    HeadTraining,
     LabelMap,
     Read,
     build_pair,
@@ -131,7 +132,7 @@ def _gold_label(example: ClassificationExample) -> str:
 
 
 @dataclass
-class ClassificationTask:
+class ClassificationTask(HeadTraining):
     """Classification/regression over one text or a text pair; head ``BertForSequenceClassification``."""
 
     text_column: str | int | None = None

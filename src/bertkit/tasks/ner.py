@@ -34,6 +34,7 @@ from bertkit.tasks import metrics
 from bertkit.tasks.base import (
     Feature,
     Featurized,
+    HeadTraining,
     LabelMap,
     Read,
     only_format,
@@ -135,7 +136,7 @@ def read_conll(
 
 
 @dataclass
-class NerTask:
+class NerTask(HeadTraining):
     """Word-level tagging of CoNLL sentences; head ``BertForTokenClassification``."""
 
     window_stride: int = 128

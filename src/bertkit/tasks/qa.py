@@ -43,6 +43,7 @@ from bertkit.tasks import metrics
 from bertkit.tasks.base import (
     Feature,
     Featurized,
+    HeadTraining,
     Read,
     max_context,
     only_format,
@@ -179,7 +180,7 @@ def _answer_problem(context: str, answers: list[dict[str, Any]]) -> str | None:
 
 
 @dataclass
-class QuestionAnsweringTask:
+class QuestionAnsweringTask(HeadTraining):
     """SQuAD v1.1/v2.0 extractive QA; head ``BertForQuestionAnswering``."""
 
     doc_stride: int = 128

@@ -12,15 +12,23 @@ from collections.abc import Mapping
 from typing import Any
 
 from bertkit.errors import ConfigError
-from bertkit.tasks.base import Task
+from bertkit.tasks.base import CONFIG_KEY, Task
 from bertkit.tasks.classification import ClassificationTask
+from bertkit.tasks.embedding import EmbeddingTask
 from bertkit.tasks.ner import NerTask
 from bertkit.tasks.qa import QuestionAnsweringTask
 
-TASKS: dict[str, type] = {"classification": ClassificationTask, "ner": NerTask, "qa": QuestionAnsweringTask}
+__all__ = ["CONFIG_KEY", "HEAD_TO_TASK", "TASKS", "TASK_NAMES", "get_task", "make_task", "saved_settings"]
+
+TASKS: dict[str, type] = {
+    "classification": ClassificationTask,
+    "ner": NerTask,
+    "qa": QuestionAnsweringTask,
+    "embedding": EmbeddingTask,
+}
 """Task classes by command-line name."""
 
-TASK_NAMES = ("classification", "regression", "ner", "qa")
+TASK_NAMES = ("classification", "regression", "ner", "qa", "embedding")
 """Task names a user may give; ``regression`` is classification with one output and MSE."""
 
 HEAD_TO_TASK = {
@@ -28,10 +36,6 @@ HEAD_TO_TASK = {
     for name, cls in (("classification", ClassificationTask), ("ner", NerTask), ("qa", QuestionAnsweringTask))
 }
 """Task name for a head class name, to pick the task of a fine-tuned model from ``config.architectures``."""
-
-CONFIG_KEY = "bertkit_finetune"
-"""Key in a fine-tuned model's ``config.json`` holding the task, its options and ``max_seq_length``, so that
-``evaluate``/``predict`` read files the way training did (``transformers`` ignores it)."""
 
 
 def get_task(name: str, **options: Any) -> Task:

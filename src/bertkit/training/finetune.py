@@ -78,12 +78,16 @@ def training_batches(
     rank: int = 0,
     world_size: int = 1,
     chunk_batches: int = 50,
+    order: Ordering | None = None,
 ) -> ResumableBatches:
     """Resumable training batches of ``features``: length-grouped (each pads only to its own longest feature;
-    see ``LengthGroupedOrder``) or plain random, in a new order every epoch."""
-    order: Ordering = (
-        LengthGroupedOrder([len(f["input_ids"]) for f in features], chunk_batches) if group_by_length else RandomOrder()
-    )
+    see ``LengthGroupedOrder``) or plain random, in a new order every epoch; ``order``: the task's own."""
+    if order is None:
+        order = (
+            LengthGroupedOrder([len(f["input_ids"]) for f in features], chunk_batches)
+            if group_by_length
+            else RandomOrder()
+        )
     return ResumableBatches(features, batch_size, collate, order=order, seed=seed, rank=rank, world_size=world_size)
 
 
@@ -254,7 +258,7 @@ class Trained:
     result: TrainResult
     selection: DevSelection
     model: torch.nn.Module
-    """The trained model, unsharded (a gathered copy under FSDP)."""
+    """The trained module (``task.training_module``), unsharded (a gathered copy under FSDP)."""
     started: float
     """``time.perf_counter()`` when the loop started."""
 
@@ -274,7 +278,9 @@ def train_model(
         group_by_length=bool(config.group_by_length),
         rank=env.rank,
         world_size=env.world_size,
+        order=task.batch_order(data.train_features),
     )
+    module = task.training_module(model)
     work = config.partial_dir
     train_config = config.train.with_options(
         best_metric=task.main_metric if data.dev is not None else None,
@@ -286,7 +292,7 @@ def train_model(
     previous = previous_evaluations(work) if config.resume else []
     selection = DevSelection(task, config, data.tokenizer, batches, accum, data.dev, previous=previous)
     if env.is_main:
-        kind = "length-grouped" if config.group_by_length else "random"
+        kind = getattr(batches.order, "name", "length-grouped" if config.group_by_length else "random")
         notice(
             f"fine-tuning {'regression' if getattr(task, 'regression', False) else task.name} ({task.head}) on {len(data.train_examples)} examples -> "
             f"{len(data.train_features)} features, {len(batches)} {kind} micro-batches per epoch, "
@@ -294,13 +300,13 @@ def train_model(
         )
     started = time.perf_counter()
     try:
-        trainer = Trainer(model, batches, train_config, selection.hooks(), env=env, temporary_checkpoints=True)
+        trainer = Trainer(module, batches, train_config, selection.hooks(), env=env, temporary_checkpoints=True)
         result = trainer.train()
     except BaseException:
         if env.is_main and work.exists() and not any(work.glob("checkpoint-*")):
             shutil.rmtree(work, ignore_errors=True)  # nothing to resume from: leave nothing behind
         raise
-    return Trained(result, selection, result.model if result.model is not None else model, started)
+    return Trained(result, selection, result.model if result.model is not None else module, started)
 
 
 def repredict_on_resume(config: FinetuneConfig, data: FinetuneData, trained: Trained) -> None:
@@ -311,7 +317,7 @@ def repredict_on_resume(config: FinetuneConfig, data: FinetuneData, trained: Tra
         return
     from bertkit.checkpoint_files import load_hf_state_dict, read_state_dict
 
-    load_hf_state_dict(trained.model, read_state_dict(best_dir), source=str(best_dir))
+    load_hf_state_dict(data.task.saved_model(trained.model), read_state_dict(best_dir), source=str(best_dir))
     best["predictions"], _ = predict_features(
         trained.model, data.task, *data.dev, batch_size=config.eval_batch_size, pad_id=data.tokenizer.pad_id
     )
@@ -359,7 +365,9 @@ def _write_output(
     if dev_examples is not None and (best_dir / "model.safetensors").is_file():
         shutil.copytree(best_dir, staging)
     else:
-        save_pretrained(trained.model, staging, tokenizer=data.tokenizer)
+        assert config.max_seq_length is not None  # FinetuneConfig fills it in from the task's defaults
+        sentence = task.sentence_config(config.max_seq_length)
+        save_pretrained(task.saved_model(trained.model), staging, tokenizer=data.tokenizer, sentence=sentence)
     for name in ("metrics.jsonl", "curves.png", "tensorboard"):
         source = work / name
         if source.is_dir():

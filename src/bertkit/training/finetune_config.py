@@ -14,7 +14,7 @@ from bertkit.errors import ConfigError
 from bertkit.tasks.registry import TASK_NAMES
 from bertkit.training.config import NOT_AN_OPTION, TrainConfig, option_names, split_options
 from bertkit.training.config import read_config_file as read_options
-from bertkit.training.finetune_defaults import task_defaults, unset_defaults
+from bertkit.training.finetune_defaults import FIXED_RECIPE, task_defaults, unset_defaults
 
 
 @dataclass
@@ -30,7 +30,7 @@ class FinetuneConfig:
     """
 
     task: str
-    """``classification``, ``regression``, ``ner`` or ``qa``."""
+    """``classification``, ``regression``, ``ner``, ``qa`` or ``embedding``."""
     model: str
     """Starting model: a Hugging Face-layout BERT directory with its tokenizer files."""
     train_file: str
@@ -92,7 +92,7 @@ class FinetuneConfig:
         flat = {**(train_options or {}), **flat}
         split_options(flat, TrainConfig)  # a fine-tuning field among train_options is an error too
         if train is None:
-            train, sized = _default_train(task_defaults(task), flat, sized)
+            train, sized = _default_train(task_defaults(task), flat, () if task in FIXED_RECIPE else sized)
         elif flat:
             train = train.with_options(**flat)
         given = {name: value for name, value in own.items() if value is not None}

@@ -39,6 +39,9 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "schedule": DEFAULT_SCHEDULE,
     },
     "qa": {"lr": 3e-5, "epochs": 2.0, "max_seq_length": 384, "micro_batch_size": 12},
+    # sentence-transformers' recipe for in-batch negatives: a pretrained sentence encoder, a large batch (more
+    # negatives), one epoch, all-MiniLM-L6-v2's 256 tokens.
+    "embedding": {"lr": 2e-5, "epochs": 1.0, "max_seq_length": 256, "micro_batch_size": 64},
 }
 """Fine-tuning's defaults, by task: the one table that FinetuneConfig and ``bertkit finetune --help`` read."""
 
@@ -49,6 +52,10 @@ MIN_UPDATES = 1_000
 """Epochs are raised until a run makes at least this many optimizer updates..."""
 MAX_EPOCHS = 10
 """...but never beyond this many epochs (a set of 1,000 examples gets 630 updates of 16)."""
+
+FIXED_RECIPE = frozenset({"embedding"})
+"""Tasks that run their row of :data:`DEFAULTS` as it is on any set: in-batch negatives lose by a small batch,
+and a pretrained sentence encoder needs no minimum of updates for a fresh head."""
 
 SIZED: dict[str, tuple[str, ...]] = {
     "micro_batch_size": ("micro_batch_size", "global_batch_size", "grad_accum_steps"),

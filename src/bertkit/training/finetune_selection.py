@@ -121,7 +121,10 @@ class DevSelection:
         self.epoch_ends.append(time.perf_counter() - sum(seconds for _, seconds in self.eval_spans))
 
     def export(self, model: torch.nn.Module, directory: Path) -> None:
-        save_pretrained(model, directory, tokenizer=self.tokenizer)
+        max_seq_length = self.config.max_seq_length
+        assert max_seq_length is not None  # FinetuneConfig fills it in from the task's defaults
+        sentence = self.task.sentence_config(max_seq_length)
+        save_pretrained(self.task.saved_model(model), directory, tokenizer=self.tokenizer, sentence=sentence)
 
     def should_stop(self) -> str | None:
         patience = self.config.early_stopping_patience
