@@ -128,14 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     out = output_path(args, RESULTS / "embedding_eval.json")
     work = smoke_folder()
     model, sts, beir = smoke_inputs_for(work) if args.smoke else real_inputs(work)
-    result = {
-        "model": "tiny (random weights)" if args.smoke else "all-MiniLM-L6-v2",
-        "sts": sts_side_by_side(model, sts),
-        "retrieval": retrieval_side_by_side(model, beir),
-        "machine": record(),
-    }
-    for name in ("sts", "retrieval"):
-        side = result[name]
+    sides = {"sts": sts_side_by_side(model, sts), "retrieval": retrieval_side_by_side(model, beir)}
+    result = {"model": "tiny (random weights)" if args.smoke else "all-MiniLM-L6-v2", **sides, "machine": record()}
+    for name, side in sides.items():
         print(f"{name}: bertkit {_line(side['bertkit'])}")
         print(f"{name}: sentence-transformers {_line(side['sentence_transformers'])}")
     write_json(out, result)
