@@ -28,7 +28,9 @@ from bertkit.cli.shared_options import (
     MaxQueryLengthOption,
     MaxSeqLengthOption,
     PairColumnOption,
+    PassagePrefixOption,
     QuantizeOption,
+    QueryPrefixOption,
     TagColumnOption,
     TaskOption,
     TextColumnOption,
@@ -177,44 +179,49 @@ def finetune_command() -> None:
 
 
 # ------------------------------------------------------------------------------------- evaluate, predict
+EvaluateModelOption = Annotated[
+    str,
+    typer.Option(
+        "--model", "-m", help="Fine-tuned model directory (retrieval, sts: any embedding model, or a hub id)."
+    ),
+]
+EvaluateInputOption = Annotated[
+    str | None,
+    typer.Option("--input", "-i", help="Labelled file in the task's format (required; retrieval: a BEIR folder)."),
+]
+EvaluateTaskOption = Annotated[
+    str | None,
+    typer.Option(
+        "--task",
+        "-t",
+        help="classification | regression | ner | qa (default: the model's); retrieval (a BEIR folder) or "
+        "sts (scored sentence pairs) to measure an embedding model.",
+    ),
+]
+SplitOption = Annotated[
+    str | None, typer.Option(help="retrieval: the qrels/SPLIT.tsv to judge by (default: test, else the only one).")
+]
+AnnOption = Annotated[
+    bool,
+    typer.Option(
+        "--ann", help="retrieval: search an approximate HNSW index (faiss) and report its recall against exact."
+    ),
+]
+
+
 @commands.command("evaluate", short_help="Print a model's metrics on labelled data.", cls=ExampleLastCommand)
 def evaluate_command(
-    model: Annotated[
-        str,
-        typer.Option(
-            "--model", "-m", help="Fine-tuned model directory (retrieval, sts: any embedding model, or a hub id)."
-        ),
-    ],
-    input: Annotated[
-        str | None,
-        typer.Option("--input", "-i", help="Labelled file in the task's format (required; retrieval: a BEIR folder)."),
-    ] = None,
+    model: EvaluateModelOption,
+    input: EvaluateInputOption = None,
     data: Annotated[str | None, typer.Option("--data", hidden=True, help="The same as --input.")] = None,
-    task: Annotated[
-        str | None,
-        typer.Option(
-            "--task",
-            "-t",
-            help="classification | regression | ner | qa (default: the model's); retrieval (a BEIR folder) or "
-            "sts (scored sentence pairs) to measure an embedding model.",
-        ),
-    ] = None,
+    task: EvaluateTaskOption = None,
     output: Annotated[
         str | None, typer.Option("--output", "-o", help="Also write the metrics to this JSON file.")
     ] = None,
-    split: Annotated[
-        str | None, typer.Option(help="retrieval: the qrels/SPLIT.tsv to judge by (default: test, else the only one).")
-    ] = None,
-    query_prefix: Annotated[str, typer.Option(help="retrieval: text put before every query, e.g. 'query: '.")] = "",
-    passage_prefix: Annotated[
-        str, typer.Option(help="retrieval: text put before every passage, e.g. 'passage: '.")
-    ] = "",
-    ann: Annotated[
-        bool,
-        typer.Option(
-            "--ann", help="retrieval: search an approximate HNSW index (faiss) and report its recall against exact."
-        ),
-    ] = False,
+    split: SplitOption = None,
+    query_prefix: QueryPrefixOption = "",
+    passage_prefix: PassagePrefixOption = "",
+    ann: AnnOption = False,
     text_column: TextColumnOption = None,
     text_pair_column: PairColumnOption = None,
     label_column: LabelColumnOption = None,
@@ -254,29 +261,12 @@ def evaluate_command(
         common = dict(format=format, header=header, max_length=max_seq_length, batch_size=batch_size, device=device)
         scores = _evaluate_embeddings(model, input, task, given, embedding | common)
     else:
-        scores = _evaluate_finetuned(
-            model,
-            input,
-            task,
-            task_options(
-                text_column,
-                text_pair_column,
-                label_column,
-                tag_column=tag_column,
-                long_text=long_text,
-                max_query_length=max_query_length,
-            ),
-            dict(
-                max_seq_length=max_seq_length,
-                batch_size=batch_size,
-                device=device,
-                predictions_dir=predictions,
-                format=format,
-                header=header,
-                quantize=quantize,
-                compile=compile,
-            ),
+        given |= task_options(
+            None, None, None, tag_column=tag_column, long_text=long_text, max_query_length=max_query_length
         )
+        settings = dict(max_seq_length=max_seq_length, batch_size=batch_size, device=device, format=format)
+        settings |= dict(predictions_dir=predictions, header=header, quantize=quantize, compile=compile)
+        scores = _evaluate_finetuned(model, input, task, given, settings)
     print_json(scores)
     if output is not None:
         import json

@@ -17,12 +17,14 @@ from bertkit.cli.shared_options import (
     FormatOption,
     HeaderOption,
     ModelOption,
+    PassagePrefixOption,
+    QueryPrefixOption,
     generated_command,
 )
 
 commands = typer.Typer(rich_markup_mode=None)
 retrieval_app = typer.Typer(
-    rich_markup_mode=None, help="Build retrieval sets (BEIR folders) and mine hard negatives.", no_args_is_help=True
+    rich_markup_mode=None, help="Retrieval sets (BEIR folders) and hard negatives.", no_args_is_help=True
 )
 commands.add_typer(retrieval_app, name="retrieval")
 
@@ -75,8 +77,8 @@ def _run_mine(
     ] = None,
     format: FormatOption = None,
     header: HeaderOption = None,
-    query_prefix: Annotated[str, typer.Option(help="Text put before every anchor, e.g. 'query: '.")] = "",
-    passage_prefix: Annotated[str, typer.Option(help="Text put before every passage, e.g. 'passage: '.")] = "",
+    query_prefix: QueryPrefixOption = "",
+    passage_prefix: PassagePrefixOption = "",
     score_function: Annotated[str, typer.Option(help="cos | dot: how a passage is scored against an anchor.")] = "cos",
     batch_size: BatchOption = 32,
     device: DeviceOption = "cpu",
