@@ -116,7 +116,12 @@ def read_corpus(path: str | os.PathLike, format: str | None = None) -> list[str]
             raise DataError(f"--corpus {source}: no such file")
         return [line.strip() for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
     columns, rows = read_table(source, format, names=CORPUS_COLUMNS)
-    column = pick_column(source, columns, None, CORPUS_COLUMNS, "corpus text")
+    column = pick_column(source, columns, None, CORPUS_COLUMNS, "corpus text", required=False)
+    if column is None:
+        raise DataError(
+            f"--corpus {source}: no passage column (looked for {', '.join(CORPUS_COLUMNS)}); columns are "
+            f"{', '.join(columns)}; give a table with a text column, a .txt file or a BEIR folder"
+        )
     return [row.fields[column] for row in rows if row.fields.get(column, "").strip()]
 
 
