@@ -337,3 +337,11 @@ def test_a_corpus_from_a_beir_folder_a_table_or_lines(folder: Path, tmp_path: Pa
     table.write_text('{"body": "a"}\n', encoding="utf-8")
     with pytest.raises(bertkit.DataError, match=r"no passage column .* columns are body"):
         read_corpus(table)
+
+
+def test_flags_that_a_task_would_ignore_are_refused(folder: Path, encoder_dir: Path, capsys):
+    base = ["evaluate", "--model", str(encoder_dir), "--data", str(folder)]
+    code, _, err = run_cli([*base, "--task", "sts", "--split", "dev"], capsys)
+    assert code == 2 and "--split goes with --task retrieval" in err
+    code, _, err = run_cli([*base, "--task", "retrieval", "--predictions", "p"], capsys)
+    assert code == 2 and "--predictions goes with a fine-tuned model's task, not --task retrieval" in err

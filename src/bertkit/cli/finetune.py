@@ -7,7 +7,7 @@ metric, labels), the config file and the search switches are declared here.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -254,6 +254,13 @@ def evaluate_command(
         fail("give the labelled file to evaluate on with --input FILE")
     if output is not None:
         check_output_file(output, example="metrics.json")
+    retrieval_only = {
+        "--split": split,
+        "--query-prefix": query_prefix,
+        "--passage-prefix": passage_prefix,
+        "--ann": ann,
+    }
+    _check_flags_fit(task, retrieval_only, {"--predictions": predictions, "--quantize": quantize})
     show_library_warnings()
     given = task_options(text_column, text_pair_column, label_column)
     if task in ("retrieval", "sts"):
@@ -272,6 +279,20 @@ def evaluate_command(
         import json
 
         atomic_write_text(output, json.dumps(scores, indent=1) + "\n")
+
+
+def _check_flags_fit(
+    task: str | None, retrieval_only: Mapping[str, object], finetuned_only: Mapping[str, object]
+) -> None:
+    """Refuse, in one line, a flag given to a task that would ignore it."""
+    if task != "retrieval":
+        for flag, value in retrieval_only.items():
+            if value:
+                fail(f"{flag} goes with --task retrieval")
+    if task in ("retrieval", "sts"):
+        for flag, value in finetuned_only.items():
+            if value:
+                fail(f"{flag} goes with a fine-tuned model's task, not --task {task}")
 
 
 def _evaluate_embeddings(
