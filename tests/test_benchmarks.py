@@ -113,6 +113,14 @@ def check_int8_quality(out: Path, stdout: str) -> None:
     assert result["embed"]["sentences"]["cosine_min"] > 0.9
 
 
+def check_embedding_eval(out: Path, stdout: str) -> None:
+    result = read(out)
+    for side in ("bertkit", "sentence_transformers"):
+        assert -1 <= result["sts"][side]["spearman"] <= 1 and result["sts"][side]["seconds"] >= 0
+        assert 0 <= result["retrieval"][side]["ndcg@10"] <= 1
+    assert result["sts"]["pairs"] == 8 and "retrieval: sentence-transformers ndcg@10" in stdout
+
+
 def check_prepare_data(out: Path, stdout: str) -> None:
     result = read(out)
     assert (
@@ -152,6 +160,7 @@ def check_embedding_train(out: Path, stdout: str) -> None:
 
 CHECKS: dict[str, tuple[str, Check]] = {
     # script: (result file name, what its result must hold)
+    "bench_embedding_eval": ("embedding_eval.json", check_embedding_eval),
     "bench_embedding_train": ("embedding_train.json", check_embedding_train),
     "bench_finetune": ("finetune.json", check_finetune),
     "bench_finetune_defaults": ("finetune_defaults.jsonl", check_finetune_defaults),

@@ -24,7 +24,7 @@ FLOORS: dict[str, int] = {
     "tokenizer": 2, "model": 2, "weights": 2, "sentence_config": 2, "quantize": 2, "compiling": 2,
     "data": 3, "vocab": 3, "export": 3,
     "training": 4, "tasks": 4,
-    "inference": 5,
+    "inference": 5, "retrieval": 5,
     "serve": 6, "cli": 6, "demo": 6, "__main__": 6,
 }  # fmt: skip
 # Within a floor, these never import those: the model loads and saves itself through the checkpoint files

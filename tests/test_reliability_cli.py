@@ -65,6 +65,11 @@ DIR_KINDS = {"missing": "does/not/exist", "file": "garbage.bin", "empty": "empty
 
 # (command, argument template); {BAD} is the broken path, {OUT} a fresh output path, {x} valid inputs.
 FILE_ARGS = [
+    ("retrieval-from-squad-input", ["retrieval", "from-squad", "--input", "{BAD}", "--output", "{OUT}"]),
+    (
+        "retrieval-mine-negatives-input",
+        ["retrieval", "mine-negatives", "--model", "{model}", "--input", "{BAD}", "--output", "{OUT}"],
+    ),
     ("tokenizer-train-input", ["tokenizer", "train", "--input", "{BAD}", "--output", "{OUT}", "--vocab-size", "60"]),
     (
         "tokenizer-extend-tokens",
@@ -126,6 +131,7 @@ FILE_ARGS = [
     ),
 ]
 DIR_ARGS = [
+    ("evaluate-retrieval-data", ["evaluate", "--task", "retrieval", "--model", "{model}", "--data", "{BAD}"]),
     ("tokenize-model", ["tokenize", "--model", "{BAD}", "hello"]),
     ("tokenizer-extend-model", ["tokenizer", "extend", "--model", "{BAD}", "--tokens", "{lines}", "--output", "{OUT}"]),
     ("embed-model", ["embed", "--model", "{BAD}", "--input", "{lines}", "--output", "{OUT}.npy"]),

@@ -57,6 +57,11 @@ _EXPORTS: dict[str, str] = {
     "tag": "bertkit.inference",
     "answer": "bertkit.inference",
     "attentions": "bertkit.inference",
+    # embedding models: retrieval and similarity
+    "evaluate_retrieval": "bertkit.retrieval",
+    "evaluate_sts": "bertkit.retrieval",
+    "mine_hard_negatives": "bertkit.retrieval",
+    "read_beir": "bertkit.retrieval",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -5,16 +5,26 @@
 - ``inference``: ``embed``, ``fill-mask``, ``next-sentence``, ``classify``, ``tag``, ``answer``, ``attention``
 - ``serve_export_convert``: ``serve``, ``export onnx``, ``convert``
 - ``pretrain``; ``finetune`` (``finetune``, ``evaluate``, ``predict``); ``prepare_data``; ``demo``
+- ``retrieval``: ``retrieval from-squad``, ``retrieval mine-negatives``
 
 Options: ``options`` generates them from the config dataclasses, so that a field is declared once;
 ``shared_options`` declares those several commands share; ``console`` reads inputs and prints results.
 """
 
-from bertkit.cli import demo, finetune, inference, prepare_data, pretrain, serve_export_convert, tokenizer
+from bertkit.cli import (
+    demo,
+    finetune,
+    inference,
+    prepare_data,
+    pretrain,
+    retrieval,
+    serve_export_convert,
+    tokenizer,
+)
 from bertkit.cli.program import app, main
 
 # In this order in `bertkit --help`.
-for _group in (tokenizer, inference, serve_export_convert, pretrain, finetune, prepare_data, demo):
+for _group in (tokenizer, inference, serve_export_convert, pretrain, finetune, retrieval, prepare_data, demo):
     app.add_typer(_group.commands)
 
 __all__ = ["app", "main"]

@@ -7,7 +7,7 @@ metric, labels), the config file and the search switches are declared here.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -28,7 +28,9 @@ from bertkit.cli.shared_options import (
     MaxQueryLengthOption,
     MaxSeqLengthOption,
     PairColumnOption,
+    PassagePrefixOption,
     QuantizeOption,
+    QueryPrefixOption,
     TagColumnOption,
     TaskOption,
     TextColumnOption,
@@ -253,13 +255,49 @@ def finetune_command() -> None:
 
 
 # ------------------------------------------------------------------------------------- evaluate, predict
-@commands.command("evaluate", short_help="Print a fine-tuned model's metrics on labelled data.", cls=ExampleLastCommand)
+EvaluateModelOption = Annotated[
+    str,
+    typer.Option(
+        "--model", "-m", help="Fine-tuned model directory (retrieval, sts: any embedding model, or a hub id)."
+    ),
+]
+EvaluateInputOption = Annotated[
+    str | None,
+    typer.Option("--input", "-i", help="Labelled file in the task's format (required; retrieval: a BEIR folder)."),
+]
+EvaluateTaskOption = Annotated[
+    str | None,
+    typer.Option(
+        "--task",
+        "-t",
+        help="classification | regression | ner | qa (default: the model's); retrieval (a BEIR folder) or "
+        "sts (scored sentence pairs) to measure an embedding model.",
+    ),
+]
+SplitOption = Annotated[
+    str | None, typer.Option(help="retrieval: the qrels/SPLIT.tsv to judge by (default: test, else the only one).")
+]
+AnnOption = Annotated[
+    bool,
+    typer.Option(
+        "--ann", help="retrieval: search an approximate HNSW index (faiss) and report its recall against exact."
+    ),
+]
+
+
+@commands.command("evaluate", short_help="Print a model's metrics on labelled data.", cls=ExampleLastCommand)
 def evaluate_command(
-    model: FinetunedModelOption,
-    input: Annotated[
-        str | None, typer.Option("--input", "-i", help="Labelled file in the task's format (required).")
+    model: EvaluateModelOption,
+    input: EvaluateInputOption = None,
+    data: Annotated[str | None, typer.Option("--data", hidden=True, help="The same as --input.")] = None,
+    task: EvaluateTaskOption = None,
+    output: Annotated[
+        str | None, typer.Option("--output", "-o", help="Also write the metrics to this JSON file.")
     ] = None,
-    task: TaskOption = None,
+    split: SplitOption = None,
+    query_prefix: QueryPrefixOption = "",
+    passage_prefix: PassagePrefixOption = "",
+    ann: AnnOption = False,
     text_column: TextColumnOption = None,
     text_pair_column: PairColumnOption = None,
     label_column: LabelColumnOption = None,
@@ -277,39 +315,95 @@ def evaluate_command(
     quantize: QuantizeOption = None,
     compile: CompileOption = None,
 ) -> None:
-    """Print a fine-tuned model's metrics on a labelled file as JSON.
+    """Print a fine-tuned model's metrics on a labelled file as JSON; with --task retrieval or sts, an embedding
+    model's retrieval metrics on a BEIR folder (nDCG@10, MRR@10, recall@1/10/100, MAP@100) or its Spearman and
+    Pearson correlations on scored sentence pairs.
 
     \b
     Example:
       bertkit evaluate --model runs/sst2 --input sst2/dev.tsv
     """
-    from bertkit.inference import evaluate_model
+    from bertkit.io import atomic_write_text, check_output_file
 
+    input = input or data
     if input is None:  # not required by typer, so that the message names the flag as every other does
         fail("give the labelled file to evaluate on with --input FILE")
+    if output is not None:
+        check_output_file(output, example="metrics.json")
+    retrieval_only = {
+        "--split": split,
+        "--query-prefix": query_prefix,
+        "--passage-prefix": passage_prefix,
+        "--ann": ann,
+    }
+    _check_flags_fit(task, retrieval_only, {"--predictions": predictions, "--quantize": quantize})
     show_library_warnings()
-    scores = evaluate_model(
-        model,
-        input,
-        task=task,
-        task_options=task_options(
-            text_column,
-            text_pair_column,
-            label_column,
-            tag_column=tag_column,
-            long_text=long_text,
-            max_query_length=max_query_length,
-        ),
-        max_seq_length=max_seq_length,
-        batch_size=batch_size,
-        device=device,
-        predictions_dir=predictions,
-        format=format,
-        header=header,
-        quantize=quantize,
-        compile=compile,
-    )
+    given = task_options(text_column, text_pair_column, label_column)
+    if task in ("retrieval", "sts"):
+        embedding = dict(split=split, query_prefix=query_prefix, passage_prefix=passage_prefix, ann=ann)
+        common = dict(format=format, header=header, max_length=max_seq_length, batch_size=batch_size, device=device)
+        scores = _evaluate_embeddings(model, input, task, given, embedding | common)
+    else:
+        given |= task_options(
+            None, None, None, tag_column=tag_column, long_text=long_text, max_query_length=max_query_length
+        )
+        settings = dict(max_seq_length=max_seq_length, batch_size=batch_size, device=device, format=format)
+        settings |= dict(predictions_dir=predictions, header=header, quantize=quantize, compile=compile)
+        scores = _evaluate_finetuned(model, input, task, given, settings)
     print_json(scores)
+    if output is not None:
+        import json
+
+        atomic_write_text(output, json.dumps(scores, indent=1) + "\n")
+
+
+def _check_flags_fit(
+    task: str | None, retrieval_only: Mapping[str, object], finetuned_only: Mapping[str, object]
+) -> None:
+    """Refuse, in one line, a flag given to a task that would ignore it."""
+    if task != "retrieval":
+        for flag, value in retrieval_only.items():
+            if value:
+                fail(f"{flag} goes with --task retrieval")
+    if task in ("retrieval", "sts"):
+        for flag, value in finetuned_only.items():
+            if value:
+                fail(f"{flag} goes with a fine-tuned model's task, not --task {task}")
+
+
+def _evaluate_embeddings(
+    model: str, data: str, task: str, columns: dict[str, object], settings: dict[str, Any]
+) -> dict[str, float]:
+    """``evaluate --task retrieval|sts``: an embedding model on a BEIR folder or on scored pairs."""
+    from bertkit.retrieval import EmbeddingOptions, evaluate_retrieval, evaluate_sts
+
+    options = EmbeddingOptions(
+        query_prefix=settings["query_prefix"],
+        passage_prefix=settings["passage_prefix"],
+        batch_size=settings["batch_size"],
+        max_length=settings["max_length"],
+    )
+    if task == "retrieval":
+        return evaluate_retrieval(
+            model, data, split=settings["split"], options=options, ann=settings["ann"], device=settings["device"]
+        )
+    return evaluate_sts(
+        model,
+        data,
+        task_options=columns,
+        format=settings["format"],
+        header=settings["header"],
+        options=options,
+        device=settings["device"],
+    )
+
+
+def _evaluate_finetuned(
+    model: str, data: str, task: str | None, options: dict[str, object], settings: dict[str, Any]
+) -> dict[str, float]:
+    from bertkit.inference import evaluate_model
+
+    return evaluate_model(model, data, task=task, task_options=options, **settings)
 
 
 @commands.command("predict", short_help="Write a fine-tuned model's predictions as JSON lines.", cls=ExampleLastCommand)

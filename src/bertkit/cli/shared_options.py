@@ -106,6 +106,10 @@ HeaderOption = Annotated[
     ),
 ]
 
+# ---------------------------------------------------------------- embedding models (evaluate, mine-negatives)
+QueryPrefixOption = Annotated[str, typer.Option(help="Text put before every query or anchor, e.g. 'query: '.")]
+PassagePrefixOption = Annotated[str, typer.Option(help="Text put before every passage, e.g. 'passage: '.")]
+
 # ------------------------------------------------------------------------------ config files (training)
 ConfigFileOption = Annotated[
     str | None, typer.Option("--config", "-c", help="TOML/YAML file with any of these options (flags win).")
