@@ -48,6 +48,7 @@ SAMPLES = {
     "--warmup-ratio": "0.25",
     "--init-from": "d",
     "--long-text": "windows",
+    "--report-to": "tensorboard",
 }
 """Sample values where a type's sample would not be a valid choice."""
 
