@@ -108,7 +108,12 @@ def test_mlflow_gets_the_options_system_and_every_metric_of_metrics_jsonl(tmp_pa
 
 def test_resume_continues_the_same_mlflow_run_without_sending_a_step_twice(tmp_path, mlflow_store):
     output = tmp_path / "run"
-    options = {"report_to": ["mlflow", "tensorboard"], "tracking_uri": mlflow_store, "save_every": 4, "schedule": "constant"}
+    options = {
+        "report_to": ["mlflow", "tensorboard"],
+        "tracking_uri": mlflow_store,
+        "save_every": 4,
+        "schedule": "constant",
+    }
     options["tensorboard"] = True
     run(output, max_steps=8, **options)
     first = json.loads((output / STATE_FILE).read_text())["runs"]["mlflow"]["run_id"]
@@ -166,7 +171,7 @@ def wandb_records(path: Path) -> list[Any]:
         chunk = (b"" if kind in (1, 2) else chunk) + data[pos + 7 : pos + 7 + length]
         pos += 7 + length
         if kind in (1, 4):  # FULL or LAST
-            record = wandb_internal_pb2.Record()
+            record = wandb_internal_pb2.Record()  # type: ignore[attr-defined]
             record.ParseFromString(chunk)
             records.append(record)
     return records
@@ -195,7 +200,9 @@ def test_wandb_offline_run_holds_metrics_jsonl_and_resumes_the_same_run(tmp_path
                 config = {item.key: json.loads(item.value_json) for item in record.config.update}
                 assert config.get("lr", 0.01) == 0.01
             if kind == "history":
-                row = {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
+                row = {
+                    item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item
+                }
                 history.setdefault(row["_step"], {}).update(row)
     assert sorted(history) == [2, 4, 6, 8]
     assert same([(s, history[s]["train/loss"]) for s in sorted(history)], expected(output, "train", "loss"))

@@ -17,7 +17,7 @@ from bertkit.notices import notice
 
 if TYPE_CHECKING:
     from bertkit.training.config import TrackingConfig
-    from bertkit.training.tracking import RunInfo, Tracker
+    from bertkit.training.tracking.base import RunInfo, Tracker
 
 DEFAULT_NAME = "bertkit"
 """The MLflow experiment and the W&B project when neither an option nor the environment names one."""
