@@ -52,6 +52,7 @@ SAMPLES = {
     "--pooling": "cls",
     "--matryoshka-dims": "64,32",
     "--negative-columns": "negative_1,negative_2",
+    "--report-to": "tensorboard",
 }
 """Sample values where a type's sample would not be a valid choice."""
 

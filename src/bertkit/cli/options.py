@@ -90,7 +90,8 @@ class ConfigOption:
     """The field (and keyword) name."""
     decls: tuple[str, ...]
     """Flag declarations, e.g. ``("--output", "-o")`` or ``("--fsdp/--no-fsdp",)``."""
-    type: type
+    type: Any
+    """``int``, ``str``...; ``list[str]`` for a repeatable option."""
     help: str
 
 
@@ -132,6 +133,11 @@ def _option(leaf: Leaf, kind: type, decls: tuple[str, ...] | None, shown: str | 
     return ConfigOption(leaf.name, decls, kind, help)
 
 
+def _metavar(kind: Any) -> str | None:
+    """A repeatable option (``list[str]``) reads as its item type, ``<str>``; others keep typer's own."""
+    return f"<{typing.get_args(kind)[0].__name__}>" if typing.get_origin(kind) is list else None
+
+
 def command_function(
     name: str,
     doc: str | None,
@@ -146,7 +152,7 @@ def command_function(
         inspect.Parameter(
             o.name,
             inspect.Parameter.KEYWORD_ONLY,
-            annotation=Annotated[o.type | None, typer.Option(*o.decls, help=o.help)],
+            annotation=Annotated[o.type | None, typer.Option(*o.decls, help=o.help, metavar=_metavar(o.type))],
             default=None,
         )
         for o in options

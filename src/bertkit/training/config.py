@@ -12,6 +12,7 @@ with the same rules for both commands.
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import math
 import os
 import re
@@ -49,6 +50,7 @@ __all__ = [
     "OptimizerConfig",
     "PrecisionConfig",
     "ScheduleConfig",
+    "TrackingConfig",
     "TrainConfig",
     "option_names",
     "parse_duration",
@@ -291,6 +293,72 @@ class LoggingConfig(OptionGroup):
         check_positive(self, "log_every")
 
 
+TRACKERS: dict[str, tuple[str, str]] = {
+    "tensorboard": ("tensorboard", "plots"),
+    "mlflow": ("mlflow", "mlflow"),
+    "wandb": ("wandb", "wandb"),
+}
+"""Each ``--report-to`` tracker: the package it needs and the extra that installs it."""
+
+
+@dataclass
+class TrackingConfig(OptionGroup):
+    """Where the run is reported besides ``metrics.jsonl``: TensorBoard, MLflow, Weights & Biases."""
+
+    report_to: list[str] | None = field(default=None, metadata={"cli_type": list[str]})
+    """Trackers that receive the run, as the Hugging Face Trainer's ``report_to``: ``tensorboard``, ``mlflow``,
+    ``wandb``, ``all`` (every one installed) or ``none``; repeat the flag or separate names with commas.
+    Default: TensorBoard events in the output folder, when tensorboard is installed."""
+    run_name: str | None = None
+    """Name of the tracked run; default: the output folder's name."""
+    run_group: str | None = None
+    """Group of related runs: the W&B group and the MLflow tag ``bertkit.group`` (``--search`` groups its runs
+    under the search's name)."""
+    tracking_uri: str | None = None
+    """MLflow server or store (``http://127.0.0.1:5000``, ``file:/path/mlruns``); default: ``MLFLOW_TRACKING_URI``,
+    else MLflow's own default."""
+    experiment: str | None = None
+    """MLflow experiment; default: ``MLFLOW_EXPERIMENT_NAME``, else ``bertkit``."""
+    project: str | None = None
+    """W&B project; default: ``WANDB_PROJECT``, else ``bertkit`` (``WANDB_MODE=offline`` keeps the run on disk)."""
+    tags: list[str] | None = field(default=None, metadata={"cli_type": list[str]})
+    """Tags of the tracked run, ``key=value`` or a bare word; repeat the flag or separate tags with commas."""
+    log_model: bool = False
+    """Also send the final model folder to MLflow and W&B as an artifact (off: models are large)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.report_to = _names(self.report_to) if self.report_to is not None else None
+        self.tags = _names(self.tags, lower=False) if self.tags is not None else None
+        for name in self.report_to or ():
+            if name not in (*TRACKERS, "all", "none"):
+                raise ConfigError(f"unknown --report-to {name!r}; choose tensorboard, mlflow, wandb, all or none")
+        if "none" in (self.report_to or ()) and len(self.report_to or ()) > 1:
+            raise ConfigError("--report-to none goes alone; leave it out to report to the others")
+        for name in self.trackers() if self.report_to is not None else ():
+            package, extra = TRACKERS[name]
+            if importlib.util.find_spec(package) is None:
+                raise ConfigError(
+                    f"--report-to {name} needs the {package} package: pip install 'bertkit[{extra}]' "
+                    f"(or drop {name} from --report-to)"
+                )
+
+    def trackers(self) -> tuple[str, ...]:
+        """The trackers this run reports to (``all`` resolved to the installed ones; default TensorBoard)."""
+        names = self.report_to if self.report_to is not None else ["tensorboard"]
+        if "all" in names:
+            installed = [name for name, (package, _) in TRACKERS.items() if importlib.util.find_spec(package)]
+            names = [*names, *installed]
+        return tuple(name for name in TRACKERS if name in names)
+
+
+def _names(values: str | list[str], lower: bool = True) -> list[str]:
+    """``"a,b"`` or ``["a", "b,c"]`` as ``["a", "b", "c"]``."""
+    items = [values] if isinstance(values, str) else list(values)
+    names = [part.strip() for item in items for part in str(item).split(",") if part.strip()]
+    return [name.lower() for name in names] if lower else names
+
+
 @dataclass
 class DistributedConfig(OptionGroup):
     """Where the model trains, and how processes share it."""
@@ -333,6 +401,8 @@ class TrainConfig:
     """Checkpoint cadence, how many to keep, and resume."""
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     """Log cadence, progress display, TensorBoard, curves, the MFU peak."""
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    """Experiment trackers (TensorBoard, MLflow, W&B), the run's name, group and tags."""
     max_bad_steps: int = 10
     """Consecutive updates with a non-finite loss or gradient that stop the run (each one is skipped)."""
     distributed: DistributedConfig = field(default_factory=DistributedConfig)

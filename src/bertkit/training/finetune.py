@@ -59,6 +59,7 @@ from bertkit.training.finetune_defaults import Sizing, size_to_data
 from bertkit.training.finetune_selection import DevSelection, previous_evaluations
 from bertkit.training.loop import Trainer, TrainResult
 from bertkit.training.precision import precision_name
+from bertkit.training.tracking import STATE_FILE, log_model, run_context
 from bertkit.weights import save_pretrained
 
 if TYPE_CHECKING:
@@ -138,6 +139,7 @@ def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) 
     if env.is_main:
         repredict_on_resume(settled, data, trained)
         _write_output(settled, output, trained, data, outcome)
+        log_model(output, output)
     distributed.barrier(env)
     outcome.output = output
     return outcome
@@ -213,7 +215,7 @@ def size_batches(
     )
     if sizing is not None:
         micro = max(1, sizing.batch_size // env.world_size)
-        train = train.with_options(micro_batch_size=micro, epochs=sizing.epochs)
+        train = train.with_options(micro_batch_size=micro, epochs=sizing.epochs, extra={"sizing": sizing.to_dict()})
         if env.is_main:
             notice(sizing.reason)
     settled = dataclasses.replace(config, group_by_length=groups_by_length(config, data.task), train=train)
@@ -286,7 +288,7 @@ def train_model(
         best_metric=task.main_metric if data.dev is not None else None,
         best_mode="max",
         resume="auto" if config.resume else None,
-        extra={"task": config.task},
+        extra={**config.train.extra, "task": config.task, "config": run_context(config.to_dict())},
     ).for_epoch(len(batches), env.world_size)
     accum = train_config.accumulation(env.world_size)
     previous = previous_evaluations(work) if config.resume else []
@@ -368,7 +370,7 @@ def _write_output(
         assert config.max_seq_length is not None  # FinetuneConfig fills it in from the task's defaults
         sentence = task.sentence_config(config.max_seq_length)
         save_pretrained(task.saved_model(trained.model), staging, tokenizer=data.tokenizer, sentence=sentence)
-    for name in ("metrics.jsonl", "curves.png", "tensorboard"):
+    for name in ("metrics.jsonl", "curves.png", "tensorboard", STATE_FILE):
         source = work / name
         if source.is_dir():
             shutil.copytree(source, staging / name)

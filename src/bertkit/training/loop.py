@@ -207,6 +207,8 @@ class Trainer:
             tensorboard=self.config.logging.tensorboard,
             resume_step=self.step if resumed else None,
             resume_history=history,
+            config=self.config,
+            device=str(self.device),
         )
         if env.is_main:
             self._announce()
@@ -247,7 +249,7 @@ class Trainer:
         if self.last_saved_step != self.step:  # the same decision on every process (last_saved: main's only)
             self.save(stop_reason)
         trained = self.unsharded()
-        self.logger.close(plot=config.logging.plot)
+        self.logger.close(plot=config.logging.plot, stop_reason=stop_reason)
         if self.env.is_main:
             kept = not self.temporary_checkpoints or stop_reason == "signal"
             where = f"; checkpoint {self.last_saved}" if kept else ""

@@ -1,7 +1,8 @@
-"""Observability: JSONL metrics, TensorBoard events, loss/accuracy curves, throughput and MFU.
+"""Observability: JSONL metrics, experiment trackers, loss/accuracy curves, throughput and MFU.
 
-TensorBoard (``tensorboard`` package) and the PNG (``matplotlib``) are optional: each is imported lazily
-and skipped with a one-line notice when missing. ``metrics.jsonl`` is always written.
+``metrics.jsonl`` is always written. The trackers of ``--report-to`` (TensorBoard events by default; MLflow,
+W&B) get every record too, through :mod:`bertkit.training.tracking`. TensorBoard (``tensorboard`` package) and
+the PNG (``matplotlib``) are optional: each is imported lazily and skipped with a one-line notice when missing.
 """
 
 from __future__ import annotations
@@ -12,13 +13,17 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from bertkit.config import BertConfig
 from bertkit.io import atomic_path, atomic_write_text
 from bertkit.notices import notice
+from bertkit.training.tracking import Tracking, open_tracking
+
+if TYPE_CHECKING:
+    from bertkit.training.config import TrainConfig
 
 METRICS_FILE = "metrics.jsonl"
 PLOT_FILE = "curves.png"
@@ -143,7 +148,8 @@ def mfu_peak(
 
 
 class MetricsLogger:
-    """Writes records ``{"step": int, "split": "train"|"eval", ...}`` to ``metrics.jsonl`` (and TensorBoard).
+    """Writes records ``{"step": int, "split": "train"|"eval", ...}`` to ``metrics.jsonl`` and sends them to the
+    run's trackers (TensorBoard by default).
 
     On resume, records after the resumed step are dropped from the file first, so that the file shows one
     trajectory, the one the weights followed.
@@ -157,15 +163,19 @@ class MetricsLogger:
         tensorboard: bool = True,
         resume_step: int | None = None,
         resume_history: list[dict[str, Any]] | None = None,
+        config: TrainConfig | None = None,
+        device: str | None = None,
     ) -> None:
         """``resume_history``: the records a resumed checkpoint saved; when given, the file is reset to
         exactly them (records logged after that checkpoint at its own step, e.g. a final evaluation, would
-        otherwise appear twice)."""
+        otherwise appear twice). ``config``: the run's options, which name the trackers (``config.tracking``;
+        TensorBoard alone without it) and are sent to them as parameters, with ``device`` in the system
+        information."""
         self.dir = Path(output_dir)
         self.enabled = enabled
         self.path = self.dir / METRICS_FILE
         self.history: list[dict[str, Any]] = []
-        self._tb = None
+        self.tracking = Tracking([], self.dir, {})
         if not enabled:
             return
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -184,13 +194,7 @@ class MetricsLogger:
             atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in kept))
         # Open for the whole run, each record appended and flushed as it is logged; close() closes it.
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:
-                notice("tensorboard is not installed; skipping TensorBoard events (pip install tensorboard)")
-            else:
-                self._tb = SummaryWriter(log_dir=str(self.dir / "tensorboard"), purge_step=resume_step)
+        self.tracking = open_tracking(config, self.dir, tensorboard=tensorboard, resume_step=resume_step, device=device)
 
     def log(self, record: dict[str, Any]) -> None:
         if not self.enabled:
@@ -199,18 +203,15 @@ class MetricsLogger:
         self.history.append(record)
         self._file.write(json.dumps(record) + "\n")
         self._file.flush()
-        if self._tb is not None:
-            split = record.get("split", "train")
-            for key, value in record.items():
-                if key not in ("step", "split") and isinstance(value, (int, float)):
-                    self._tb.add_scalar(f"{split}/{key}", value, record["step"])
+        self.tracking.log(record)
 
-    def close(self, plot: bool = True) -> None:
+    def close(self, plot: bool = True, stop_reason: str | None = None) -> None:
+        """Close the file and the tracked runs (``KILLED`` when ``stop_reason`` is ``signal``: resume continues
+        them), then draw the curves."""
         if not self.enabled:
             return
         self._file.close()
-        if self._tb is not None:
-            self._tb.close()
+        self.tracking.finish("KILLED" if stop_reason == "signal" else "FINISHED")
         if plot and self.history:
             plot_curves(self.history, self.dir / PLOT_FILE)
 

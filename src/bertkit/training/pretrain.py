@@ -34,6 +34,7 @@ from bertkit.training.config import read_config_file as read_options
 from bertkit.training.loop import TrainResult, train
 from bertkit.training.metrics import mfu_peak, pretraining_flops_per_token
 from bertkit.training.precision import precision_name
+from bertkit.training.tracking import log_model, run_context
 from bertkit.weights import save_pretrained
 
 if TYPE_CHECKING:
@@ -249,6 +250,7 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
     settings = meta["settings"]
     flops = pretraining_flops_per_token(model.config, settings["max_seq_length"], settings["max_predictions_per_seq"])
     config.train = config.train.for_epoch(len(loader), env.world_size)
+    config.train = config.train.with_options(extra={**config.train.extra, "config": run_context(config.to_dict())})
     if config.train.logging.peak_flops is None and env.is_main:
         peak = _mfu_denominator(env.device, config.train.precision.mode, flops)
         config.train = config.train.with_options(peak_flops=peak)  # groups are shared with the caller's config
@@ -271,6 +273,7 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
         final = Path(config.output) / FINAL_DIR
         files.export(result.model, final)  # unsharded (a gathered copy under FSDP)
         notice(f"exported the model to {final} (Hugging Face layout)")
+        log_model(Path(config.output), final)
     distributed.barrier(env)
     return result
 

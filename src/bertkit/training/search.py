@@ -140,7 +140,9 @@ def _typed(params: Mapping[str, Any]) -> dict[str, Any]:
 
 def _run_config(base: FinetuneConfig, params: Mapping[str, Any], output: Path, resume: bool) -> FinetuneConfig:
     """``base`` with one point's options; a varied batch or epochs is the user's, no longer sized to the data."""
-    train = base.train.with_options(**_typed(params))
+    tracking = base.train.tracking  # one tracked run per point, grouped under the search's name
+    group = tracking.run_group or tracking.run_name or Path(base.output).name
+    train = base.train.with_options(**_typed(params), run_group=group, run_name=f"{group} {output.name}")
     still_unset = unset_defaults(params)
     return dataclasses.replace(
         base,
