@@ -81,6 +81,7 @@ def create_app(
     app.state.keys = KeyRing(access.static_keys(), access.api_key_file)
     rate = access.rate()
     limiter = RateLimiter(*rate) if rate is not None else None
+    app.state.limiter = limiter
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
     app.add_middleware(Gate, rules=GateRules(app.state.keys, limiter, service.metrics, access.log_format == "json"))
     if access.cors_origin:  # outermost, so that a browser's preflight is answered before the key check
