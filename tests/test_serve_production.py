@@ -193,7 +193,7 @@ def test_without_prometheus_client_metrics_says_which_extra(encoder_dir, monkeyp
     monkeypatch.setattr(metrics, "available", lambda: False)
     response = call(create_app(encoder_dir), "GET", "/metrics")
     assert response.status_code == 501 and "bertkit[metrics]" in response.json()["error"]
-    told = []
+    told: list[str] = []
     metrics.tell_if_missing(told.append)
     assert len(told) == 1 and "bertkit[metrics]" in told[0]
 
