@@ -71,11 +71,11 @@ def _options(task: str, model: str, train: str, output: str, resume: bool, keep_
         train_file=train,
         dev_file=train,
         output=output,
-        epochs=4,
+        epochs=6,
         lr=3e-3,
-        micro_batch_size=4,
-        global_batch_size=8,
-        max_seq_length=48,
+        micro_batch_size=2,
+        global_batch_size=4,
+        max_seq_length=96,
         save_every=1,
         seed=5,
         progress=False,
@@ -118,9 +118,9 @@ def ctx():
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("chaos-data")
-    conll = "".join("".join(f"{w} NN O {t}\n" for w, t in s) + "\n" for s in NER_SENTENCES * 2)
+    conll = "".join("".join(f"{w} NN O {t}\n" for w, t in s) + "\n" for s in NER_SENTENCES * 4)
     (root / "ner.txt").write_text(conll, encoding="utf-8")
-    write_squad(root / "qa.json", QA_CONTEXTS * 2)
+    write_squad(root / "qa.json", QA_CONTEXTS * 3)
     rows = [("good movie", "pos"), ("bad film", "neg"), ("a good story", "pos"), ("very bad", "neg")] * 3
     (root / "cls.tsv").write_text("sentence\tlabel\n" + "".join(f"{t}\t{y}\n" for t, y in rows), encoding="utf-8")
     return {"ner": root / "ner.txt", "qa": root / "qa.json", "classification": root / "cls.tsv"}
@@ -131,9 +131,8 @@ def chaos_plan(seed: int) -> list[str]:
     writing a checkpoint; the best model's export first, the final rename last."""
     rng = random.Random(seed)
     plan = [f"{phase}:{rng.choice([1, 2])}" for phase in rng.sample(faults.CHECKPOINT_PHASES, 4)]
-    plan += [f"forward:{rng.randint(3, 12)}", f"eval:{rng.randint(1, 3)}"]
-    rng.shuffle(plan)
-    return ["export_torn:1", *plan, "stage_before:1"]
+    # a step and an evaluation first: later, a resumed run may have too little left to reach them
+    return ["export_torn:1", f"forward:{rng.randint(3, 12)}", f"eval:{rng.randint(1, 3)}", *plan, "stage_before:1"]
 
 
 def untimed(record: dict) -> dict:
@@ -167,7 +166,7 @@ def test_finetuning_ner_and_qa_survive_sigkill(ctx, tmp_path, encoder_dir, data,
         assert not run.exists(), f"after {fault}: a half-made output directory"
         if partial.is_dir():
             faults.check_checkpoints(partial, kept, fault)
-    assert len(kills) >= 6 and {"export_torn:1", "stage_before:1"} <= set(kills), kills
+    assert len(kills) == 8, kills  # every fault hit: none came after the run had finished
     assert any(k.startswith("eval:") for k in kills) and any(k.startswith("forward:") for k in kills), kills
     if not finished:
         assert faults.run_child(ctx, _task_child, task, base, train, str(run), True, 2, "none:1") == 0
@@ -216,7 +215,7 @@ def test_disk_full_during_a_checkpoint_stops_with_one_line_and_resume_ends_the_s
     from bertkit.cli import main
 
     args = ["finetune", "--task", "ner", "--model", str(encoder_dir), "--train", str(data["ner"])]
-    args += ["--dev", str(data["ner"]), "--epochs", "3", "--micro-batch-size", "4", "--global-batch-size", "8"]
+    args += ["--dev", str(data["ner"]), "--epochs", "2", "--micro-batch-size", "2", "--global-batch-size", "4"]
     args += ["--max-seq-length", "48", "--save-every", "1", "--seed", "5", "--lr", "3e-3"]
     args += ["--no-progress", "--no-plot", "--no-tensorboard"]
     reference, run = tmp_path / "reference", tmp_path / "full"
