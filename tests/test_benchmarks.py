@@ -132,6 +132,13 @@ def check_serve_abuse(out: Path, stdout: str) -> None:
     assert result["baseline"]["requests"] > 0
 
 
+def check_serve_soak(out: Path, stdout: str) -> None:
+    result = read(out)
+    assert result["alive_after"] and result["server_5xx"] == 0 and result["scheduled"] == 60
+    assert result["statuses"]["good"].get("200", 0) > 0 and result["keys_in_server_log"] == 0
+    assert set(result["statuses"]["bad_key"]) == {"401"} and result["windows"][0]["p99_ms"] is not None
+
+
 CHECKS: dict[str, tuple[str, Check]] = {
     # script: (result file name, what its result must hold)
     "bench_finetune": ("finetune.json", check_finetune),
@@ -142,6 +149,7 @@ CHECKS: dict[str, tuple[str, Check]] = {
     "bench_pretrain_quality": ("pretrain_quality.json", check_pretrain_quality),
     "bench_serve_abuse": ("serve_abuse.json", check_serve_abuse),
     "bench_serve_load": ("serve_load.json", check_serve_load),
+    "bench_serve_soak": ("serve_soak.json", check_serve_soak),
     "bench_tokenizer": ("tokenizer.json", check_tokenizer),
     "bench_train_step": ("train_step.json", check_train_step),
     "bench_unpad": ("unpad.json", check_unpad),
