@@ -149,6 +149,8 @@ def test_rate_limit_429_with_retry_after_per_key_then_recovery(encoder_dir):
     assert refused.headers["retry-after"] == "1" and refused.json()["error"]["code"] == "rate_limit_exceeded"
     assert call(app, "GET", "/info", headers=bearer("k2")).status_code == 200  # another key, its own bucket
     assert call(app, "GET", "/health").status_code == 200  # probes are never limited
+    guesses = [call(app, "GET", "/info", headers=bearer(f"guess-{i}")).status_code for i in range(3)]
+    assert guesses == [401, 401, 429]  # key guessing from one address is limited as well
     now[0] += 1.0
     assert call(app, "GET", "/info", headers=bearer("k1")).status_code == 200
     open_app = create_app(encoder_dir, access=ServeAccess(rate_limit="1/s"))  # no keys: per client address

@@ -95,16 +95,18 @@ class Gate:
         caller = None
         if self.rules.keys.enabled:
             caller = self.rules.keys.identify(_header(scope, b"authorization"))
-            if caller is None:
+            if caller is None:  # guesses are rate limited too, per address
+                over = self._over_limit(f"no key from {_client(scope)}")
                 message = "a valid API key is needed: send the header Authorization: Bearer KEY"
-                return _Refusal(401, message, [(b"www-authenticate", b'Bearer realm="bertkit"')])
-        if self.rules.limiter is not None:
-            wait = self.rules.limiter.take(caller or _client(scope))
-            if wait > 0:
-                seconds = max(1, math.ceil(wait))
-                message = f"rate limit exceeded; retry in {seconds} s"
-                return _Refusal(429, message, [(b"retry-after", str(seconds).encode())])
-        return None
+                return over or _Refusal(401, message, [(b"www-authenticate", b'Bearer realm="bertkit"')])
+        return self._over_limit(caller or _client(scope))
+
+    def _over_limit(self, caller: str) -> _Refusal | None:
+        wait = self.rules.limiter.take(caller) if self.rules.limiter is not None else 0.0
+        if wait <= 0:
+            return None
+        seconds = max(1, math.ceil(wait))
+        return _Refusal(429, f"rate limit exceeded; retry in {seconds} s", [(b"retry-after", str(seconds).encode())])
 
     def _record(self, scope: dict, status: int, seconds: float, request_id: str) -> None:
         method = str(scope.get("method", ""))
