@@ -158,6 +158,13 @@ def check_embedding_train(out: Path, stdout: str) -> None:
     assert set(sides) == {"cached", "uncached"} and all(s["steps"] == 1 for s in sides.values())
 
 
+def check_serve_soak(out: Path, stdout: str) -> None:
+    result = read(out)
+    assert result["alive_after"] and result["server_5xx"] == 0 and result["scheduled"] == 60
+    assert result["statuses"]["good"].get("200", 0) > 0 and result["keys_in_server_log"] == 0
+    assert set(result["statuses"]["bad_key"]) == {"401"} and result["windows"][0]["p99_ms"] is not None
+
+
 CHECKS: dict[str, tuple[str, Check]] = {
     # script: (result file name, what its result must hold)
     "bench_embedding_eval": ("embedding_eval.json", check_embedding_eval),
@@ -171,6 +178,7 @@ CHECKS: dict[str, tuple[str, Check]] = {
     "bench_serve_abuse": ("serve_abuse.json", check_serve_abuse),
     "bench_serve_embeddings": ("serve_embeddings.json", check_serve_embeddings),
     "bench_serve_load": ("serve_load.json", check_serve_load),
+    "bench_serve_soak": ("serve_soak.json", check_serve_soak),
     "bench_tokenizer": ("tokenizer.json", check_tokenizer),
     "bench_train_step": ("train_step.json", check_train_step),
     "bench_unpad": ("unpad.json", check_unpad),

@@ -77,6 +77,8 @@ def test_health_info_and_only_supported_endpoints(app):
     paths = set(call(app, "GET", "/openapi.json").json()["paths"])
     assert paths == {
         "/health",
+        "/health/ready",
+        "/health/live",
         "/info",
         "/tokenize",
         "/fill-mask",

@@ -30,9 +30,10 @@ def _head_class(head: str) -> str | None:
 # ------------------------------------------------------------------------------------------------ serve
 def _serve_function() -> Callable[..., None]:
     from bertkit.serve import ServeLimits
+    from bertkit.serve.access import ServeAccess
 
     limits = config_options(
-        [ServeLimits],
+        [ServeLimits, ServeAccess],
         exclude=only_fields(ServeLimits, "batch_size", "max_items", "request_timeout_s"),
         flags={"request_timeout_s": ("--timeout",)},
     )
@@ -48,20 +49,30 @@ def _run_serve(
     compile: CompileOption = None,
     **fields: Any,
 ) -> None:
+    import dataclasses
+    import time
+
     from bertkit.inference import load
     from bertkit.inference.encoder import embed_settings
     from bertkit.serve import ServeLimits, serve
+    from bertkit.serve.access import ServeAccess
 
+    given = {k: v for k, v in fields.items() if v is not None}
+    names = {f.name for f in dataclasses.fields(ServeAccess)}
+    access = ServeAccess(**{k: v for k, v in given.items() if k in names})  # bad flags fail before the load
+    limits = ServeLimits(**{k: v for k, v in given.items() if k not in names})
+    started = time.perf_counter()
     loaded = load(model, quantize=quantize, compile=compile)
+    load_seconds = time.perf_counter() - started
     if loaded.sentence_config is None or not loaded.sentence_config.unsupported:
         print(f"bertkit: embeddings default to {embed_settings(loaded).notice()}", file=sys.stderr)
-    limits = ServeLimits(**{k: v for k, v in fields.items() if v is not None})
-    serve(loaded, host=host, port=port, limits=limits, model_id=model)
+    serve(loaded, host=host, port=port, limits=limits, model_id=model, access=access, load_seconds=load_seconds)
 
 
 @commands.command("serve", short_help="Serve a model over HTTP, with a web page.", cls=lazy_command(_serve_function))
 def serve_command() -> None:
-    """Serve the model over HTTP (JSON API with OpenAPI docs at /docs, web page at /).
+    """Serve the model over HTTP (JSON API with OpenAPI docs at /docs, web page at /, Prometheus metrics at
+    /metrics, probes at /health/ready and /health/live). SIGTERM drains requests in flight, then exits 0.
 
     \b
     Example:

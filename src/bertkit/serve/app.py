@@ -6,6 +6,12 @@ inputs to the shared ``Batcher`` and waits at most ``request_timeout_s`` (504 af
 ``{"error": "<one line saying what is wrong>"}``; a pipeline's ``BertkitError`` is a 422, never a 500.
 The page at ``/`` (static files in ``serve/static``) calls the same endpoints.
 
+Every request first passes the gate (``gate``): an ``X-Request-ID``, the API key (``keys``), the rate
+limit (``ratelimit``), then metrics (``metrics``) and an access log line; ``ServeAccess`` (``access``) holds
+those settings and TLS, CORS and the shutdown grace period. :func:`run_server` runs an app with uvicorn:
+SIGTERM makes ``/health`` answer 503, closes the listening socket, lets requests in flight finish within
+``graceful_timeout`` and exits 0; SIGHUP re-reads the key file.
+
 Where things live: request and response types in ``schemas``, refusals in ``errors``, the per-request
 limits in ``checks`` (the body cap in ``body_limit``), the shared model and batcher in ``service``, and the
 endpoints in ``routes``.
@@ -14,7 +20,13 @@ endpoints in ``routes``.
 from __future__ import annotations
 
 import logging
+import math
 import os
+import signal
+import sys
+import time
+from types import FrameType
+from typing import Any
 
 from bertkit.errors import BertkitError
 
@@ -24,9 +36,14 @@ except ImportError as exc:  # pragma: no cover - the serve extra is optional
     raise BertkitError("the HTTP service needs FastAPI and uvicorn; pip install 'bertkit[serve]'") from exc
 
 from bertkit.inference import Loaded, load
+from bertkit.serve.access import LOOPBACK, ServeAccess
 from bertkit.serve.body_limit import BodyLimit
 from bertkit.serve.errors import add_error_handlers
+from bertkit.serve.gate import Gate, GateRules
+from bertkit.serve.keys import KeyRing
 from bertkit.serve.limits import ServeLimits
+from bertkit.serve.metrics import tell_if_missing
+from bertkit.serve.ratelimit import RateLimiter
 from bertkit.serve.routes import add_routes
 from bertkit.serve.service import Service
 
@@ -34,25 +51,49 @@ logger = logging.getLogger("bertkit.serve")
 
 
 def create_app(
-    model: str | os.PathLike | Loaded, limits: ServeLimits | None = None, model_id: str | os.PathLike | None = None
+    model: str | os.PathLike | Loaded,
+    limits: ServeLimits | None = None,
+    model_id: str | os.PathLike | None = None,
+    access: ServeAccess | None = None,
+    *,
+    load_seconds: float | None = None,
 ) -> FastAPI:
     """The FastAPI app serving ``model`` (a directory or a ``Loaded``): an endpoint for each pipeline it
-    supports, ``/health``, ``/info``, ``/tokenize``, the OpenAPI schema at ``/openapi.json`` and the web page
-    at ``/``. ``model_id`` is the name the answers give (OpenAI's ``model``, ``/info``); by default the path
-    or the directory's name."""
+    supports, the health probes, ``/info``, ``/tokenize``, ``/metrics``, the OpenAPI schema at
+    ``/openapi.json`` and the web page at ``/``. ``model_id`` is the name the answers give (OpenAI's
+    ``model``, ``/info``); by default the path or the directory's name. ``access``: keys, rate limit, CORS
+    and log format (default: open, unlimited); ``load_seconds``: the model's load time for the metrics."""
+    started = time.perf_counter()
     loaded = model if isinstance(model, Loaded) else load(model)
+    if not isinstance(model, Loaded):
+        load_seconds = time.perf_counter() - started
     if model_id is None:
         model_id = model if not isinstance(model, Loaded) else model.directory.name if model.directory else "bertkit"
     limits = limits or ServeLimits()
+    access = access or ServeAccess()
     app = FastAPI(
         title="bertkit",
         version="0.1.0",
         description=f"BERT inference: {type(loaded.model).__name__}, pipelines {', '.join(loaded.pipelines)}.",
     )
-    app.state.service = Service(
-        loaded, limits, str(model_id) if isinstance(model_id, (str, os.PathLike)) else "bertkit"
-    )
+    service = Service(loaded, limits, str(model_id), load_seconds)
+    app.state.service = service
+    app.state.keys = KeyRing(access.static_keys(), access.api_key_file)
+    rate = access.rate()
+    limiter = RateLimiter(*rate) if rate is not None else None
+    app.state.limiter = limiter
     app.add_middleware(BodyLimit, max_bytes=limits.max_body_bytes)
+    app.add_middleware(Gate, rules=GateRules(app.state.keys, limiter, service.metrics, access.log_format == "json"))
+    if access.cors_origin:  # outermost, so that a browser's preflight is answered before the key check
+        from fastapi.middleware.cors import CORSMiddleware
+
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=access.cors_origin,
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "X-Request-ID"],
+            expose_headers=["X-Request-ID", "Retry-After"],
+        )
     add_error_handlers(app)
     add_routes(app, loaded)
     return app
@@ -65,16 +106,73 @@ def serve(
     limits: ServeLimits | None = None,
     log_level: str = "info",
     model_id: str | os.PathLike | None = None,
+    access: ServeAccess | None = None,
+    load_seconds: float | None = None,
 ) -> None:
-    """Serve ``model`` with uvicorn until interrupted. Binds to localhost unless ``host`` says otherwise."""
+    """Serve ``model`` with uvicorn until SIGTERM or Ctrl-C. Binds to localhost unless ``host`` says otherwise."""
+    app = create_app(model, limits, model_id, access, load_seconds=load_seconds)
+    run_server(app, host, port, access, log_level)
+
+
+def server_config(
+    app: FastAPI, host: str, port: int, access: ServeAccess | None = None, log_level: str = "info"
+) -> Any:
+    """The ``uvicorn.Config`` of ``app``: TLS when ``access`` has a certificate, the grace period, and
+    uvicorn's own access log off (the gate writes one line per request instead)."""
     try:
         import uvicorn
     except ImportError:
         raise BertkitError("the HTTP service needs uvicorn; pip install 'bertkit[serve]'") from None
-    if host not in ("127.0.0.1", "localhost", "::1"):
+    access = access or ServeAccess()
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        timeout_graceful_shutdown=math.ceil(access.graceful_timeout),
+        ssl_certfile=access.ssl_certfile,
+        ssl_keyfile=access.ssl_keyfile,
+    )
+
+
+def run_server(
+    app: FastAPI, host: str = "127.0.0.1", port: int = 8000, access: ServeAccess | None = None, log_level: str = "info"
+) -> None:
+    """Run ``app`` until SIGTERM or Ctrl-C, from the main thread; see the module's docstring for shutdown."""
+    import uvicorn
+
+    access = access or ServeAccess()
+    keys: KeyRing = app.state.keys
+    if host not in LOOPBACK and not keys.enabled:
         logger.warning(
-            "listening on %s: the service has no authentication; anyone who can reach this address can use the model",
+            "listening on %s without an API key: anyone who can reach this address can use the model "
+            "(give --api-key, --api-key-file or BERTKIT_API_KEY)",
             host,
         )
-    app = create_app(model, limits, model_id)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=5)
+    tell_if_missing()
+    _log_access_lines(log_level)
+    service: Service = app.state.service
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            service.state = "draining"
+            super().handle_exit(sig, frame)
+
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, lambda sig, frame: keys.ask_reload())
+    # uvicorn raises the signal again once it has drained; ignoring it then makes a SIGTERM stop exit 0.
+    signal.signal(signal.SIGTERM, lambda sig, frame: None)
+    Server(server_config(app, host, port, access, log_level)).run()
+
+
+def _log_access_lines(log_level: str) -> None:
+    """The access log's lines go to stderr as they are (a JSON line must stay one clean JSON object)."""
+    access_log = logging.getLogger("bertkit.serve.access")
+    if access_log.handlers or log_level.lower() in ("warning", "error", "critical"):
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    access_log.addHandler(handler)
+    access_log.setLevel(logging.INFO)
+    access_log.propagate = False

@@ -57,6 +57,8 @@ class Batcher:
         self.max_items = max_items
         self.max_queue = max_queue
         self.stats = BatchStats()
+        self.on_batch: Callable[[int, int], None] | None = None
+        """Called with (requests, items) after each model call (the metrics' batch sizes)."""
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertkit-model")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: asyncio.Queue[_Job] | None = None
@@ -123,10 +125,16 @@ class Batcher:
                 _settle(job, error=exc)
             return
         self.stats.record(len(group), len(items))
+        if self.on_batch is not None:
+            self.on_batch(len(group), len(items))
         start = 0
         for job in group:
             _settle(job, results[start : start + len(job.items)])
             start += len(job.items)
+
+    def depth(self) -> int:
+        """Jobs waiting for the model."""
+        return self._queue.qsize() if self._queue is not None else 0
 
     def close(self) -> None:
         if self._worker is not None:

@@ -6,7 +6,7 @@ is a 422. Each refusal names the input and the limit, so the client knows what t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from bertkit.inference import MASK_PATTERN
@@ -22,6 +22,8 @@ class RequestChecks:
         self.limits = limits
         self.tokenizer = tokenizer
         self.max_tokens = max_tokens
+        self.on_tokens: Callable[[int], None] | None = None
+        """Called with the tokens of each request's inputs once they pass (the metrics' token count)."""
 
     def count(self, items: Sequence[Any], what: str = "texts") -> None:
         if len(items) > self.limits.max_items:
@@ -59,7 +61,12 @@ class RequestChecks:
             if count > limit:
                 raise Problem(413, f"{what} {i} is {count} tokens; this server takes at most {limit}: {hint}")
             counts.append(count)
+        self._counted(counts)
         return counts
+
+    def _counted(self, counts: Sequence[int]) -> None:
+        if self.on_tokens is not None:
+            self.on_tokens(sum(counts))
 
     def token_ids(self, rows: Sequence[Sequence[int]], vocab_size: int, limit: int | None = None) -> list[int]:
         """Token-id inputs: ids in the vocabulary (422) and at most ``limit`` of them (413); their lengths."""
@@ -71,7 +78,9 @@ class RequestChecks:
                 raise Problem(
                     422, f"token ids {i} hold {max(row)}; the model's vocabulary has ids 0 to {vocab_size - 1}"
                 )
-        return [len(row) for row in rows]
+        counts = [len(row) for row in rows]
+        self._counted(counts)
+        return counts
 
     def dimensions(self, dimensions: int | None, width: int) -> None:
         if dimensions is not None and dimensions > width:

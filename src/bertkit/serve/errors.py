@@ -44,7 +44,14 @@ def error_body(path: str, status: int, message: str, param: str | None = None) -
     if not path.startswith(OPENAI_PREFIX):
         return {"error": message}
     kind = "server_error" if status >= 500 else "invalid_request_error"
-    codes = {404: "not_found", 413: "request_too_large", 503: "overloaded", 504: "timeout"}
+    codes = {
+        401: "invalid_api_key",
+        404: "not_found",
+        413: "request_too_large",
+        429: "rate_limit_exceeded",
+        503: "overloaded",
+        504: "timeout",
+    }
     return {"error": {"message": message, "type": kind, "param": param, "code": codes.get(status)}}
 
 

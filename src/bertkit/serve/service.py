@@ -18,12 +18,15 @@ from bertkit.serve.batcher import Batcher, Overloaded
 from bertkit.serve.checks import RequestChecks
 from bertkit.serve.errors import Problem
 from bertkit.serve.limits import ServeLimits
+from bertkit.serve.metrics import Metrics
 
 
 class Service:
     """One per app (``app.state.service``); routes reach it through :func:`get_service`."""
 
-    def __init__(self, loaded: Loaded, limits: ServeLimits, model_id: str = "bertkit"):
+    def __init__(
+        self, loaded: Loaded, limits: ServeLimits, model_id: str = "bertkit", load_seconds: float | None = None
+    ):
         self.loaded = loaded
         self.limits = limits
         self.model_id = model_id
@@ -33,6 +36,11 @@ class Service:
         self.max_tokens = min(limits.max_tokens or loaded.max_positions, loaded.max_positions)
         self.checks = RequestChecks(limits, loaded.tokenizer, self.max_tokens)
         self.batcher = Batcher(limits.batch_window_ms / 1000, limits.max_batch_items, limits.max_queue)
+        self.metrics = Metrics(self.batcher.depth, load_seconds)
+        self.batcher.on_batch = self.metrics.batched
+        self.checks.on_tokens = self.metrics.counted
+        self.state = "ready"
+        """``loading``, ``ready`` or ``draining`` (after SIGTERM): the readiness probe answers 503 unless ready."""
 
     async def run(self, key: Hashable, fn: Callable[[list], list], items: Sequence[Any]) -> list:
         """``fn`` over ``items``, batched with other requests' items of the same ``key``; 504 or 503 when it

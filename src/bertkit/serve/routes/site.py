@@ -1,5 +1,9 @@
-"""The endpoints every app has whatever its model: liveness, the model's description, the tokenizer (TEI's
-``/tokenize``), the web page and its icon."""
+"""The endpoints every app has whatever its model: the health probes, the model's description, the tokenizer
+(TEI's ``/tokenize``), Prometheus metrics, the web page and its icon.
+
+``/health`` and ``/health/ready`` (readiness) answer 503 while the model loads and while the server drains
+after SIGTERM, so a load balancer stops sending work; ``/health/live`` (liveness) answers 200 as long as the
+process serves HTTP at all."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends
-from fastapi.responses import FileResponse, Response
+from fastapi.responses import FileResponse, JSONResponse, Response
 
 from bertkit.serve.routes.route import Route
 from bertkit.serve.schemas import SimpleToken, TokenizeRequest
@@ -23,8 +27,23 @@ FAVICON = (
 )
 
 
-async def health() -> dict[str, str]:
-    return {"status": "ok"}
+async def health(service: Annotated[Service, Depends(get_service)]) -> JSONResponse:
+    if service.state != "ready":
+        return JSONResponse({"status": service.state}, status_code=503)
+    return JSONResponse({"status": "ok"})
+
+
+async def live() -> dict[str, str]:
+    return {"status": "alive"}
+
+
+async def metrics(service: Annotated[Service, Depends(get_service)]) -> Response:
+    from bertkit.serve.metrics import MISSING
+
+    if not service.metrics.enabled:
+        return JSONResponse({"error": MISSING}, status_code=501)
+    body, content_type = service.metrics.exposition()
+    return Response(body, media_type=content_type)
 
 
 async def info(service: Annotated[Service, Depends(get_service)]) -> dict[str, Any]:
@@ -65,7 +84,10 @@ async def page() -> FileResponse:
 
 
 STATUS_ROUTES = [
-    Route("GET", "/health", health, "Liveness: the model is loaded."),
+    Route("GET", "/health", health, "Ready: 200 when the model is loaded and the server is not shutting down."),
+    Route("GET", "/health/ready", health, "Readiness probe (the same as /health)."),
+    Route("GET", "/health/live", live, "Liveness probe: the process answers HTTP."),
+    Route("GET", "/metrics", metrics, "Prometheus metrics (text exposition format).", in_schema=False),
     Route("GET", "/info", info, "The model, its pipelines and the server's limits (and TEI's info fields)."),
     Route(
         "POST",
