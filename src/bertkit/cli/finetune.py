@@ -16,6 +16,7 @@ from bertkit.cli.console import print_json, show_library_warnings
 from bertkit.cli.options import ExampleLastCommand, config_options, lazy_command, show_default
 from bertkit.cli.program import fail, stopped_by_signal
 from bertkit.cli.shared_options import (
+    BackendOption,
     CompileOption,
     ConfigFileOption,
     DeviceOption,
@@ -200,6 +201,7 @@ def evaluate_command(
     device: DeviceOption = "cpu",
     quantize: QuantizeOption = None,
     compile: CompileOption = None,
+    backend: BackendOption = None,
 ) -> None:
     """Print a fine-tuned model's metrics on a labelled file as JSON.
 
@@ -232,6 +234,7 @@ def evaluate_command(
         header=header,
         quantize=quantize,
         compile=compile,
+        backend=backend,
     )
     print_json(scores)
 
@@ -255,6 +258,7 @@ def predict_command(
     device: DeviceOption = "cpu",
     quantize: QuantizeOption = None,
     compile: CompileOption = None,
+    backend: BackendOption = None,
 ) -> None:
     """Write one JSON line per input row, sentence or question, with the predicted label/tags/answer and scores.
 
@@ -281,5 +285,6 @@ def predict_command(
         header=header,
         quantize=quantize,
         compile=compile,
+        backend=backend,
     )
     print(f"wrote {count} predictions to {output}", file=sys.stderr)

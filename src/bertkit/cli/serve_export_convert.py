@@ -12,6 +12,7 @@ import typer
 from bertkit.cli.options import ExampleLastCommand, config_options, lazy_command
 from bertkit.cli.program import fail
 from bertkit.cli.shared_options import (
+    BackendOption,
     CompileOption,
     ModelOption,
     QuantizeOption,
@@ -46,13 +47,14 @@ def _run_serve(
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     quantize: QuantizeOption = None,
     compile: CompileOption = None,
+    backend: BackendOption = None,
     **fields: Any,
 ) -> None:
     from bertkit.inference import load
     from bertkit.inference.encoder import embed_settings
     from bertkit.serve import ServeLimits, serve
 
-    loaded = load(model, quantize=quantize, compile=compile)
+    loaded = load(model, quantize=quantize, compile=compile, backend=backend)
     if loaded.sentence_config is None or not loaded.sentence_config.unsupported:
         print(f"bertkit: embeddings default to {embed_settings(loaded).notice()}", file=sys.stderr)
     limits = ServeLimits(**{k: v for k, v in fields.items() if v is not None})
