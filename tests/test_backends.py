@@ -9,19 +9,18 @@ import sys
 
 import numpy as np
 import pytest
-import torch
 
 pytest.importorskip("onnx", reason="the export extra (onnx) is not installed")
 pytest.importorskip("onnxruntime", reason="the export extra (onnxruntime) is not installed")
 
-from bertkit import backends, inference  # noqa: E402
-from bertkit.backends import Choice, backend_of, choose_backend  # noqa: E402
-from bertkit.cli import main  # noqa: E402
-from bertkit.cpu_features import CpuFeatures, apply_caps, parse_cpuinfo  # noqa: E402
-from bertkit.errors import BertkitError, ConfigError  # noqa: E402
-from bertkit.model import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification  # noqa: E402
-from bertkit.quantize import is_quantized  # noqa: E402
-from inference_helpers import save_model  # noqa: E402
+from bertkit import backends, inference
+from bertkit.backends import Choice, backend_of, choose_backend
+from bertkit.cli import main
+from bertkit.cpu_features import CpuFeatures, apply_caps, parse_cpuinfo
+from bertkit.errors import BertkitError, ConfigError
+from bertkit.model import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
+from bertkit.quantize import is_quantized
+from inference_helpers import save_model
 
 AVX2 = CpuFeatures(model="AMD EPYC", arch="x86_64", avx2=True)
 VNNI = CpuFeatures(model="Intel Xeon", arch="x86_64", avx2=True, avx512=True, avx512_vnni=True)
@@ -117,7 +116,9 @@ def test_serve_answers_embed_and_classify_as_torch(dirs):
     apps = {b: create_app(inference.load(dirs["classifier"], backend=b)) for b in ("torch", "onnxruntime")}
     for path, body in (("/embed", {"texts": TEXTS, "pooling": "mean"}), ("/classify", {"texts": TEXTS})):
         got, want = (post(apps[b], path, body) for b in ("onnxruntime", "torch"))
-        assert_close(got["results" if path == "/classify" else "embeddings"], want.get("results", want.get("embeddings")))
+        assert_close(
+            got["results" if path == "/classify" else "embeddings"], want.get("results", want.get("embeddings"))
+        )
 
 
 # ------------------------------------------------------------------------------------------ the cache
@@ -135,7 +136,9 @@ def test_export_is_cached_and_rebuilt_when_weights_options_or_versions_change(tm
     assert run() == first and len(exports) == 1  # reused, by this and by a new load
     run(quantize="int8")
     assert len(exports) == 2
-    save_model(directory, BertForSequenceClassification, tokenizer, seed=1, id2label=labels)  # new weights in the same place
+    save_model(
+        directory, BertForSequenceClassification, tokenizer, seed=1, id2label=labels
+    )  # new weights in the same place
     assert run() != first and len(exports) == 3
     versions = backends.versions()
     monkeypatch.setattr(backends, "versions", lambda: {**versions, "onnxruntime": "0.0.1"})

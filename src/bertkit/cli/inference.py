@@ -105,8 +105,7 @@ def embed_command(
     """
     import numpy as np
 
-    from bertkit.inference import load
-    from bertkit.inference.encoder import embed_settings
+    from bertkit.inference import embed_settings, load
     from bertkit.io import atomic_path
 
     if not output.endswith(".npy"):
