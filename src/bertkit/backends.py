@@ -50,6 +50,7 @@ from bertkit.model import (
     TokenClassifierOutput,
 )
 from bertkit.notices import notice
+from bertkit.quantize import check_scheme
 
 if TYPE_CHECKING:
     import onnxruntime
@@ -95,6 +96,7 @@ def choose_backend(
 ) -> Choice:
     """The engine for a load: ``backend`` (``None`` = ``auto``) and ``quantize`` as asked, on ``device``, with
     the int8 rule of the module docstring for ``auto``. ``cpu``: the CPU's features (default: detected)."""
+    check_scheme(quantize)
     backend = backend or "auto"
     if backend not in BACKENDS:
         raise ConfigError(f"unknown backend {backend!r}; use --backend {' or '.join(BACKENDS)}")
