@@ -170,7 +170,9 @@ def build_sides(
             skipped["bertkit_compiled"] = "a smoke run compiles nothing (compilation takes minutes)"
     if "bertkit_int8" in names:
         try:
-            sides["bertkit_int8"] = ours(quantize="int8", **({} if compile_sides else {"compile": False}))
+            sides["bertkit_int8"] = ours(
+                quantize="int8", backend="torch", **({} if compile_sides else {"compile": False})
+            )
         except Exception as exc:  # torchao missing
             skipped["bertkit_int8"] = str(exc)
     onnx_names = [n for n in ("onnxruntime", "onnxruntime_int8") if n in names]

@@ -92,7 +92,7 @@ def embed_cosines(path: str, texts: dict[str, tuple[list[str], int]], compile_in
     from bertkit.inference import embed, load
 
     fp32 = load(path)
-    int8 = load(path, quantize="int8") if compile_int8 else load(path, quantize="int8", compile=False)
+    int8 = load(path, quantize="int8", backend="torch", compile=None if compile_int8 else False)
     out = {}
     for name, (lines, length) in texts.items():
         a = embed(lines, fp32, pooling="mean", max_length=length, normalize=True)

@@ -1,4 +1,5 @@
-"""What every benchmark records about where it ran: CPU model, cores, torch threads, GPU, load, commit."""
+"""What every benchmark records about where it ran: CPU model and features, cores, torch threads, GPU, load,
+commit."""
 
 from __future__ import annotations
 
@@ -33,8 +34,11 @@ def machine() -> dict:
     """The machine as benchmarks report it; the load average says how much else was running."""
     import torch  # here, so that cpu_model/git_commit cost nothing to benchmarks that avoid torch
 
+    from bertkit.cpu_features import describe
+
     return {
         "cpu": cpu_model(),
+        "cpu_features": describe(),
         "cores": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,

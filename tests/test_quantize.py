@@ -89,7 +89,7 @@ def test_saved_int8_reloads_bit_for_bit(tmp_path):
 
 def test_load_quantizes_a_float32_checkpoint_and_stays_close(encoder_dir):
     fp32 = load(encoder_dir)
-    int8 = load(encoder_dir, quantize="int8", compile=False)
+    int8 = load(encoder_dir, quantize="int8", compile=False, backend="torch")
     assert not is_quantized(fp32.model) and is_quantized(int8.model)
     ids, mask = _inputs(length=10)
     with torch.inference_mode():
@@ -174,6 +174,8 @@ def test_cli_embed_and_evaluate_with_quantize(encoder_dir, tmp_path, capsys):
                 "--quantize",
                 "int8",
                 "--no-compile",
+                "--backend",
+                "torch",
             ]
         )
         == 0

@@ -16,6 +16,7 @@ from bertkit.cli.console import print_json, show_library_warnings
 from bertkit.cli.options import ExampleLastCommand, config_options, lazy_command, show_default
 from bertkit.cli.program import fail, stopped_by_signal
 from bertkit.cli.shared_options import (
+    BackendOption,
     CompileOption,
     ConfigFileOption,
     DeviceOption,
@@ -314,6 +315,7 @@ def evaluate_command(
     device: DeviceOption = "cpu",
     quantize: QuantizeOption = None,
     compile: CompileOption = None,
+    backend: BackendOption = None,
 ) -> None:
     """Print a fine-tuned model's metrics on a labelled file as JSON; with --task retrieval or sts, an embedding
     model's retrieval metrics on a BEIR folder (nDCG@10, MRR@10, recall@1/10/100, MAP@100) or its Spearman and
@@ -336,7 +338,7 @@ def evaluate_command(
         "--passage-prefix": passage_prefix,
         "--ann": ann,
     }
-    _check_flags_fit(task, retrieval_only, {"--predictions": predictions, "--quantize": quantize})
+    _check_flags_fit(task, retrieval_only, {"--predictions": predictions, "--quantize": quantize, "--backend": backend})
     show_library_warnings()
     given = task_options(text_column, text_pair_column, label_column)
     if task in ("retrieval", "sts"):
@@ -348,7 +350,9 @@ def evaluate_command(
             None, None, None, tag_column=tag_column, long_text=long_text, max_query_length=max_query_length
         )
         settings = dict(max_seq_length=max_seq_length, batch_size=batch_size, device=device, format=format)
-        settings |= dict(predictions_dir=predictions, header=header, quantize=quantize, compile=compile)
+        settings |= dict(
+            predictions_dir=predictions, header=header, quantize=quantize, compile=compile, backend=backend
+        )
         scores = _evaluate_finetuned(model, input, task, given, settings)
     print_json(scores)
     if output is not None:
@@ -425,6 +429,7 @@ def predict_command(
     device: DeviceOption = "cpu",
     quantize: QuantizeOption = None,
     compile: CompileOption = None,
+    backend: BackendOption = None,
 ) -> None:
     """Write one JSON line per input row, sentence or question, with the predicted label/tags/answer and scores.
 
@@ -451,5 +456,6 @@ def predict_command(
         header=header,
         quantize=quantize,
         compile=compile,
+        backend=backend,
     )
     print(f"wrote {count} predictions to {output}", file=sys.stderr)

@@ -11,7 +11,15 @@ import typer
 from bertkit.cli.console import print_json, read_lines
 from bertkit.cli.options import ExampleLastCommand
 from bertkit.cli.program import fail
-from bertkit.cli.shared_options import BatchOption, CompileOption, InputOption, JsonOption, ModelOption, QuantizeOption
+from bertkit.cli.shared_options import (
+    BackendOption,
+    BatchOption,
+    CompileOption,
+    InputOption,
+    JsonOption,
+    ModelOption,
+    QuantizeOption,
+)
 from bertkit.formats import read_text
 from bertkit.io import check_output_file
 
@@ -86,6 +94,7 @@ def embed_command(
     ] = None,
     quantize: QuantizeOption = None,
     compile: CompileOption = None,
+    backend: BackendOption = None,
 ) -> None:
     """Extract contextual embeddings (feature extraction) for one text per line into a .npy file.
 
@@ -96,8 +105,7 @@ def embed_command(
     """
     import numpy as np
 
-    from bertkit.inference import load
-    from bertkit.inference.encoder import embed_settings
+    from bertkit.inference import embed_settings, load
     from bertkit.io import atomic_path
 
     if not output.endswith(".npy"):
@@ -106,7 +114,7 @@ def embed_command(
     if pooling not in (None, "cls", "mean", "max"):
         fail(f"--pooling must be cls, mean or max, got {pooling}")
     texts = [_text_or_pair(line) for line in read_lines(input)]
-    loaded = load(model, head="BertModel", quantize=quantize, compile=compile)
+    loaded = load(model, head="BertModel", quantize=quantize, compile=compile, backend=backend)
     settings = embed_settings(loaded, pooling, normalize, max_length)
     print(f"bertkit: embedding with {settings.notice()}", file=sys.stderr)
     vectors = _embed_telling_cuts(

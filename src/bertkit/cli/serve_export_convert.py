@@ -12,6 +12,7 @@ import typer
 from bertkit.cli.options import ExampleLastCommand, config_options, lazy_command
 from bertkit.cli.program import fail
 from bertkit.cli.shared_options import (
+    BackendOption,
     CompileOption,
     ModelOption,
     QuantizeOption,
@@ -47,6 +48,7 @@ def _run_serve(
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
     quantize: QuantizeOption = None,
     compile: CompileOption = None,
+    backend: BackendOption = None,
     **fields: Any,
 ) -> None:
     import dataclasses
@@ -62,7 +64,7 @@ def _run_serve(
     access = ServeAccess(**{k: v for k, v in given.items() if k in names})  # bad flags fail before the load
     limits = ServeLimits(**{k: v for k, v in given.items() if k not in names})
     started = time.perf_counter()
-    loaded = load(model, quantize=quantize, compile=compile)
+    loaded = load(model, quantize=quantize, compile=compile, backend=backend)
     load_seconds = time.perf_counter() - started
     if loaded.sentence_config is None or not loaded.sentence_config.unsupported:
         print(f"bertkit: embeddings default to {embed_settings(loaded).notice()}", file=sys.stderr)

@@ -49,6 +49,14 @@ CompileOption = Annotated[
     bool | None,
     typer.Option("--compile/--no-compile", help="Run the model through torch.compile (default: with --quantize only)."),
 ]
+BackendOption = Annotated[
+    str | None,
+    typer.Option(
+        help="auto | torch | onnxruntime: the engine behind the model's forward; onnxruntime exports the model to "
+        "ONNX once and caches it (BERTKIT_CACHE) (default auto: torch, but --quantize int8 through ONNX Runtime "
+        "on a CPU without AVX512-VNNI or AMX)."
+    ),
+]
 
 # ------------------------------------------------------------------ labelled data (finetune, evaluate, predict)
 TaskOption = Annotated[

@@ -33,10 +33,11 @@ def load_finetuned(
     device: str | torch.device = "cpu",
     quantize: str | None = None,
     compile: bool | None = None,
+    backend: str | None = None,
 ) -> Loaded:
     """Load a fine-tuned model directory; the task, its options and ``max_seq_length`` default to those it was
-    trained with (``config.json``'s ``bertkit_finetune``), else to the task of its head. ``quantize`` and
-    ``compile`` as for ``load``.
+    trained with (``config.json``'s ``bertkit_finetune``), else to the task of its head. ``quantize``,
+    ``compile`` and ``backend`` as for ``load``.
 
     Raises ``CheckpointError`` when the directory holds no task head or its head was never trained.
     """
@@ -59,6 +60,7 @@ def load_finetuned(
         max_seq_length=max_seq_length,
         quantize=quantize,
         compile=compile,
+        backend=backend,
     )
     if not loaded.supports(TASK_PIPELINES[HEAD_TO_TASK[head]]):
         raise CheckpointError(f"{path} has no trained {head} weights; fine-tune it first with `bertkit finetune`")
@@ -80,11 +82,12 @@ def evaluate_model(
     header: bool | None = None,
     quantize: str | None = None,
     compile: bool | None = None,
+    backend: str | None = None,
 ) -> dict[str, float]:
     """Metrics of a fine-tuned model on a labelled file (the task's ``evaluate``); optionally also write the
     task's prediction files into ``predictions_dir``. ``format``/``header``: how to read ``data`` (default:
     from its path; the header detected). What was read and how many examples were cut at the model's
-    ``max_seq_length`` go to stderr, one line each. ``quantize``/``compile``: see ``load``."""
+    ``max_seq_length`` go to stderr, one line each. ``quantize``/``compile``/``backend``: see ``load``."""
     loaded = (
         model
         if isinstance(model, Loaded)
@@ -96,6 +99,7 @@ def evaluate_model(
             device=device,
             quantize=quantize,
             compile=compile,
+            backend=backend,
         )
     )
     examples = read_examples(loaded.task, data, format=format, header=header).examples
@@ -125,6 +129,7 @@ def predict(
     header: bool | None = None,
     quantize: str | None = None,
     compile: bool | None = None,
+    backend: str | None = None,
 ) -> int:
     """Write one JSON line per input example of ``input`` (in the task's format; labels are ignored) to
     ``output``, atomically; return the number of lines.
@@ -146,6 +151,7 @@ def predict(
             device=device,
             quantize=quantize,
             compile=compile,
+            backend=backend,
         )
     )
     examples = read_examples(loaded.task, input, labeled=False, format=format, header=header).examples

@@ -19,12 +19,14 @@ from typing import Any, cast
 
 import torch
 
+from bertkit.backends import choose_backend, use_onnxruntime
 from bertkit.checkpoint_files import read_state_dict, weights_file
 from bertkit.compiling import compile_model
 from bertkit.config import BertConfig
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.hub import resolve_model
 from bertkit.model import HEAD_CLASSES
+from bertkit.notices import notice
 from bertkit.quantize import is_quantized
 from bertkit.sentence_config import SentenceConfig, read_sentence_config
 from bertkit.tasks import HEAD_TO_TASK, Task
@@ -242,6 +244,7 @@ def load(
     max_seq_length: int | None = None,
     quantize: str | None = None,
     compile: bool | None = None,
+    backend: str | None = None,
 ) -> Loaded:
     """Load a model directory (Hugging Face layout) with its tokenizer and saved settings, in eval mode.
 
@@ -252,10 +255,24 @@ def load(
     ``quantize="int8"``: the encoder's linear layers in int8 (``bertkit.quantize``; a checkpoint saved int8
     is int8 anyway). ``compile``: ``torch.compile`` the model (``bertkit.compiling``); ``None`` compiles an
     int8 model only, where it pays (torchao's int8 kernels are slower than float32 uncompiled).
+
+    ``backend``: ``torch``, ``onnxruntime`` (the forward runs an ONNX export, int8 with ``quantize``, made and
+    cached on first use) or ``auto``/``None``: torch, but int8 on a CPU where torchao's int8 is slow runs
+    through ONNX Runtime, or in float32 (``bertkit.backends.choose_backend``; a one-line notice says which).
     """
     path = resolve_model(path)
-    model = load_model(path, head=head, quantize=quantize).to(device).eval()
-    if compile or (compile is None and is_quantized(model)):
+    choice = choose_backend(backend, quantize, device)
+    if choice.note:
+        notice(choice.note)
+    onnx = choice.backend == "onnxruntime"
+    if onnx and compile:
+        raise ConfigError("--compile is for --backend torch; ONNX Runtime optimises the graph itself")
+    model = load_model(path, head=head, quantize=None if onnx else choice.quantize).to(device).eval()
+    if onnx:
+        if is_quantized(model):
+            raise ConfigError(f"{path} holds torchao int8 weights, which run on --backend torch only")
+        use_onnxruntime(model, choice.quantize)
+    elif compile or (compile is None and is_quantized(model)):
         compile_model(model, frozen=True)
     tokenizer = Tokenizer.from_pretrained(path)
     config = cast(BertConfig, model.config)

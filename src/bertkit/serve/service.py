@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import Request
 
 from bertkit import __version__
+from bertkit.backends import backend_of
 from bertkit.errors import BertkitError
 from bertkit.inference import Loaded
 from bertkit.inference.encoder import EmbedSettings, embed_settings
@@ -62,6 +63,7 @@ class Service:
             settings: EmbedSettings | None = embed_settings(self.loaded)
         except BertkitError:  # sentence-transformers modules bertkit does not run: the caller must choose
             settings = None
+        engine, quantization = backend_of(self.loaded.model)
         return {
             "model": {
                 "architecture": type(self.loaded.model).__name__,
@@ -80,7 +82,8 @@ class Service:
             "embedding": {**vars(settings), "dimensions": config.hidden_size} if settings else None,
             # text-embeddings-inference's /info fields, for clients that read them
             "model_id": self.model_id,
-            "model_dtype": "int8" if is_quantized(self.loaded.model) else "float32",
+            "model_dtype": "int8" if is_quantized(self.loaded.model) or quantization == "int8" else "float32",
+            "backend": engine,
             "model_type": self._model_type(settings),
             "max_input_length": self.max_tokens,
             "max_client_batch_size": self.limits.max_items,

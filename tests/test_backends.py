@@ -1,0 +1,220 @@
+"""The engine behind a model's forward: ONNX Runtime gives PyTorch's answers (float32 to 1e-4, int8 within a
+cosine bound) in every pipeline and in the service; its export is cached and rebuilt when the weights, the
+options or the versions change; the int8 rule by CPU; a missing package is one line and exit 2."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx", reason="the export extra (onnx) is not installed")
+pytest.importorskip("onnxruntime", reason="the export extra (onnxruntime) is not installed")
+
+from bertkit import backends, inference
+from bertkit.backends import Choice, backend_of, choose_backend
+from bertkit.cli import main
+from bertkit.cpu_features import CpuFeatures, apply_caps, parse_cpuinfo
+from bertkit.errors import BertkitError, ConfigError
+from bertkit.model import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
+from bertkit.quantize import is_quantized
+from inference_helpers import save_model
+
+AVX2 = CpuFeatures(model="AMD EPYC", arch="x86_64", avx2=True)
+VNNI = CpuFeatures(model="Intel Xeon", arch="x86_64", avx2=True, avx512=True, avx512_vnni=True)
+TEXTS = ["the cat sat on the mat .", "hello", "george washington lived in mount vernon , virginia ."]
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("BERTKIT_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory, tokenizer, encoder_dir):
+    root = tmp_path_factory.mktemp("models")
+    return {
+        "encoder": encoder_dir,
+        "classifier": save_model(
+            root / "cls", BertForSequenceClassification, tokenizer, id2label={0: "negative", 1: "positive"}
+        ),
+        "tagger": save_model(
+            root / "ner", BertForTokenClassification, tokenizer, id2label={0: "O", 1: "B-PER", 2: "I-PER"}
+        ),
+        "qa": save_model(root / "qa", BertForQuestionAnswering, tokenizer),
+    }
+
+
+def assert_close(a, b, tol=1e-4):
+    """Two pipeline results equal: the same strings and structure, numbers within ``tol``."""
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        a, b = dataclasses.asdict(a), dataclasses.asdict(b)
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for key in a:
+            assert_close(a[key], b[key], tol)
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            assert_close(x, y, tol)
+    elif isinstance(a, float):
+        assert a == pytest.approx(b, abs=tol)
+    else:
+        assert a == b
+
+
+def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+
+
+# ------------------------------------------------------------------------------------------ same answers
+def test_embed_float32_and_int8_match_torch(dirs):
+    torch_vectors = inference.embed(TEXTS, inference.load(dirs["encoder"], backend="torch"))
+    ort = inference.load(dirs["encoder"], backend="onnxruntime")
+    assert backend_of(ort.model) == ("onnxruntime", None)
+    np.testing.assert_allclose(inference.embed(TEXTS, ort), torch_vectors, atol=1e-4)
+    int8 = inference.load(dirs["encoder"], backend="onnxruntime", quantize="int8")
+    assert backend_of(int8.model) == ("onnxruntime", "int8") and not is_quantized(int8.model)
+    assert cosines(inference.embed(TEXTS, int8), torch_vectors).min() > 0.98
+
+
+def test_classify_tag_answer_match_torch(dirs):
+    for name, run in (
+        ("classifier", lambda m: inference.classify(TEXTS, m)),
+        ("tagger", lambda m: inference.tag(TEXTS, m)),
+        ("qa", lambda m: inference.answer(["who lived there ?"], [TEXTS[2]], m, top_k=2)),
+    ):
+        expected = run(inference.load(dirs[name], backend="torch"))
+        assert_close(run(inference.load(dirs[name], backend="onnxruntime")), expected)
+
+
+def test_requests_the_graph_lacks_run_on_the_torch_weights(dirs):
+    ort = inference.load(dirs["encoder"], backend="onnxruntime")
+    torch_model = inference.load(dirs["encoder"], backend="torch")
+    np.testing.assert_allclose(  # hidden layers: not graph outputs, so the torch forward answers
+        inference.embed(TEXTS, ort, layers="-2,-1"), inference.embed(TEXTS, torch_model, layers="-2,-1"), atol=1e-6
+    )
+
+
+def test_serve_answers_embed_and_classify_as_torch(dirs):
+    import asyncio
+
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("fastapi")
+    from bertkit.serve import create_app
+
+    def post(app, path, body):
+        async def go():
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+                return (await client.post(path, json=body)).json()
+
+        return asyncio.run(go())
+
+    apps = {b: create_app(inference.load(dirs["classifier"], backend=b)) for b in ("torch", "onnxruntime")}
+    for path, body in (("/embed", {"texts": TEXTS, "pooling": "mean"}), ("/classify", {"texts": TEXTS})):
+        got, want = (post(apps[b], path, body) for b in ("onnxruntime", "torch"))
+        assert_close(
+            got["results" if path == "/classify" else "embeddings"], want.get("results", want.get("embeddings"))
+        )
+
+
+# ------------------------------------------------------------------------------------------ the cache
+def test_export_is_cached_and_rebuilt_when_weights_options_or_versions_change(tmp_path, tokenizer, monkeypatch):
+    exports = []
+    real = backends.export_onnx
+
+    def counting(*args, **kwargs):
+        exports.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(backends, "export_onnx", counting)
+    labels = {0: "negative", 1: "positive"}
+    directory = save_model(tmp_path / "model", BertForSequenceClassification, tokenizer, id2label=labels)
+
+    def run(**options):
+        return inference.classify(TEXTS[:1], inference.load(directory, backend="onnxruntime", **options))[0].score
+
+    first = run()
+    assert run() == first and len(exports) == 1  # reused, by this and by a new load
+    run(quantize="int8")
+    assert len(exports) == 2
+    save_model(
+        directory, BertForSequenceClassification, tokenizer, seed=1, id2label=labels
+    )  # new weights in the same place
+    assert run() != first and len(exports) == 3
+    versions = backends.versions()
+    monkeypatch.setattr(backends, "versions", lambda: {**versions, "onnxruntime": "0.0.1"})
+    run()
+    assert len(exports) == 4
+
+
+def test_first_export_says_where_it_is_cached(dirs, cache, capsys):
+    model = inference.load(dirs["encoder"], backend="onnxruntime")
+    inference.embed(TEXTS, model)
+    assert f"exporting to ONNX (once, cached in {cache / 'onnx'}" in capsys.readouterr().err
+    inference.embed(TEXTS, inference.load(dirs["encoder"], backend="onnxruntime"))
+    assert "exporting" not in capsys.readouterr().err
+    (folder,) = (cache / "onnx").iterdir()
+    assert sorted(p.name for p in folder.iterdir()) == ["about.json", "model.onnx"]  # no temporary left
+
+
+# ------------------------------------------------------------------------------------------ the CPU rule
+def test_int8_rule_by_cpu(monkeypatch):
+    assert choose_backend(None, "int8", cpu=VNNI) == Choice("torch", "int8")
+    chosen = choose_backend(None, "int8", cpu=AVX2)
+    assert (chosen.backend, chosen.quantize) == ("onnxruntime", "int8") and "ONNX Runtime" in (chosen.note or "")
+    assert choose_backend("torch", "int8", cpu=AVX2) == Choice("torch", "int8")  # asked for: obeyed
+    assert choose_backend(None, None, cpu=AVX2) == Choice("torch", None)
+    monkeypatch.setattr(backends, "onnxruntime_installed", lambda: False)
+    chosen = choose_backend("auto", "int8", cpu=AVX2)
+    assert (chosen.backend, chosen.quantize) == ("torch", None) and "running float32" in (chosen.note or "")
+    with pytest.raises(ConfigError, match="--backend"):
+        choose_backend("openvino", None)
+    with pytest.raises(ConfigError, match="--device cpu"):
+        choose_backend("onnxruntime", None, "cuda")
+
+
+def test_int8_on_a_slow_cpu_falls_back_with_one_line(dirs, monkeypatch, capsys):
+    monkeypatch.setattr(backends, "detect", lambda: AVX2)
+    loaded = inference.load(dirs["encoder"], quantize="int8")
+    assert backend_of(loaded.model) == ("onnxruntime", "int8")
+    assert capsys.readouterr().err.count("\n") == 1
+    monkeypatch.setattr(backends, "onnxruntime_installed", lambda: False)
+    loaded = inference.load(dirs["encoder"], quantize="int8")
+    assert backend_of(loaded.model) == ("torch", None) and not is_quantized(loaded.model)
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "slower than float32" in line and "running float32" in line
+
+
+def test_cpu_features_from_cpuinfo_and_caps():
+    epyc = parse_cpuinfo("model name\t: AMD EPYC\nflags\t\t: fpu sse2 avx fma avx2 f16c\n", "x86_64")
+    assert (epyc.avx2, epyc.avx512, epyc.fast_torchao_int8, epyc.int8_kernels) == (True, False, False, "avx2")
+    xeon = parse_cpuinfo(
+        "model name : Intel Xeon\nflags : avx2 fma avx512f avx512bw avx512vl avx512_vnni amx_tile amx_int8\n", "x86_64"
+    )
+    assert xeon.fast_torchao_int8 and xeon.int8_kernels == "amx"
+    for env in ({"ONEDNN_MAX_CPU_ISA": "AVX2"}, {"ATEN_CPU_CAPABILITY": "avx2"}):
+        capped = apply_caps(xeon, env)
+        assert capped.avx2 and not capped.fast_torchao_int8 and capped.int8_kernels == "avx2"
+        assert capped.capped_by and capped.capped_by in capped.describe()
+    assert apply_caps(xeon, {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE_VNNI"}).int8_kernels == "avx512-vnni"
+    assert apply_caps(xeon, {"ONEDNN_MAX_CPU_ISA": "ALL"}) == xeon
+    arm = parse_cpuinfo("Features\t: fp asimd asimddp i8mm\n", "aarch64")
+    assert (arm.neon, arm.dotprod, arm.i8mm, arm.fast_torchao_int8) == (True, True, True, False)
+    assert "\n" not in arm.describe()
+
+
+# ------------------------------------------------------------------------------------------ errors
+def test_missing_onnxruntime_is_one_line_and_exit_2(dirs, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import fails as if not installed
+    with pytest.raises(BertkitError, match=r"pip install 'bertkit\[export\]'"):
+        inference.load(dirs["encoder"], backend="onnxruntime")
+    texts = tmp_path / "in.txt"
+    texts.write_text("hello\n")
+    args = ["embed", "-m", str(dirs["encoder"]), "-i", str(texts), "-o", str(tmp_path / "x.npy")]
+    assert main([*args, "--backend", "onnxruntime"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "bertkit[export]" in line
