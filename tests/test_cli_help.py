@@ -122,5 +122,8 @@ def test_every_flag_a_message_names_exists():
 def test_finetune_help_describes_the_sizing_rule(capsys, monkeypatch):
     """A small set trains with batch 16 for up to 10 epochs; the help must not promise a flat 32 and 3."""
     text = " ".join(_help(["finetune"], capsys, monkeypatch).split())
-    assert "(default: 32; qa 12; embedding 64; at most 16 below 10,000 training examples; embedding: as given)" in text
+    assert (
+        "(default: 32; qa 12; embedding 64; at most 16 below 10,000 training examples; never resized for --task embedding)"
+        in text
+    )
     assert "raised, up to 10, until the run makes 1,000 updates" in text

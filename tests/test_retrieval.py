@@ -179,7 +179,7 @@ def test_evaluate_retrieval_end_to_end(folder: Path, encoder_dir: Path, tmp_path
     assert list(scores) == ["ndcg@10", "mrr@10", "recall@1", "recall@10", "recall@100", "map@100"]
     assert json.loads(out.read_text(encoding="utf-8")) == scores
     assert scores["recall@10"] == 1.0 and 0 < scores["ndcg@10"] <= 1  # 5 passages: every one is in the top 10
-    assert "5 documents, 3 queries" in err and "embedding with pooling cls" in err
+    assert "5 documents, 3 queries" in err and "embedding with pooling mean" in err
     # the library gives the same; a prefix changes the queries
     assert evaluate_retrieval(encoder_dir, folder, options=EmbeddingOptions(batch_size=64)) == scores
     ann = evaluate_retrieval(encoder_dir, folder, ann=True)

@@ -228,7 +228,10 @@ def test_each_field_is_an_option_with_its_docstring_and_default(name, classes, s
                 assert f"(default: {shown}" in param.help, (option, param.help)
     if name == "finetune":
         assert params["micro_batch_size"].help is not None
-        assert "(default: 32; qa 12; at most 16 below 10,000 training examples)" in params["micro_batch_size"].help
+        assert (
+            "(default: 32; qa 12; embedding 64; at most 16 below 10,000 training examples; never resized for --task embedding)"
+            in params["micro_batch_size"].help
+        )
 
 
 @pytest.mark.parametrize("name", ["pretrain", "finetune", "prepare-data"])

@@ -122,7 +122,7 @@ def _finetune_function() -> Callable[..., None]:
     shown["micro_batch_size"] += f"; at most {SMALL_BATCH} below {SMALL_SET:,} training examples"
     shown["epochs"] += f"; raised, up to {MAX_EPOCHS}, until the run makes {MIN_UPDATES:,} updates"
     for name in ("micro_batch_size", "epochs"):
-        shown[name] += "; embedding: as given"
+        shown[name] += "; never resized for --task embedding"
     options = config_options(
         [FinetuneConfig, TrainConfig],
         exclude={"best_metric", "best_mode"},

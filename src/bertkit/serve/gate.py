@@ -83,6 +83,7 @@ class Gate:
             if refusal is None:
                 await self.app(scope, receive, send_with_id)
             else:
+                await _drain_small_body(scope, receive)
                 await _send_refusal(send_with_id, scope, refusal)
         finally:
             self.rules.metrics.track(-1)
@@ -158,6 +159,24 @@ def _route(scope: dict, status: int) -> str:
     if is_public(str(scope.get("path", ""))) and status != 404:
         return str(scope.get("path"))
     return "unmatched"
+
+
+DRAIN_BYTES = 1 << 16
+"""A refused request's body up to this size is read before the answer: a server that closes on unread bytes
+makes the kernel reset the connection, and the client may lose the 401 or 429 it was sent."""
+
+
+async def _drain_small_body(scope: dict, receive: Callable) -> None:
+    """Read (and drop) the request's body when it declares at most ``DRAIN_BYTES``."""
+    length = _header(scope, b"content-length")
+    if length is None or not length.isdigit() or int(length) > DRAIN_BYTES:
+        return
+    more = True
+    while more:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        more = bool(message.get("more_body", False))
 
 
 async def _send_refusal(send: Callable, scope: dict, refusal: _Refusal) -> None:

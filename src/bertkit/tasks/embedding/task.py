@@ -22,7 +22,6 @@ from torch import nn
 from bertkit.data.batches import Ordering
 from bertkit.errors import ConfigError, DataError
 from bertkit.model import BertModel
-from bertkit.notices import notice
 from bertkit.sentence_config import POOLINGS, SentenceConfig
 from bertkit.tasks import metrics
 from bertkit.tasks.base import CONFIG_KEY, Feature, Featurized, Read, to_numpy_rows, write_jsonl
@@ -143,7 +142,18 @@ class EmbeddingTask:
             return
         if self.score_max is None:
             self.score_max = max((e.score or 0.0) for e in examples) or 1.0
-        notice(f"scores normalised to 0..1 by dividing by {self.score_max:g} (--score-max sets it)")
+
+    def describe_labels(self, examples: Sequence[EmbeddingExample]) -> str:
+        """One line on what the rows hold: the score range and its scale (scored pairs), or how many texts
+        each row gives (an anchor, its positive and its hard negatives)."""
+        if self.scored:
+            scores = [e.score or 0.0 for e in examples]
+            return (
+                f"labels: similarity scores {min(scores):g} to {max(scores):g}, normalised to 0..1 by dividing "
+                f"by {self.score_max:g} (--score-max sets it)"
+            )
+        negatives = len(examples[0].texts) - 2 if examples else 0
+        return f"labels: none; each row is an anchor, its positive and {negatives} hard negative(s)"
 
     def config_updates(self) -> dict[str, Any]:
         return {}
