@@ -42,7 +42,8 @@ WORDS = "paris france river king queen castle army city story movie film cat dog
 
 
 def squad_pairs(path: Path, limit: int | None) -> list[tuple[str, str]]:
-    """(question, its paragraph) for every question of a SQuAD file, in file order."""
+    """(question, its paragraph) for every question of a SQuAD file, in file order; with a ``limit``, that many
+    spread evenly over the file (the first N would come from a handful of articles and few paragraphs)."""
     data = json.loads(path.read_text(encoding="utf-8"))
     pairs = [
         (qa["question"], paragraph["context"])
@@ -50,7 +51,9 @@ def squad_pairs(path: Path, limit: int | None) -> list[tuple[str, str]]:
         for paragraph in article["paragraphs"]
         for qa in paragraph["qas"]
     ]
-    return pairs[:limit] if limit else pairs
+    if not limit or limit >= len(pairs):
+        return pairs
+    return [pairs[i * len(pairs) // limit] for i in range(limit)]
 
 
 def smoke_pairs(count: int = 16) -> list[tuple[str, str]]:
@@ -231,7 +234,7 @@ def child(spec: str) -> None:
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
-    parser.add_argument("--max-pairs", type=int, default=None, help="use the first N SQuAD pairs (default: all)")
+    parser.add_argument("--max-pairs", type=int, default=None, help="use N SQuAD pairs spread evenly over the file (default: all)")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--lr", type=float, default=2e-5)
     parser.add_argument("--max-steps", type=int, default=None, help="updates (default: one epoch)")

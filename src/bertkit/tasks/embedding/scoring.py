@@ -1,8 +1,7 @@
-"""Dev scoring of an embedding model, small and pure: anchors retrieve among every dev candidate.
+"""Dev scoring of an embedding model: anchors retrieve among every dev candidate.
 
-:func:`retrieval_scores`: each query's candidates ranked by cosine; MRR@10, nDCG@10 (binary relevance, the
-ideal ranking puts every relevant candidate first, as BEIR/pytrec_eval compute it) and accuracy@1, averaged
-over queries. :func:`ranks` gives the rank of each query's first relevant candidate, for the predictions file.
+:func:`retrieval_scores`: each query's candidates ranked by cosine; MRR@10, nDCG@10 and accuracy@1 as
+``tasks.retrieval_metrics`` computes them for ``evaluate --task retrieval``, averaged over queries. :func:`ranks` gives the rank of each query's first relevant candidate, for the predictions file.
 """
 
 from __future__ import annotations
@@ -10,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
+from bertkit.tasks import retrieval_metrics
 
 TOP_K = 10
 
@@ -29,19 +30,13 @@ def ranked(queries: np.ndarray, candidates: np.ndarray, k: int = TOP_K) -> np.nd
 
 def retrieval_scores(top: np.ndarray, relevant: Sequence[set[int]], k: int = TOP_K) -> dict[str, float]:
     """``mrr@k``, ``ndcg@k`` and ``accuracy@1`` of ranked lists ``top [Q, >= k]`` against each query's
-    ``relevant`` candidate indexes."""
+    ``relevant`` candidate indexes, computed by :mod:`bertkit.tasks.retrieval_metrics` (trec_eval's rules)."""
     if len(relevant) != top.shape[0] or not relevant:
         raise ValueError(f"{top.shape[0]} rankings for {len(relevant)} queries")
-    discounts = 1.0 / np.log2(np.arange(2, k + 2))
-    mrr, ndcg, first = [], [], []
-    for row, gold in zip(top[:, :k], relevant):
-        hits = np.array([int(c) in gold for c in row], dtype=np.float64)
-        found = np.flatnonzero(hits)
-        mrr.append(1.0 / (found[0] + 1) if found.size else 0.0)
-        ideal = discounts[: min(len(gold), k)].sum()
-        ndcg.append(float((hits * discounts[: hits.size]).sum() / ideal) if ideal else 0.0)
-        first.append(float(hits[0]) if hits.size else 0.0)
-    return {f"mrr@{k}": float(np.mean(mrr)), f"ndcg@{k}": float(np.mean(ndcg)), "accuracy@1": float(np.mean(first))}
+    run = {str(q): {str(int(c)): float(-rank) for rank, c in enumerate(row[:k])} for q, row in enumerate(top)}
+    qrels = {str(q): {str(c): 1 for c in gold} for q, gold in enumerate(relevant)}
+    scores = retrieval_metrics.retrieval_scores(qrels, run, [f"mrr@{k}", f"ndcg@{k}", "precision@1"])
+    return {f"mrr@{k}": scores[f"mrr@{k}"], f"ndcg@{k}": scores[f"ndcg@{k}"], "accuracy@1": scores["precision@1"]}
 
 
 def first_relevant_rank(top: np.ndarray, relevant: Sequence[set[int]]) -> list[int | None]:
