@@ -236,6 +236,22 @@ def test_cli_trains_a_sentence_transformers_model_with_bertkits_vectors(encoder_
     assert np.linalg.norm(ours, axis=1) == pytest.approx(1.0, abs=1e-5)
 
 
+def test_the_search_picks_the_best_embedding_run_on_dev_ndcg(encoder_dir, data, tmp_path, capsys):
+    config = tmp_path / "search.toml"
+    config.write_text("[search]\nlr = [1e-3, 1e-5]\nmicro_batch_size = [4]\nepochs = [1]\n")
+    output = tmp_path / "searched"
+    args = ["finetune", "--task", "embedding", "--model", encoder_dir, "--train", data["pairs"], "--dev", data["pairs"]]
+    args += ["--output", output, "--max-seq-length", "32", "--search", "--config", config, "--no-progress"]
+    code, _, err = run_cli(args, capsys)
+    assert code == 0, err
+    table = (output / "search.md").read_text().splitlines()
+    assert "dev ndcg@10 per epoch" in table[0] and len(table) == 4  # header, rule, two runs
+    assert sum("winner" in row for row in table) == 1
+    assert (output / "modules.json").is_file() and json.loads((output / "metrics.json").read_text())[
+        "task"
+    ] == "embedding"
+
+
 def test_scored_pairs_train_with_cosent_and_score_spearman(encoder_dir, data, tmp_path, capsys):
     base = encoder_dir
     output = tmp_path / "sts"
