@@ -234,7 +234,9 @@ def child(spec: str) -> None:
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
-    parser.add_argument("--max-pairs", type=int, default=None, help="use N SQuAD pairs spread evenly over the file (default: all)")
+    parser.add_argument(
+        "--max-pairs", type=int, default=None, help="use N SQuAD pairs spread evenly over the file (default: all)"
+    )
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--lr", type=float, default=2e-5)
     parser.add_argument("--max-steps", type=int, default=None, help="updates (default: one epoch)")
