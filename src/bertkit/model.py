@@ -336,6 +336,18 @@ class Pooler(nn.Module):
         return torch.tanh(self.dense(hidden[:, 0]))
 
 
+def pool_tokens(hidden: Tensor, attention_mask: Tensor, pooling: str) -> Tensor:
+    """Sentence vectors of token vectors ``[N, L, H]``, as sentence-transformers' ``Pooling`` makes them:
+    ``mean`` over real tokens, ``cls`` (the first token) or ``max`` over real tokens (padding never wins). One
+    function for training and inference, so a model is embedded the way it was trained."""
+    if pooling == "cls":
+        return hidden[:, 0]
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    if pooling == "max":
+        return hidden.masked_fill(mask == 0, torch.finfo(hidden.dtype).min).amax(dim=1)
+    return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+
+
 @torch.no_grad()
 def init_weights(module: nn.Module, std: float = 0.02, pad_token_id: int | None = None) -> None:
     """BERT initialisation: normal(0, std) weights, zero biases, LayerNorm 1/0, zero [PAD] embedding row."""

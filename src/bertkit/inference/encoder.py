@@ -14,6 +14,7 @@ import torch
 from bertkit.errors import BertkitError, TruncationWarning
 from bertkit.inference.inputs import TextInput, check_texts, encode
 from bertkit.inference.loading import Loaded, as_loaded
+from bertkit.model import pool_tokens
 from bertkit.tasks.base import Feature, max_context, window_starts
 from bertkit.tasks.runner import run_batches
 from bertkit.tokenizer import Encoding
@@ -299,7 +300,7 @@ def _embed_pieces(
         out = encoder(**inputs, output_hidden_states=layer_ids != [-1])
         states = [out.last_hidden_state] if out.hidden_states is None else [out.hidden_states[i] for i in layer_ids]
         hidden = torch.cat(states, dim=-1).float()
-        pooled = _pool(hidden, inputs["attention_mask"], settings.pooling)
+        pooled = pool_tokens(hidden, inputs["attention_mask"], settings.pooling)
         lengths = inputs["attention_mask"].sum(1).tolist()
         return [
             hidden[row, : lengths[row]].cpu() if settings.pooling == "none" or feature["window"] else pooled[row].cpu()
@@ -339,16 +340,6 @@ def _layer_ids(loaded: Loaded, layers: str | Sequence[int]) -> list[int]:
                 f"layer {layer} does not exist: the model has {num_states - 1} layers (use -1 for the last)"
             )
     return layer_ids
-
-
-def _pool(hidden: torch.Tensor, attention_mask: torch.Tensor, pooling: str) -> torch.Tensor:
-    """One vector per input of ``hidden`` (``[batch, tokens, width]``), over its real tokens."""
-    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-    if pooling == "cls":
-        return hidden[:, 0]
-    if pooling == "max":  # padding never wins the maximum
-        return hidden.masked_fill(mask == 0, torch.finfo(hidden.dtype).min).max(1).values
-    return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
 
 
 def _text_rows(

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from bertkit.config import BertConfig
-from bertkit.model import BertModel
+from bertkit.model import BertModel, pool_tokens
 
 Loss = Callable[[Tensor, Tensor | None], Tensor]
 
@@ -37,17 +37,6 @@ class EmbeddingOutput:
     loss: Tensor | None
     embeddings: Tensor
     """``[B, C, D]`` in training (rows x columns), ``[N, D]`` for plain texts."""
-
-
-def pool(hidden: Tensor, attention_mask: Tensor, pooling: str) -> Tensor:
-    """Sentence vectors of token vectors ``[N, L, H]`` as sentence-transformers' ``Pooling``: ``mean`` over
-    real tokens, ``cls`` (the first token) or ``max`` over real tokens."""
-    if pooling == "cls":
-        return hidden[:, 0]
-    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-    if pooling == "max":
-        return hidden.masked_fill(mask == 0, torch.finfo(hidden.dtype).min).amax(dim=1)
-    return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
 
 
 class _RandomState:
@@ -92,7 +81,7 @@ class SentenceEncoder(nn.Module):
         lengths = attention_mask.sum(1)
         width = int(lengths.max())
         ids, mask = input_ids[:, :width], attention_mask[:, :width]
-        return pool(self.bert(ids, None, mask).last_hidden_state, mask, self.pooling)
+        return pool_tokens(self.bert(ids, None, mask).last_hidden_state, mask, self.pooling)
 
     def mini_batches(self, attention_mask: Tensor) -> list[Tensor]:
         """Text indexes in mini-batches of similar length (longest first)."""
