@@ -410,3 +410,113 @@ def test_sigterm_finishes_the_request_in_flight_refuses_new_ones_and_exits_0(enc
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+# ------------------------------------------------------------------------------------------ loading
+def test_while_loading_readiness_and_every_route_answer_503_and_liveness_200(encoder_dir):
+    from bertkit.serve.keys import KeyRing
+    from bertkit.serve.starting import Starting
+
+    keys = KeyRing([KEY])
+    starting = Starting(lambda: create_app(encoder_dir, access=ServeAccess(api_key=[KEY]), keys=keys), keys)
+    assert call(starting, "GET", "/health").status_code == call(starting, "GET", "/health/ready").status_code == 503
+    assert call(starting, "GET", "/health/ready").json() == {"status": "loading"}
+    assert call(starting, "GET", "/health/live").json() == {"status": "alive"}
+    embed = call(starting, "POST", "/embed", json={"texts": ["a"]}, headers=bearer(KEY))
+    assert embed.status_code == 503 and embed.headers["retry-after"] == "5" and "loading" in embed.json()["error"]
+    openai = call(starting, "POST", "/v1/embeddings", json={"input": "a"}, headers=bearer(KEY))
+    assert openai.status_code == 503 and openai.json()["error"]["type"] == "server_error"
+    starting.start(stop=lambda: None).join(timeout=60)
+    assert starting.state == "ready" and call(starting, "GET", "/health").json() == {"status": "ok"}
+    assert call(starting, "POST", "/embed", json={"texts": ["a"]}, headers=bearer(KEY)).status_code == 200
+    assert call(starting, "POST", "/embed", json={"texts": ["a"]}).status_code == 401
+    starting.drain()
+    assert call(starting, "GET", "/health").json() == {"status": "draining"}
+
+
+def test_a_failed_load_stops_the_server_and_keeps_its_error():
+    from bertkit.errors import CheckpointError
+    from bertkit.serve.keys import KeyRing
+    from bertkit.serve.starting import Starting
+
+    def broken():
+        raise CheckpointError("model.safetensors is truncated")
+
+    stopped: list[bool] = []
+    starting = Starting(broken, KeyRing([]))
+    starting.start(stop=lambda: stopped.append(True)).join(timeout=60)
+    assert stopped == [True] and starting.state == "failed"
+    with pytest.raises(CheckpointError, match="truncated"):
+        starting.raise_failure()
+
+
+# `bertkit serve` whose load waits for the test's gate file: the port must answer before the model is loaded.
+SLOW_LOAD_SERVER = """
+import sys, time
+from pathlib import Path
+import bertkit.inference
+from bertkit.errors import CheckpointError
+
+gate, fail = Path(sys.argv[1]), sys.argv[2] == "fail"
+real_load = bertkit.inference.load
+
+
+def slow_load(*args, **kwargs):
+    while not gate.exists():
+        time.sleep(0.01)
+    if fail:
+        raise CheckpointError("model.safetensors is truncated")
+    return real_load(*args, **kwargs)
+
+
+bertkit.inference.load = slow_load
+from bertkit.cli import main
+
+sys.exit(main(["serve", "--model", sys.argv[3], "--port", sys.argv[4], "--api-key", sys.argv[5]]))
+"""
+
+
+def start_slow_server(tmp_path: Path, model: Path, outcome: str) -> tuple[subprocess.Popen, str]:
+    script, port = tmp_path / "server.py", free_port()
+    script.write_text(SLOW_LOAD_SERVER, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    command = [sys.executable, str(script), str(tmp_path / "gate"), outcome, str(model), str(port), KEY]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: process.poll() is not None or not refused(port), "the server to listen")
+    assert process.poll() is None, process.communicate()[1]
+    return process, f"http://127.0.0.1:{port}"
+
+
+def test_serve_opens_the_port_while_loading_then_serves(encoder_dir, tmp_path):
+    pytest.importorskip("uvicorn")
+    process, base = start_slow_server(tmp_path, encoder_dir, "succeed")
+    try:
+        assert httpx.get(f"{base}/health", timeout=20).status_code == 503
+        assert httpx.get(f"{base}/health/live", timeout=20).status_code == 200
+        early = httpx.post(f"{base}/embed", json={"texts": ["a"]}, headers=bearer(KEY), timeout=20)
+        assert early.status_code == 503 and "retry-after" in early.headers
+        (tmp_path / "gate").touch()
+        wait_for(lambda: httpx.get(f"{base}/health", timeout=20).status_code == 200, "the model to load")
+        answer = httpx.post(f"{base}/embed", json={"texts": ["a"]}, headers=bearer(KEY), timeout=20)
+        assert answer.status_code == 200 and len(answer.json()["embeddings"][0]) == 128
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
+
+
+def test_serve_whose_load_fails_exits_2_with_one_line(encoder_dir, tmp_path):
+    pytest.importorskip("uvicorn")
+    process, base = start_slow_server(tmp_path, encoder_dir, "fail")
+    try:
+        assert httpx.get(f"{base}/health/ready", timeout=20).json() == {"status": "loading"}
+        (tmp_path / "gate").touch()
+        assert process.wait(timeout=60) == 2
+        errors = [line for line in process.communicate()[1].splitlines() if line.startswith("bertkit: error:")]
+        assert errors == ["bertkit: error: model.safetensors is truncated"]
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()

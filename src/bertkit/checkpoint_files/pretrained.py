@@ -20,7 +20,7 @@ from bertkit.checkpoint_files.state_dicts import to_hf_state_dict
 from bertkit.checkpoint_files.tf_files import checkpoint_index
 from bertkit.config import CONFIG_NAME, BertConfig
 from bertkit.errors import CheckpointError, ConfigError
-from bertkit.hub import resolve_model
+from bertkit.hub import is_hub_id, resolve_model
 
 QUANTIZATION_KEY = "bertkit_quantization"
 """``config.json`` key of a quantized checkpoint: ``{"scheme": "int8", ...}`` (see ``bertkit.quantize``)."""
@@ -65,6 +65,15 @@ def read_pretrained(path: str | os.PathLike, config_overrides: dict[str, Any] | 
         if num_labels is not None and num_labels != config.num_labels:
             config = dataclasses.replace(config, num_labels=num_labels, id2label=None)
     return Pretrained(directory, weights, apply_overrides(config, config_overrides or {}), state)
+
+
+def check_pretrained(path: str | os.PathLike) -> None:
+    """The checks of :func:`read_pretrained` that read no weights: ``path`` is a model directory (or a weights
+    file next to its config.json) with a config that parses. A hub id not yet downloaded passes unchecked."""
+    if isinstance(path, str) and is_hub_id(path) and not Path(path).exists():
+        return
+    directory, _ = _locate(Path(path))
+    BertConfig.load(directory)
 
 
 def _locate(path: Path) -> tuple[Path, Path]:

@@ -52,29 +52,37 @@ def _run_serve(
     **fields: Any,
 ) -> None:
     import dataclasses
-    import time
 
-    from bertkit.inference import load
+    from bertkit.backends import choose_backend
+    from bertkit.checkpoint_files.pretrained import check_pretrained
+    from bertkit.inference import Loaded, load
     from bertkit.inference.encoder import embed_settings
-    from bertkit.serve import ServeLimits, serve
+    from bertkit.serve import ServeLimits
     from bertkit.serve.access import ServeAccess
+    from bertkit.serve.app import serve_loading
 
     given = {k: v for k, v in fields.items() if v is not None}
     names = {f.name for f in dataclasses.fields(ServeAccess)}
-    access = ServeAccess(**{k: v for k, v in given.items() if k in names})  # bad flags fail before the load
+    access = ServeAccess(**{k: v for k, v in given.items() if k in names})  # bad flags fail before the port opens
     limits = ServeLimits(**{k: v for k, v in given.items() if k not in names})
-    started = time.perf_counter()
-    loaded = load(model, quantize=quantize, compile=compile, backend=backend)
-    load_seconds = time.perf_counter() - started
-    if loaded.sentence_config is None or not loaded.sentence_config.unsupported:
-        print(f"bertkit: embeddings default to {embed_settings(loaded).notice()}", file=sys.stderr)
-    serve(loaded, host=host, port=port, limits=limits, model_id=model, access=access, load_seconds=load_seconds)
+    choose_backend(backend, quantize)  # so do a wrong backend and a model path that is no model
+    check_pretrained(model)
+
+    def load_model() -> Loaded:  # runs while the port answers 503 (bertkit.serve.starting)
+        loaded = load(model, quantize=quantize, compile=compile, backend=backend)
+        if loaded.sentence_config is None or not loaded.sentence_config.unsupported:
+            print(f"bertkit: embeddings default to {embed_settings(loaded).notice()}", file=sys.stderr)
+        return loaded
+
+    serve_loading(load_model, host=host, port=port, limits=limits, model_id=model, access=access)
 
 
 @commands.command("serve", short_help="Serve a model over HTTP, with a web page.", cls=lazy_command(_serve_function))
 def serve_command() -> None:
     """Serve the model over HTTP (JSON API with OpenAPI docs at /docs, web page at /, Prometheus metrics at
-    /metrics, probes at /health/ready and /health/live). SIGTERM drains requests in flight, then exits 0.
+    /metrics, probes at /health/ready and /health/live). The port opens before the model loads: until it is
+    loaded, /health/ready and every route answer 503, /health/live 200. SIGTERM drains requests in flight, then
+    exits 0.
 
     \b
     Example:

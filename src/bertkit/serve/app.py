@@ -8,7 +8,9 @@ The page at ``/`` (static files in ``serve/static``) calls the same endpoints.
 
 Every request first passes the gate (``gate``): an ``X-Request-ID``, the API key (``keys``), the rate
 limit (``ratelimit``), then metrics (``metrics``) and an access log line; ``ServeAccess`` (``access``) holds
-those settings and TLS, CORS and the shutdown grace period. :func:`run_server` runs an app with uvicorn:
+those settings and TLS, CORS and the shutdown grace period. :func:`serve_loading` (what ``bertkit serve``
+runs) opens the port before the model loads: until it is loaded, the readiness probes and every route answer
+503 (``starting``), the liveness probe 200. :func:`run_server` runs an app with uvicorn:
 SIGTERM makes ``/health`` answer 503, closes the listening socket, lets requests in flight finish within
 ``graceful_timeout`` and exits 0; SIGHUP re-reads the key file.
 
@@ -25,6 +27,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
@@ -46,6 +49,7 @@ from bertkit.serve.metrics import tell_if_missing
 from bertkit.serve.ratelimit import RateLimiter
 from bertkit.serve.routes import add_routes
 from bertkit.serve.service import Service
+from bertkit.serve.starting import Starting
 
 logger = logging.getLogger("bertkit.serve")
 
@@ -57,12 +61,14 @@ def create_app(
     access: ServeAccess | None = None,
     *,
     load_seconds: float | None = None,
+    keys: KeyRing | None = None,
 ) -> FastAPI:
     """The FastAPI app serving ``model`` (a directory or a ``Loaded``): an endpoint for each pipeline it
     supports, the health probes, ``/info``, ``/tokenize``, ``/metrics``, the OpenAPI schema at
     ``/openapi.json`` and the web page at ``/``. ``model_id`` is the name the answers give (OpenAI's
     ``model``, ``/info``); by default the path or the directory's name. ``access``: keys, rate limit, CORS
-    and log format (default: open, unlimited); ``load_seconds``: the model's load time for the metrics."""
+    and log format (default: open, unlimited); ``load_seconds``: the model's load time for the metrics; ``keys``:
+    the key ring to check (default: made from ``access``)."""
     started = time.perf_counter()
     loaded = model if isinstance(model, Loaded) else load(model)
     if not isinstance(model, Loaded):
@@ -78,7 +84,7 @@ def create_app(
     )
     service = Service(loaded, limits, str(model_id), load_seconds)
     app.state.service = service
-    app.state.keys = KeyRing(access.static_keys(), access.api_key_file)
+    app.state.keys = keys or KeyRing(access.static_keys(), access.api_key_file)
     rate = access.rate()
     limiter = RateLimiter(*rate) if rate is not None else None
     app.state.limiter = limiter
@@ -114,9 +120,31 @@ def serve(
     run_server(app, host, port, access, log_level)
 
 
-def server_config(
-    app: FastAPI, host: str, port: int, access: ServeAccess | None = None, log_level: str = "info"
-) -> Any:
+def serve_loading(
+    load_model: Callable[[], Loaded],
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    limits: ServeLimits | None = None,
+    log_level: str = "info",
+    model_id: str | os.PathLike | None = None,
+    access: ServeAccess | None = None,
+) -> None:
+    """Open the port first and serve the loading answers (``starting``) while ``load_model()`` runs in a thread,
+    then serve the model. A failed load stops the server and raises its error here."""
+    access = access or ServeAccess()
+    keys = KeyRing(access.static_keys(), access.api_key_file)
+
+    def build() -> FastAPI:
+        started = time.perf_counter()
+        loaded = load_model()
+        app = create_app(loaded, limits, model_id, access, load_seconds=time.perf_counter() - started, keys=keys)
+        logger.info("model loaded in %.1f s; ready", time.perf_counter() - started)
+        return app
+
+    run_server(Starting(build, keys), host, port, access, log_level)
+
+
+def server_config(app: Any, host: str, port: int, access: ServeAccess | None = None, log_level: str = "info") -> Any:
     """The ``uvicorn.Config`` of ``app``: TLS when ``access`` has a certificate, the grace period, and
     uvicorn's own access log off (the gate writes one line per request instead)."""
     try:
@@ -137,13 +165,18 @@ def server_config(
 
 
 def run_server(
-    app: FastAPI, host: str = "127.0.0.1", port: int = 8000, access: ServeAccess | None = None, log_level: str = "info"
+    app: FastAPI | Starting,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    access: ServeAccess | None = None,
+    log_level: str = "info",
 ) -> None:
-    """Run ``app`` until SIGTERM or Ctrl-C, from the main thread; see the module's docstring for shutdown."""
+    """Run ``app`` until SIGTERM or Ctrl-C, from the main thread; see the module's docstring for shutdown.
+    A ``Starting`` app builds the real one in a thread meanwhile; if that fails, its error is raised here."""
     import uvicorn
 
     access = access or ServeAccess()
-    keys: KeyRing = app.state.keys
+    keys: KeyRing = app.keys if isinstance(app, Starting) else app.state.keys
     if host not in LOOPBACK and not keys.enabled:
         logger.warning(
             "listening on %s without an API key: anyone who can reach this address can use the model "
@@ -152,18 +185,30 @@ def run_server(
         )
     tell_if_missing()
     _log_access_lines(log_level)
-    service: Service = app.state.service
+    drain = app.drain if isinstance(app, Starting) else _drainer(app.state.service)
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            service.state = "draining"
+            drain()
             super().handle_exit(sig, frame)
 
     if hasattr(signal, "SIGHUP"):
         signal.signal(signal.SIGHUP, lambda sig, frame: keys.ask_reload())
     # uvicorn raises the signal again once it has drained; ignoring it then makes a SIGTERM stop exit 0.
     signal.signal(signal.SIGTERM, lambda sig, frame: None)
-    Server(server_config(app, host, port, access, log_level)).run()
+    server = Server(server_config(app, host, port, access, log_level))
+    if isinstance(app, Starting):
+        app.start(lambda: setattr(server, "should_exit", True))
+    server.run()
+    if isinstance(app, Starting):
+        app.raise_failure()
+
+
+def _drainer(service: Service) -> Callable[[], None]:
+    def drain() -> None:
+        service.state = "draining"
+
+    return drain
 
 
 def _log_access_lines(log_level: str) -> None:
