@@ -1,10 +1,11 @@
-"""Chaos: SIGKILL fine-tuning for token classification (NER), question answering and the hyperparameter search
-at points drawn from a seeded RNG (during a training step, during evaluation, in each phase of writing a
+"""Chaos: SIGKILL fine-tuning for token classification (NER), question answering, sentence embeddings,
+regression and the hyperparameter search at points drawn from a seeded RNG (during a training step, during evaluation, in each phase of writing a
 checkpoint), resume, and compare with an uninterrupted run: identical final weights and metrics, and no file
 of a finished run ever half written. Disk full during a checkpoint write stops fine-tuning with one line,
 leaves the previous checkpoint loadable, and ``--resume`` then ends where an uninterrupted run ends.
 
-Classification and pre-training are covered the same way, at more points, by ``test_reliability_faults``;
+Classification and pre-training are covered the same way, at more points, by ``test_reliability_faults``
+(``test_every_training_command_has_a_kill_and_resume_test`` checks that no training command is left out);
 this module reuses its fault hooks (patched into a forked child, which then kills itself) and adds one:
 ``eval``, a kill in the nth forward pass made in evaluation mode.
 """
@@ -16,6 +17,7 @@ import json
 import multiprocessing
 import random
 import signal
+import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +44,20 @@ QA_CONTEXTS = [
         [("who led the continental army ?", "george washington"), ("where did he live ?", "virginia")],
     ),
 ]
+EMBEDDING_PAIRS = [
+    ("who lived in paris ?", "john smith lived in paris ."),
+    ("who led the army ?", "george washington led the army ."),
+    ("where is the cat ?", "the cat sat in france ."),
+    ("what is good ?", "a good movie ."),
+    ("what is bad ?", "a bad film ."),
+    ("who is the king ?", "he was the king of france ."),
+    ("where did the cat sit ?", "the cat sat on the mat ."),
+    ("what was the story ?", "once upon a time there was a queen ."),
+    ("where did george live ?", "he lived in virginia ."),
+    ("what did the army do ?", "the army crossed the river ."),
+    ("who wrote the letter ?", "mary wrote the letter ."),
+    ("what is red ?", "the apple is red ."),
+]
 GRID = {"lr": [1e-5, 3e-3]}
 
 
@@ -60,7 +76,32 @@ def _fault_eval(kind: str, hit: Callable[[], bool]) -> None:
     BertModel.forward = forward  # type: ignore[method-assign]  # the fault: patched in the child on purpose
 
 
+def _fault_native_weights(kind: str, hit: Callable[[], bool]) -> None:
+    """``weights_torn`` and ``weights_done`` in a checkpoint written in safetensors' own layout (the embedding
+    task's ``SentenceEncoder``, which is no Hugging Face model), besides the Hugging Face layout's."""
+    import bertkit.training.checkpoint as ck
+
+    real_save_model = ck.save_model
+
+    def save_model(model, filename, *args, **kwargs):
+        real_save_model(model, filename, *args, **kwargs)
+        if faults._in_checkpoint(filename) and hit():
+            faults._truncate_and_die(filename) if kind == "weights_torn" else faults._die()
+
+    ck.save_model = save_model
+
+
+def _both_layouts(hf_fault: Callable[[str, Callable[[], bool]], None]) -> Callable[[str, Callable[[], bool]], None]:
+    def install(kind: str, hit: Callable[[], bool]) -> None:
+        hf_fault(kind, hit)
+        _fault_native_weights(kind, hit)
+
+    return install
+
+
 faults.FAULTS["eval"] = _fault_eval
+for _kind in ("weights_torn", "weights_done"):
+    faults.FAULTS[_kind] = _both_layouts(faults.FAULTS[_kind])
 
 
 def _options(task: str, model: str, train: str, output: str, resume: bool, keep_last: int | None) -> dict:
@@ -70,7 +111,7 @@ def _options(task: str, model: str, train: str, output: str, resume: bool, keep_
         train_file=train,
         dev_file=train,
         output=output,
-        epochs=6,
+        epochs=24 if task == "embedding" else 6,  # 12 pairs: 3 updates an epoch, where NER and QA have 12
         lr=3e-3,
         micro_batch_size=2,
         global_batch_size=4,
@@ -122,7 +163,17 @@ def data(tmp_path_factory) -> dict[str, Path]:
     write_squad(root / "qa.json", QA_CONTEXTS * 3)
     rows = [("good movie", "pos"), ("bad film", "neg"), ("a good story", "pos"), ("very bad", "neg")] * 3
     (root / "cls.tsv").write_text("sentence\tlabel\n" + "".join(f"{t}\t{y}\n" for t, y in rows), encoding="utf-8")
-    return {"ner": root / "ner.txt", "qa": root / "qa.json", "classification": root / "cls.tsv"}
+    scores = [("good movie", 4.5), ("bad film", 0.5), ("a good story", 4.0), ("very bad", 1.0)] * 12
+    (root / "reg.tsv").write_text("sentence\tlabel\n" + "".join(f"{t}\t{y}\n" for t, y in scores), encoding="utf-8")
+    pairs = "".join(json.dumps({"question": q, "passage": p}) + "\n" for q, p in EMBEDDING_PAIRS)
+    (root / "pairs.jsonl").write_text(pairs, encoding="utf-8")
+    return {
+        "ner": root / "ner.txt",
+        "qa": root / "qa.json",
+        "classification": root / "cls.tsv",
+        "regression": root / "reg.tsv",
+        "embedding": root / "pairs.jsonl",
+    }
 
 
 def chaos_plan(seed: int) -> list[str]:
@@ -146,8 +197,8 @@ def same_metrics(run: Path, reference: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task", ["ner", "qa"])
-def test_finetuning_ner_and_qa_survive_sigkill(ctx, tmp_path, encoder_dir, data, task):
+@pytest.mark.parametrize("task", ["ner", "qa", "embedding", "regression"])
+def test_finetuning_each_task_survives_sigkill(ctx, tmp_path, encoder_dir, data, task):
     train, base = str(data[task]), str(encoder_dir)
     reference = tmp_path / "reference"
     code = faults.run_child(ctx, _task_child, task, base, train, str(reference), False, 1000, "keep_partial:1")
@@ -155,7 +206,7 @@ def test_finetuning_ner_and_qa_survive_sigkill(ctx, tmp_path, encoder_dir, data,
     kept = tmp_path / "reference.partial.kept"  # every checkpoint of the uninterrupted run
     run, partial = tmp_path / "killed", tmp_path / "killed.partial"
     kills, finished = [], False
-    for i, fault in enumerate(chaos_plan({"ner": 21, "qa": 22}[task])):
+    for i, fault in enumerate(chaos_plan({"ner": 21, "qa": 22, "embedding": 24, "regression": 25}[task])):
         code = faults.run_child(ctx, _task_child, task, base, train, str(run), i > 0, 2, fault)
         if code == 0:
             finished = True
@@ -251,3 +302,50 @@ def test_disk_full_during_a_checkpoint_stops_with_one_line_and_resume_ends_the_s
 
 def test_the_chaos_plan_is_seeded():
     assert chaos_plan(21) == chaos_plan(21) and chaos_plan(21) != chaos_plan(22)
+
+
+# Where each way of training is killed and resumed. A new command or task must land here or in NOT_TRAINING.
+KILL_AND_RESUME_TESTS = {
+    "pretrain": "test_reliability_faults.py::test_pretraining_survives_sigkill_at_many_points",
+    "finetune --task classification": "test_reliability_faults.py::test_finetuning_survives_sigkill_at_many_points",
+    "finetune --task regression": "test_reliability_chaos.py::test_finetuning_each_task_survives_sigkill",
+    "finetune --task ner": "test_reliability_chaos.py::test_finetuning_each_task_survives_sigkill",
+    "finetune --task qa": "test_reliability_chaos.py::test_finetuning_each_task_survives_sigkill",
+    "finetune --task embedding": "test_reliability_chaos.py::test_finetuning_each_task_survives_sigkill",
+    "finetune --search": "test_reliability_chaos.py::test_the_search_survives_sigkill",
+}
+NOT_TRAINING = {
+    # no weights trained: they read a model, or write data, vocabularies or converted files atomically
+    *("tokenize", "tokenizer-train", "tokenizer-extend", "embed", "fill-mask", "next-sentence", "classify"),
+    *("tag", "answer", "attention", "serve", "convert", "export-onnx", "evaluate", "predict", "prepare-data"),
+    *("retrieval-from-squad", "retrieval-mine-negatives"),
+    # trains through pretrain's and finetune's own functions (covered above) on a wall-clock budget, with no
+    # --resume: a killed demo starts again
+    "demo",
+}
+
+
+def test_every_training_command_has_a_kill_and_resume_test():
+    from typer.main import get_command
+
+    import test_reliability_faults
+    from bertkit.cli import app
+    from bertkit.tasks.registry import TASK_NAMES
+
+    def names(group, prefix=""):
+        for name, command in group.commands.items():
+            if hasattr(command, "commands"):
+                yield from names(command, prefix + name + "-")
+            else:
+                yield prefix + name
+
+    trained = {key.split()[0] for key in KILL_AND_RESUME_TESTS}
+    assert set(names(get_command(app))) == trained | NOT_TRAINING
+    assert {f"finetune --task {task}" for task in TASK_NAMES} <= set(KILL_AND_RESUME_TESTS)
+    modules = {
+        "test_reliability_faults.py": test_reliability_faults,
+        "test_reliability_chaos.py": sys.modules[__name__],
+    }
+    for where in KILL_AND_RESUME_TESTS.values():
+        module, name = where.split("::")
+        assert callable(getattr(modules[module], name)), where
