@@ -160,9 +160,30 @@ def check_embedding_train(out: Path, stdout: str) -> None:
 
 def check_serve_soak(out: Path, stdout: str) -> None:
     result = read(out)
-    assert result["alive_after"] and result["server_5xx"] == 0 and result["scheduled"] == 60
-    assert result["statuses"]["good"].get("200", 0) > 0 and result["keys_in_server_log"] == 0
-    assert set(result["statuses"]["bad_key"]) == {"401"} and result["windows"][0]["p99_ms"] is not None
+    assert result["capacity"]["good_per_s"] > 0 and result["rate"] > 0 and result["scheduled"] > 0
+    assert result["alive_after"] and result["server_5xx"] == 0 and result["keys_in_server_log"] == 0
+    statuses = result["statuses"]
+    assert statuses["good"].get("200", 0) > 0 and set(statuses["bad_key"]) == {"401"}
+    assert all(400 <= int(s) < 500 for s in statuses["malformed"]) and "429" in statuses["greedy"]
+    assert result["windows"][0]["p99_ms"] is not None and result["windows"][0]["rss_mb"] > 0
+    assert set(result["verdict"]) >= {"no_5xx", "rss_within_bound", "p99_stable", "passed"}
+    assert "| window | from s |" in stdout
+
+
+def check_serve_startup(out: Path, stdout: str) -> None:
+    result = read(out)
+    cases = {case["name"]: case for case in result["cases"]}
+    assert set(cases) == {"torch, cold", "torch, warm", "onnxruntime int8, cold", "onnxruntime int8, warm"} or set(
+        cases
+    ) == {"torch, cold", "torch, warm"}
+    for case in cases.values():
+        assert 0 < case["live_s"] <= case["ready_s"] <= case["first_embed_s"], case
+    assert "| case |" in stdout
+
+
+def check_reliability_tables(out: Path, stdout: str) -> None:
+    page = out.read_text(encoding="utf-8")
+    assert "<!-- table: soak -->" in page and "<!-- table: startup -->" in page and "| command |" in page
 
 
 CHECKS: dict[str, tuple[str, Check]] = {
@@ -179,6 +200,7 @@ CHECKS: dict[str, tuple[str, Check]] = {
     "bench_serve_embeddings": ("serve_embeddings.json", check_serve_embeddings),
     "bench_serve_load": ("serve_load.json", check_serve_load),
     "bench_serve_soak": ("serve_soak.json", check_serve_soak),
+    "bench_serve_startup": ("serve_startup.json", check_serve_startup),
     "bench_tokenizer": ("tokenizer.json", check_tokenizer),
     "bench_train_step": ("train_step.json", check_train_step),
     "bench_unpad": ("unpad.json", check_unpad),
@@ -187,6 +209,7 @@ CHECKS: dict[str, tuple[str, Check]] = {
     "heldout_curve": ("heldout.json", check_heldout),
     "probe_features": ("probe.json", check_probe),
     "punctuation_finetune": ("punctuation.jsonl", check_punctuation),
+    "reliability_tables": ("reliability.md", check_reliability_tables),
     "results_page": ("results.md", check_results_page),
     "summarize_finetune": ("summary.md", check_summary),
 }
