@@ -49,7 +49,9 @@ def soak_table(results: Path) -> list[str]:
     )
     windows = ", ".join(f"{w['p50_ms']:g} / {w['p99_ms']:g}" for w in d["windows"] if w["p99_ms"] is not None)
     memory = f"{d['rss_first_mb']:g} to {d['rss_max_mb']:g} MB (+{d['rss_growth_mb']:g}, bound {d['settings']['rss_bound_mb']:g})"
-    verdict = "passed" if d["verdict"]["passed"] else "FAILED: " + ", ".join(k for k, v in d["verdict"].items() if not v)
+    verdict = (
+        "passed" if d["verdict"]["passed"] else "FAILED: " + ", ".join(k for k, v in d["verdict"].items() if not v)
+    )
     cells = [
         f"`{d.get('command', SOAK_COMMAND)}`",
         rate,
@@ -99,7 +101,7 @@ def render(page: str, results: Path = RESULTS) -> str:
         if not pattern.search(page):
             raise SystemExit(f"{PAGE} has no {begin} ... {end} block")
         table = "\n".join([begin, *make(results), end])
-        page = pattern.sub(lambda _: table, page)
+        page = pattern.sub(lambda _, table=table: table, page)
     return page
 
 
