@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -97,11 +96,10 @@ def render(page: str, results: Path = RESULTS) -> str:
     """``page`` with each table between its markers made anew from ``results``."""
     for name, make in TABLES.items():
         begin, end = f"<!-- table: {name} -->", f"<!-- end table: {name} -->"
-        pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.DOTALL)
-        if not pattern.search(page):
+        first, last = page.find(begin), page.find(end)
+        if first < 0 or last < first:
             raise SystemExit(f"{PAGE} has no {begin} ... {end} block")
-        table = "\n".join([begin, *make(results), end])
-        page = pattern.sub(lambda _, table=table: table, page)
+        page = page[:first] + "\n".join([begin, *make(results), end]) + page[last + len(end) :]
     return page
 
 
