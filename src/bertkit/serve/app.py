@@ -130,18 +130,34 @@ def serve_loading(
     access: ServeAccess | None = None,
 ) -> None:
     """Open the port first and serve the loading answers (``starting``) while ``load_model()`` runs in a thread,
-    then serve the model. A failed load stops the server and raises its error here."""
+    then serve the model: the service is ready once the model is loaded and has run once (``warm_up``). A failed
+    load stops the server and raises its error here."""
     access = access or ServeAccess()
     keys = KeyRing(access.static_keys(), access.api_key_file)
 
     def build() -> FastAPI:
         started = time.perf_counter()
         loaded = load_model()
+        warm_up(loaded)
         app = create_app(loaded, limits, model_id, access, load_seconds=time.perf_counter() - started, keys=keys)
         logger.info("model loaded in %.1f s; ready", time.perf_counter() - started)
         return app
 
     run_server(Starting(build, keys), host, port, access, log_level)
+
+
+def warm_up(loaded: Loaded) -> None:
+    """One forward pass of the model and of its encoder, so that what a backend does on first use (ONNX Runtime
+    exports and quantizes the graph into the cache, ``torch.compile`` compiles) is done before the service says
+    it is ready, not in the first request's time."""
+    import torch
+
+    tokenizer = loaded.tokenizer
+    ids = torch.tensor([[tokenizer.cls_id, tokenizer.sep_id]], device=loaded.device)
+    encoder = getattr(loaded.model, "bert", None)
+    with torch.inference_mode():
+        for module in (loaded.model, encoder) if encoder is not None else (loaded.model,):
+            module(input_ids=ids, token_type_ids=torch.zeros_like(ids), attention_mask=torch.ones_like(ids))
 
 
 def server_config(app: Any, host: str, port: int, access: ServeAccess | None = None, log_level: str = "info") -> Any:
