@@ -520,3 +520,16 @@ def test_serve_whose_load_fails_exits_2_with_one_line(encoder_dir, tmp_path):
         if process.poll() is None:
             process.kill()
             process.communicate()
+
+
+def test_sigterm_while_loading_exits_0(encoder_dir, tmp_path):
+    pytest.importorskip("uvicorn")
+    process, base = start_slow_server(tmp_path, encoder_dir, "succeed")
+    try:
+        assert httpx.get(f"{base}/health/ready", timeout=20).json() == {"status": "loading"}
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
