@@ -5,12 +5,13 @@ A random-init ``mini`` BERT with its pre-training heads is served in a subproces
 
 1. Capacity: unless ``--rate`` is given, a server without rate limits answers good requests from
    ``--concurrency`` closed-loop callers for ``--capacity-seconds``; the capacity is its answers per second.
-2. Soak: a server with four API keys and a per-key ``--rate-limit`` (default: 35 % of the rate, above each good
-   key's 23 %) gets ``--load`` x capacity requests per second (open loop: each on its own schedule, whatever the
+2. Soak: a server with four API keys and a per-key ``--rate-limit`` (default: 35 % of the rate, above the 27 %
+   each good key sends, good and malformed requests together; the burst one second's worth) gets ``--load`` x capacity requests per second (open loop: each on its own schedule, whatever the
    answers take) for ``--duration`` seconds:
 
    * 70 % good: ``/embed``, ``/v1/embeddings`` and ``/fill-mask`` (a prediction) under one of three keys;
-   * 10 % with a wrong or missing key (401 expected);
+   * 10 % with a wrong or missing key (401 expected; 429 once their address is over the limit, as guesses are
+     rate limited per address);
    * 10 % malformed: invalid JSON, wrong types, empty inputs, too many texts (4xx expected);
    * 10 % from a greedy fourth key, each a burst of ``GREEDY_BURST`` requests at once (429 once over its limit).
 
@@ -58,7 +59,8 @@ import sys
 from bertkit.serve import ServeLimits, serve
 from bertkit.serve.access import ServeAccess
 limit = sys.argv[4] if sys.argv[4] != "none" else None
-access = ServeAccess(api_key=sys.argv[3].split(","), rate_limit=limit, rate_burst=int(sys.argv[5]) if limit else None)
+burst = int(sys.argv[5]) if limit and sys.argv[5] != "none" else None
+access = ServeAccess(api_key=sys.argv[3].split(","), rate_limit=limit, rate_burst=burst)
 serve(sys.argv[1], host="127.0.0.1", port=int(sys.argv[2]), log_level="warning", access=access,
       limits=ServeLimits(request_timeout_s=30))
 """
@@ -103,7 +105,7 @@ def plan_one(rng: random.Random, i: int) -> tuple[str, str, bytes, dict[str, str
         return "bad_key", path, json.dumps(payload).encode(), auth
     if roll < 0.9:
         path, body = rng.choice(MALFORMED)
-        return "malformed", path, body, {"Authorization": f"Bearer {KEYS[0]}"}
+        return "malformed", path, body, {"Authorization": f"Bearer {KEYS[i % len(KEYS)]}"}
     path, payload = _good(rng)
     return "greedy", path, json.dumps(payload).encode(), {"Authorization": f"Bearer {GREEDY}"}
 
@@ -251,7 +253,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=8, help="closed-loop callers measuring the capacity")
     parser.add_argument("--window", type=float, default=None, help="seconds per latency window (default 60)")
     parser.add_argument("--rate-limit", default=None, help="the server's --rate-limit per key (default 35%% of rate)")
-    parser.add_argument("--rate-burst", type=int, default=5, help="the server's --rate-burst")
+    parser.add_argument("--rate-burst", default="none", help="the server's --rate-burst (default: one second's worth)")
     parser.add_argument("--rss-bound-mb", type=float, default=64.0, help="allowed RSS growth after the first window")
     parser.add_argument("--p99-factor", type=float, default=2.0, help="allowed worst window p99 / median window p99")
     parser.add_argument("--model-size", default="mini", help="model preset")
@@ -269,7 +271,7 @@ def serve_and_run(model: Path, work: Path, limit: str, args: argparse.Namespace,
     """One server (rate limit ``limit``, or ``none``) and either the capacity measurement or the soak."""
     port = free_port()
     threads = os.environ.get("OMP_NUM_THREADS", "2")
-    argv_server = [str(model), str(port), ",".join([*KEYS, GREEDY]), limit, str(args.rate_burst)]
+    argv_server = [str(model), str(port), ",".join([*KEYS, GREEDY]), limit, args.rate_burst]
     with open(work / ("capacity.log" if measure else "server.log"), "w+") as log:
         with loopback.server(SERVER, argv_server, port, 120, log, threads) as process:
             started = time.time()

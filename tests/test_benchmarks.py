@@ -163,7 +163,8 @@ def check_serve_soak(out: Path, stdout: str) -> None:
     assert result["capacity"]["good_per_s"] > 0 and result["rate"] > 0 and result["scheduled"] > 0
     assert result["alive_after"] and result["server_5xx"] == 0 and result["keys_in_server_log"] == 0
     statuses = result["statuses"]
-    assert statuses["good"].get("200", 0) > 0 and set(statuses["bad_key"]) == {"401"}
+    assert statuses["good"].get("200", 0) > 0 and "401" in statuses["bad_key"]
+    assert set(statuses["bad_key"]) <= {"401", "429"}  # guesses are rate limited per address
     assert all(400 <= int(s) < 500 for s in statuses["malformed"]) and "429" in statuses["greedy"]
     assert result["windows"][0]["p99_ms"] is not None and result["windows"][0]["rss_mb"] > 0
     assert set(result["verdict"]) >= {"no_5xx", "rss_within_bound", "p99_stable", "passed"}
