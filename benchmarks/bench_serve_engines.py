@@ -76,7 +76,7 @@ def engines(args: argparse.Namespace) -> dict[str, Engine | str]:
                 "infinity",
                 [str(infinity), "v2", "--model-id", "{model}", "--host", "127.0.0.1", "--port", "{port}"]
                 + ["--engine", "torch", "--device", "cpu", "--url-prefix", "/v1"],
-                "/v1/health",
+                "/health",
             )
             if infinity.is_file()
             else f"skipped: no infinity_emb at {infinity} (make peers-serving installs it; --infinity PATH)"
