@@ -67,17 +67,14 @@ def engines(args: argparse.Namespace) -> dict[str, Engine | str]:
     """Each engine asked for, or the reason it is skipped."""
     bertkit = [sys.executable, "-m", "bertkit", "serve", "--model", "{model}", "--port", "{port}"]
     infinity = Path(args.infinity)
+    infinity_argv = [str(infinity), "v2", "--model-id", "{model}", "--host", "127.0.0.1", "--port", "{port}"]
+    infinity_argv += ["--engine", "torch", "--device", "cpu", "--url-prefix", "/v1"]
     known: dict[str, Engine | str] = {
         "bertkit": Engine("bertkit", bertkit, "/health/ready"),
         "bertkit-onnx": Engine("bertkit-onnx", [*bertkit, "--backend", "onnxruntime"], "/health/ready"),
         "bertkit-int8": Engine("bertkit-int8", [*bertkit, "--quantize", "int8"], "/health/ready"),
         "infinity": (
-            Engine(
-                "infinity",
-                [str(infinity), "v2", "--model-id", "{model}", "--host", "127.0.0.1", "--port", "{port}"]
-                + ["--engine", "torch", "--device", "cpu", "--url-prefix", "/v1"],
-                "/health",
-            )
+            Engine("infinity", infinity_argv, "/health")
             if infinity.is_file()
             else f"skipped: no infinity_emb at {infinity} (make peers-serving installs it; --infinity PATH)"
         ),

@@ -175,10 +175,10 @@ async def _rows(
     0: any length) as token-id rows: texts are tokenized off the event loop, with ``[CLS]`` and ``[SEP]``."""
     service.checks.count(inputs)
     if isinstance(inputs[0], str):
-        texts = cast(list[str], inputs)
+        texts = inputs
         service.checks.chars(texts)
         return await service.off_loop(service.checks.encoded, texts, what, limit, hint)
-    rows = cast(list[list[int]], inputs)
+    rows = inputs
     if limit != 0:
         service.checks.token_ids(rows, service.loaded.config.vocab_size, limit)
     return rows
