@@ -16,7 +16,7 @@ import base64
 import json
 from collections.abc import Sequence
 from functools import partial
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 import numpy as np
 from fastapi import Depends, Response
