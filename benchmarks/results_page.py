@@ -367,9 +367,7 @@ def serve_load_rows(name: str) -> list[tuple[str, Row]]:
 
 
 def serve_engines_rows(name: str) -> list[tuple[str, Row]]:
-    """One row per concurrency level: the bertkit servers against infinity-emb (none until the file exists)."""
-    if not (RESULTS / name).is_file():
-        return []
+    """One row per concurrency level: the bertkit servers against infinity-emb."""
     d = load(name)
     engines = {k: v for k, v in d["engines"].items() if isinstance(v, dict)}
     peer = engines.pop("infinity", None)
@@ -560,7 +558,8 @@ AREAS: list[tuple[str, list[tuple[str, Extractor]]]] = [
         [
             ("serve_load.json", serve_load_rows),
             ("serve_load_int8.json", serve_load_rows),
-            ("serve_engines.json", serve_engines_rows),
+            # listed once benchmarks/bench_serve_engines.py has written it
+            *([("serve_engines.json", serve_engines_rows)] if (RESULTS / "serve_engines.json").is_file() else []),
         ],
     ),
     ("Reliability", [("reliability_serve_abuse.json", abuse_rows), ("reliability_fuzz.json", fuzz_rows)]),
