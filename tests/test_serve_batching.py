@@ -143,10 +143,15 @@ def test_tokenization_runs_off_the_event_loop(encoder_dir, monkeypatch):
     threads: list[str] = []
     loop_threads: list[str] = []
     real = type(tokenizer).ids_batch
+    real_encode = type(tokenizer).encode
 
     def spy(self, texts):
         threads.append(threading.current_thread().name)
         return real(self, texts)
+
+    def spy_encode(self, *args, **kwargs):
+        threads.append(threading.current_thread().name)
+        return real_encode(self, *args, **kwargs)
 
     async def go():
         loop_threads.append(threading.current_thread().name)
@@ -157,9 +162,11 @@ def test_tokenization_runs_off_the_event_loop(encoder_dir, monkeypatch):
                 await client.post("/v1/embeddings", json={"input": ["a text", "another"]}),
                 await client.post("/embed", json={"inputs": "a text"}),
                 await client.post("/embed", json={"inputs": "a text", "truncate": True}),
+                await client.post("/tokenize", json={"inputs": ["a text", "another"]}),
             ]
 
     monkeypatch.setattr(type(tokenizer), "ids_batch", spy)
+    monkeypatch.setattr(type(tokenizer), "encode", spy_encode)
     responses = asyncio.run(go())
     monkeypatch.undo()
     assert all(r.status_code == 200 for r in responses)
