@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: install lint test browser demo bench clean
+.PHONY: install lint test browser demo bench peers-serving clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,14 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_tokenizer.py
+
+# infinity-emb, the serving peer of benchmarks/bench_serve_engines.py, in a virtual environment of its own
+# (never part of `install`: it pins its own fastapi, transformers and sentence-transformers).
+INFINITY_VENV ?= /work/infinity-venv
+peers-serving:
+	test -x $(INFINITY_VENV)/bin/python || $(PYTHON) -m venv $(INFINITY_VENV)
+	$(INFINITY_VENV)/bin/pip install -q torch==2.13.0
+	$(INFINITY_VENV)/bin/pip install -q "infinity-emb[server,torch]==0.0.78"
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info

@@ -366,6 +366,32 @@ def serve_load_rows(name: str) -> list[tuple[str, Row]]:
     return [(f"{what} | `{CONTEXT[name]['command']}`", (cell, "", ratio, machine(d["machine"])))]
 
 
+def serve_engines_rows(name: str) -> list[tuple[str, Row]]:
+    """One row per concurrency level: the bertkit servers against infinity-emb."""
+    d = load(name)
+    engines = {k: v for k, v in d["engines"].items() if isinstance(v, dict)}
+    peer = engines.pop("infinity", None)
+
+    def cell(r: dict) -> str:
+        return f"{num(r['texts_per_s'])} /s, p50 {num(r['p50_ms'], 0)} ms, p99 {num(r['p99_ms'], 0)} ms, {r['errors']} errors"
+
+    rows = []
+    levels = next(iter(engines.values()))["levels"] if engines else {}
+    for level in levels:
+        what = (
+            f"{d['model']}, {d['requests_per_level']:,} requests to {d['route']}, one text each (every "
+            f"{d['long_every']}th a SQuAD context), {level} callers"
+        )
+        ours = "; ".join(f"{n} {cell(e['levels'][level])}" for n, e in engines.items() if level in e["levels"])
+        theirs = cell(peer["levels"][level]) if peer and level in peer["levels"] else "not run"
+        ratio = ""
+        if peer and level in peer["levels"] and "bertkit" in engines:
+            b, i = engines["bertkit"]["levels"][level], peer["levels"][level]
+            ratio = f"bertkit fp32 {b['texts_per_s'] / i['texts_per_s']:.2f}x throughput, {b['p99_ms'] / i['p99_ms']:.2f}x p99"
+        rows.append((f"{what} | `{CONTEXT[name]['command']}`", (ours, theirs, ratio, machine(d["machine"]))))
+    return rows
+
+
 def abuse_rows(name: str) -> list[tuple[str, Row]]:
     d = load(name)
     what = f"{len(d['attacks'])} attack kinds, {d['slowloris']['opened']} slowloris clients"
@@ -448,6 +474,7 @@ CONTEXT: dict[str, dict[str, str]] = {
         "--squad-questions 500"
     },
     "serve_load.json": {"command": "python benchmarks/bench_serve_load.py"},
+    "serve_engines.json": {"command": "python benchmarks/bench_serve_engines.py"},
     "serve_load_int8.json": {
         "command": "python benchmarks/bench_serve_load.py --quantize int8 --output benchmarks/results/serve_load_int8.json"
     },
@@ -526,7 +553,15 @@ AREAS: list[tuple[str, list[tuple[str, Extractor]]]] = [
             ("int8_quality.json", int8_quality_rows),
         ],
     ),
-    ("Serving", [("serve_load.json", serve_load_rows), ("serve_load_int8.json", serve_load_rows)]),
+    (
+        "Serving",
+        [
+            ("serve_load.json", serve_load_rows),
+            ("serve_load_int8.json", serve_load_rows),
+            # listed once benchmarks/bench_serve_engines.py has written it
+            *([("serve_engines.json", serve_engines_rows)] if (RESULTS / "serve_engines.json").is_file() else []),
+        ],
+    ),
     ("Reliability", [("reliability_serve_abuse.json", abuse_rows), ("reliability_fuzz.json", fuzz_rows)]),
     (
         "Pre-training quality",

@@ -142,6 +142,14 @@ def check_serve_embeddings(out: Path, stdout: str) -> None:
             assert routes[route]["statuses"] == {"200": 12} and routes[route]["embeddings_per_s"] > 0
 
 
+def check_serve_engines(out: Path, stdout: str) -> None:
+    result = read(out)
+    levels = result["engines"]["bertkit"]["levels"]
+    assert set(levels) == {"1", "4"} and "| bertkit | 4 |" in stdout
+    for level in levels.values():
+        assert level["statuses"] == {"200": 12} and level["texts_per_s"] > 0 and level["peak_rss_mb"] > 0
+
+
 def check_serve_abuse(out: Path, stdout: str) -> None:
     result = read(out)
     assert result["alive_after"] and result["server_5xx"] == 0 and result["attack_requests"] > 0
@@ -199,6 +207,7 @@ CHECKS: dict[str, tuple[str, Check]] = {
     "bench_pretrain_quality": ("pretrain_quality.json", check_pretrain_quality),
     "bench_serve_abuse": ("serve_abuse.json", check_serve_abuse),
     "bench_serve_embeddings": ("serve_embeddings.json", check_serve_embeddings),
+    "bench_serve_engines": ("serve_engines.json", check_serve_engines),
     "bench_serve_load": ("serve_load.json", check_serve_load),
     "bench_serve_soak": ("serve_soak.json", check_serve_soak),
     "bench_serve_startup": ("serve_startup.json", check_serve_startup),

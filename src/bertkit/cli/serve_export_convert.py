@@ -35,7 +35,7 @@ def _serve_function() -> Callable[..., None]:
 
     limits = config_options(
         [ServeLimits, ServeAccess],
-        exclude=only_fields(ServeLimits, "batch_size", "max_items", "request_timeout_s"),
+        exclude=only_fields(ServeLimits, "batch_size", "max_batch_tokens", "max_items", "request_timeout_s"),
         flags={"request_timeout_s": ("--timeout",)},
     )
     return generated_command("serve", serve_command.__doc__, limits, _run_serve)

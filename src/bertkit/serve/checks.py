@@ -64,6 +64,20 @@ class RequestChecks:
         self._counted(counts)
         return counts
 
+    def encoded(
+        self, texts: Sequence[str], what: str = "text", limit: int | None = None, hint: str = "shorten it"
+    ) -> list[list[int]]:
+        """Token ids of each text with its ``[CLS]`` and ``[SEP]``, which must fit ``limit`` tokens (default: the
+        model's length; 0: any length). Run it off the event loop (``Service.off_loop``)."""
+        limit = self.max_tokens if limit is None else limit
+        cls_id, sep_id = self.tokenizer.cls_id, self.tokenizer.sep_id
+        rows = [[cls_id, *ids, sep_id] for ids in self.tokenizer.ids_batch(texts)]
+        for i, row in enumerate(rows):
+            if limit and len(row) > limit:
+                raise Problem(413, f"{what} {i} is {len(row)} tokens; this server takes at most {limit}: {hint}")
+        self._counted([len(row) for row in rows])
+        return rows
+
     def _counted(self, counts: Sequence[int]) -> None:
         if self.on_tokens is not None:
             self.on_tokens(sum(counts))

@@ -31,11 +31,13 @@ class Problem(Exception):
     """A request the service refuses: HTTP ``status``, a one-line ``message`` and the request field at fault
     (``param``, when one is)."""
 
-    def __init__(self, status: int, message: str, param: str | None = None):
+    def __init__(self, status: int, message: str, param: str | None = None, headers: dict[str, str] | None = None):
         super().__init__(message)
         self.status = status
         self.message = message
         self.param = param
+        self.headers = headers
+        """Headers of the answer (``Retry-After`` of a 503)."""
 
 
 def error_body(path: str, status: int, message: str, param: str | None = None) -> dict[str, Any]:
@@ -55,15 +57,22 @@ def error_body(path: str, status: int, message: str, param: str | None = None) -
     return {"error": {"message": message, "type": kind, "param": param, "code": codes.get(status)}}
 
 
-def _answer(request: Request, status: int, message: str, param: str | None = None, **extra: Any) -> JSONResponse:
+def _answer(
+    request: Request,
+    status: int,
+    message: str,
+    param: str | None = None,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> JSONResponse:
     body = error_body(request.url.path, status, message, param)
     if isinstance(body["error"], str):
         body.update(extra)
-    return JSONResponse(body, status_code=status)
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 async def _problem(request: Request, exc: Problem) -> JSONResponse:
-    return _answer(request, exc.status, exc.message, exc.param)
+    return _answer(request, exc.status, exc.message, exc.param, exc.headers)
 
 
 async def _bertkit_error(request: Request, exc: BertkitError) -> JSONResponse:

@@ -31,6 +31,9 @@ class ServeLimits:
     """Tokens of a text whose attention maps are returned (the answer grows with the square)."""
     batch_size: int = 32
     """Inputs per forward pass."""
+    max_batch_tokens: int = 4096
+    """Padded tokens per forward pass (inputs x the longest of them): the batcher groups inputs of similar
+    length so that a long text does not pad a batch of short ones; one input longer than this runs alone."""
     batch_window_ms: float = 5.0
     """How long the batcher waits for more requests after the first one arrives."""
     max_batch_items: int = 128
@@ -38,7 +41,9 @@ class ServeLimits:
     request_timeout_s: float = 30.0
     """A request not answered by then gets 504 and its queued work is dropped."""
     max_queue: int = 1024
-    """Requests waiting for the model; more get 503 (the server is overloaded) at once."""
+    """Requests waiting for the model; more get 503 with ``Retry-After`` at once. A request is also refused so
+    when the inputs waiting would take the model over half of ``request_timeout_s``, so that overload
+    answers 503 at once rather than 504 later."""
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from fastapi import Request
 
@@ -15,11 +16,13 @@ from bertkit.inference import Loaded
 from bertkit.inference.encoder import EmbedSettings, embed_settings
 from bertkit.inference.finetuned import can_rerank
 from bertkit.quantize import is_quantized
-from bertkit.serve.batcher import Batcher, Overloaded
+from bertkit.serve.batcher import Batcher, Overloaded, in_thread
 from bertkit.serve.checks import RequestChecks
 from bertkit.serve.errors import Problem
 from bertkit.serve.limits import ServeLimits
 from bertkit.serve.metrics import Metrics
+
+T = TypeVar("T")
 
 
 class Service:
@@ -36,18 +39,34 @@ class Service:
         # inputs at the length the model was fine-tuned with, as `bertkit predict` does.
         self.max_tokens = min(limits.max_tokens or loaded.max_positions, loaded.max_positions)
         self.checks = RequestChecks(limits, loaded.tokenizer, self.max_tokens)
-        self.batcher = Batcher(limits.batch_window_ms / 1000, limits.max_batch_items, limits.max_queue)
+        self.batcher = Batcher(
+            limits.batch_window_ms / 1000,
+            limits.max_batch_items,
+            limits.max_queue,
+            max_batch=limits.batch_size,
+            max_tokens=limits.max_batch_tokens,
+            max_wait_s=limits.request_timeout_s / 2,
+        )
+        self.tokenizing = ThreadPoolExecutor(max_workers=2, thread_name_prefix="bertkit-tokenize")
+        """Where requests are tokenized and checked, off the event loop (the Rust tokenizer frees the GIL)."""
         self.metrics = Metrics(self.batcher.depth, load_seconds)
         self.batcher.on_batch = self.metrics.batched
         self.checks.on_tokens = self.metrics.counted
         self.state = "ready"
         """``loading``, ``ready`` or ``draining`` (after SIGTERM): the readiness probe answers 503 unless ready."""
 
-    async def run(self, key: Hashable, fn: Callable[[list], list], items: Sequence[Any]) -> list:
-        """``fn`` over ``items``, batched with other requests' items of the same ``key``; 504 or 503 when it
+    async def off_loop(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in the tokenizing threads: tokenization and the checks that need it."""
+        return await in_thread(self.tokenizing, fn, *args)
+
+    async def run(
+        self, key: Hashable, fn: Callable[[list], list], items: Sequence[Any], lengths: Sequence[int] | None = None
+    ) -> list:
+        """``fn`` over ``items`` (``lengths``: their tokens, for the batch budget), batched with other requests'
+        items of the same ``key``; 503 with ``Retry-After`` at once when the queue is full, 504 when it
         cannot be done in time."""
         try:
-            return await asyncio.wait_for(self.batcher.submit(key, fn, items), self.limits.request_timeout_s)
+            return await asyncio.wait_for(self.batcher.submit(key, fn, items, lengths), self.limits.request_timeout_s)
         except TimeoutError:
             raise Problem(
                 504,
@@ -55,7 +74,8 @@ class Service:
                 f"dropped; send fewer or shorter texts",
             ) from None
         except Overloaded as exc:
-            raise Problem(503, f"the server is overloaded: {exc}") from None
+            headers = {"Retry-After": str(exc.retry_after)}
+            raise Problem(503, f"the server is overloaded: {exc}", headers=headers) from None
 
     def info(self) -> dict[str, Any]:
         config = self.loaded.config

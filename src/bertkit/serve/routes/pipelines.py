@@ -13,11 +13,13 @@ holds every option that changes the result, so only requests asking the same thi
 from __future__ import annotations
 
 import base64
+import json
+from collections.abc import Sequence
 from functools import partial
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 import numpy as np
-from fastapi import Depends
+from fastapi import Depends, Response
 
 from bertkit import inference
 from bertkit.inference import Loaded
@@ -50,15 +52,26 @@ from bertkit.serve.service import Service, get_service
 
 ServiceDep = Annotated[Service, Depends(get_service)]
 
+try:  # orjson encodes the floats of a vector several times faster than json; the same numbers either way
+    import orjson
+
+    def _dumps(content: Any) -> bytes:
+        return orjson.dumps(content)
+
+except ImportError:  # pragma: no cover - an optional speed-up
+
+    def _dumps(content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
 
 # ------------------------------------------------------------------------------------------ fill-mask
 async def fill_mask(request: FillMaskRequest, service: ServiceDep) -> dict:
     service.checks.count(request.texts)
     service.checks.chars(request.texts)
     service.checks.masks(request.texts, request.top_k)
-    service.checks.tokens(request.texts)
+    lengths = await _lengths(service, request.texts)
     job = partial(_fill_mask_job, service.loaded, service.limits.batch_size, request.top_k)
-    return {"results": await service.run(("fill_mask", request.top_k), job, request.texts)}
+    return {"results": await service.run(("fill_mask", request.top_k), job, request.texts, lengths)}
 
 
 def _fill_mask_job(loaded: Loaded, batch: int, top_k: int, texts: list[str]) -> list:
@@ -66,13 +79,26 @@ def _fill_mask_job(loaded: Loaded, batch: int, top_k: int, texts: list[str]) -> 
     return [[[c.to_dict() for c in mask] for mask in text] for text in out]
 
 
+async def _lengths(
+    service: Service,
+    texts: Sequence[str | tuple[str, str]],
+    what: str = "text",
+    limit: int | None = None,
+    special: int | None = None,
+    hint: str = "shorten it",
+) -> list[int]:
+    """``checks.tokens`` off the event loop; the lengths the model runs them at (for the batch budget)."""
+    counts = await service.off_loop(service.checks.tokens, texts, what, limit, special, hint)
+    return [min(count, service.loaded.max_length) for count in counts]
+
+
 # ------------------------------------------------------------------------------------------ next-sentence
 async def next_sentence(request: NextSentenceRequest, service: ServiceDep) -> dict:
     service.checks.count(request.pairs, "pairs")
     service.checks.chars([s for pair in request.pairs for s in pair], "sentence")
-    service.checks.tokens(request.pairs, "pair")
+    lengths = await _lengths(service, request.pairs, "pair")
     job = partial(_next_sentence_job, service.loaded, service.limits.batch_size)
-    return {"results": await service.run(("next_sentence",), job, request.pairs)}
+    return {"results": await service.run(("next_sentence",), job, request.pairs, lengths)}
 
 
 def _next_sentence_job(loaded: Loaded, batch: int, pairs: list[tuple[str, str]]) -> list:
@@ -85,38 +111,35 @@ async def embed(request: AnyEmbedRequest, service: ServiceDep) -> Any:
     """bertkit's body (``texts``) -> ``{"embeddings", "dimension"}``; TEI's (``inputs``) -> a list of vectors."""
     if isinstance(request, TeiEmbedRequest):
         return await _tei_embed(request, service)
-    service.checks.count(request.texts)
-    service.checks.chars(request.texts)
-    service.checks.tokens(request.texts)
     settings = embed_settings(service.loaded, request.pooling, request.normalize)
-    vectors = await _vectors(service, request.texts, settings)
-    return {"embeddings": vectors.tolist(), "dimension": vectors.shape[1]}
+    rows = await _rows(service, request.texts, settings, what="text")
+    vectors = await _vectors(service, rows, settings)
+    return _json({"embeddings": vectors.tolist(), "dimension": vectors.shape[1]})
 
 
-async def _tei_embed(request: TeiEmbedRequest, service: ServiceDep) -> list[list[float]]:
+async def _tei_embed(request: TeiEmbedRequest, service: ServiceDep) -> Any:
     service.checks.no_prompt(request.prompt_name)
     inputs = as_batch(request.inputs)
     settings = embed_settings(service.loaded, normalize=request.normalize)
     service.checks.dimensions(request.dimensions, service.loaded.config.hidden_size)
     if request.truncate:  # any length is cut to the model's; only the characters are bounded
-        service.checks.count(inputs)
-        if isinstance(inputs[0], str):
-            service.checks.chars(inputs)
+        rows = await _rows(service, inputs, settings, limit=0)
         if request.truncation_direction.lower() == "left":
-            inputs = _keep_the_end(service, inputs, settings.max_length)
+            rows = _keep_the_end(service, rows, settings.max_length)
     else:
-        _input_lengths(service, inputs, settings, settings.max_length, "shorten it, or send truncate: true")
-    vectors = await _vectors(service, inputs, settings, request.dimensions)
-    return cast(list[list[float]], vectors.tolist())
+        rows = await _rows(service, inputs, settings, settings.max_length, "shorten it, or send truncate: true")
+    vectors = await _vectors(service, rows, settings, request.dimensions)
+    return _json(vectors.tolist())
 
 
-async def openai_embeddings(request: OpenAIEmbeddingRequest, service: ServiceDep) -> dict[str, Any]:
+async def openai_embeddings(request: OpenAIEmbeddingRequest, service: ServiceDep) -> Any:
     """OpenAI's embeddings API on the served model, with its defaults (``embed_settings``)."""
     inputs = as_batch(request.input)
     settings = embed_settings(service.loaded)
     service.checks.dimensions(request.dimensions, service.loaded.config.hidden_size)
-    tokens = sum(_input_lengths(service, inputs, settings))
-    vectors = await _vectors(service, inputs, settings, request.dimensions)
+    rows = await _rows(service, inputs, settings)
+    tokens = sum(min(len(row), settings.max_length) for row in rows)
+    vectors = await _vectors(service, rows, settings, request.dimensions)
     data = [
         {
             "object": "embedding",
@@ -126,7 +149,13 @@ async def openai_embeddings(request: OpenAIEmbeddingRequest, service: ServiceDep
         for i, v in enumerate(vectors)
     ]
     usage = {"prompt_tokens": tokens, "total_tokens": tokens}
-    return {"object": "list", "data": data, "model": service.model_id, "usage": usage}
+    return _json({"object": "list", "data": data, "model": service.model_id, "usage": usage})
+
+
+def _json(content: Any) -> Response:
+    """An answer of plain lists, dicts, strings and numbers, encoded at once (the route's response model
+    documents it; validating thousands of floats against it again only costs time)."""
+    return Response(_dumps(content), media_type="application/json")
 
 
 def _base64(vector: np.ndarray) -> str:
@@ -134,37 +163,35 @@ def _base64(vector: np.ndarray) -> str:
     return base64.b64encode(vector.astype("<f4").tobytes()).decode("ascii")
 
 
-def _input_lengths(
+async def _rows(
     service: Service,
     inputs: list[str] | list[list[int]],
     settings: EmbedSettings,
     limit: int | None = None,
     hint: str = "shorten it",
-) -> list[int]:
-    """Checks texts or token ids against the limits (``limit`` tokens at most, default the server's); the
-    tokens each one runs with, specials included (cut at the embedding length)."""
+    what: str = "input",
+) -> list[list[int]]:
+    """Texts or token-id lists checked against the limits (``limit`` tokens at most, default the server's;
+    0: any length) as token-id rows: texts are tokenized off the event loop, with ``[CLS]`` and ``[SEP]``."""
     service.checks.count(inputs)
     if isinstance(inputs[0], str):
         texts = inputs
         service.checks.chars(texts)
-        counts = service.checks.tokens(texts, "input", limit=limit, hint=hint)
-    else:
-        counts = service.checks.token_ids(inputs, service.loaded.config.vocab_size, limit)
-    return [min(count, settings.max_length) for count in counts]
+        return await service.off_loop(service.checks.encoded, texts, what, limit, hint)
+    rows = inputs
+    if limit != 0:
+        service.checks.token_ids(rows, service.loaded.config.vocab_size, limit)
+    return rows
 
 
-def _keep_the_end(service: Service, inputs: list[str] | list[list[int]], length: int) -> list[list[int]]:
-    """Inputs as token ids holding the last tokens that fit ``length`` (TEI's ``truncation_direction: left``)."""
-    tokenizer = service.loaded.tokenizer
-    if isinstance(inputs[0], str):
-        rows = [[tokenizer.cls_id, *ids, tokenizer.sep_id] for ids in tokenizer.ids_batch(inputs)]
-    else:
-        rows = inputs
+def _keep_the_end(service: Service, rows: list[list[int]], length: int) -> list[list[int]]:
+    """Token-id rows holding the last tokens that fit ``length`` (TEI's ``truncation_direction: left``)."""
+    cls_id = service.loaded.tokenizer.cls_id
     kept = []
     for row in rows:
         if len(row) <= length:
             kept.append(row)
-        elif row[0] == tokenizer.cls_id:
+        elif row[0] == cls_id:
             kept.append([row[0], *row[len(row) - length + 1 :]])
         else:
             kept.append(row[len(row) - length :])
@@ -172,21 +199,14 @@ def _keep_the_end(service: Service, inputs: list[str] | list[list[int]], length:
 
 
 async def _vectors(
-    service: Service, inputs: list[str] | list[list[int]], settings: EmbedSettings, dimensions: int | None = None
+    service: Service, rows: list[list[int]], settings: EmbedSettings, dimensions: int | None = None
 ) -> np.ndarray:
-    """The vectors of texts or token-id lists, batched with other requests that embed the same way."""
-    ids = not isinstance(inputs[0], str)
-    job = partial(_embed_ids_job if ids else _embed_job, service.loaded, service.limits.batch_size, settings)
-    key = ("embed", ids, settings.pooling, settings.normalize, settings.max_length)
-    rows = await service.run(key, job, inputs)
-    return truncate_dimensions(np.stack(rows), dimensions, settings.normalize)
-
-
-def _embed_job(loaded: Loaded, batch: int, settings: EmbedSettings, texts: list[str]) -> list:
-    pooling, normalize, length = settings.pooling, settings.normalize, settings.max_length
-    return list(
-        inference.embed(texts, loaded, batch_size=batch, pooling=pooling, normalize=normalize, max_length=length)
-    )
+    """The vectors of token-id rows, batched with other requests that embed the same way."""
+    job = partial(_embed_ids_job, service.loaded, service.limits.batch_size, settings)
+    key = ("embed", settings.pooling, settings.normalize, settings.max_length)
+    lengths = [min(len(row), settings.max_length) for row in rows]
+    vectors = await service.run(key, job, rows, lengths)
+    return truncate_dimensions(np.stack(vectors), dimensions, settings.normalize)
 
 
 def _embed_ids_job(loaded: Loaded, batch: int, settings: EmbedSettings, rows: list[list[int]]) -> list:
@@ -202,9 +222,9 @@ async def classify(request: ClassifyRequest, service: ServiceDep) -> dict:
     texts = [t if isinstance(t, str) else (t[0], t[1]) for t in request.texts]
     service.checks.count(texts)
     service.checks.chars([s for t in texts for s in ((t,) if isinstance(t, str) else t)])
-    service.checks.tokens(texts)
+    lengths = await _lengths(service, texts)
     job = partial(_classify_job, service.loaded, service.limits.batch_size)
-    return {"results": await service.run(("classify",), job, texts)}
+    return {"results": await service.run(("classify",), job, texts, lengths)}
 
 
 def _classify_job(loaded: Loaded, batch: int, items: list) -> list:
@@ -218,10 +238,11 @@ async def rerank(request: RerankRequest, service: ServiceDep) -> list[dict[str, 
     service.checks.count(pairs, "texts")
     service.checks.chars([request.query], "query")
     service.checks.chars(request.texts)
-    if not request.truncate:
-        service.checks.tokens(pairs, "pair of the query and text", hint="shorten it, or send truncate: true")
+    limit = 1 << 30 if request.truncate else None  # truncated: any length
+    hint = "shorten it, or send truncate: true"
+    lengths = await _lengths(service, pairs, "pair of the query and text", limit, hint=hint)
     job = partial(_rerank_job, service.loaded, service.limits.batch_size, request.raw_scores)
-    scores = await service.run(("rerank", request.raw_scores), job, pairs)
+    scores = await service.run(("rerank", request.raw_scores), job, pairs, lengths)
     return [
         {"index": r.index, "score": r.score, "text": request.texts[r.index] if request.return_text else None}
         for r in rank_scores(scores, request.top_n)
@@ -237,9 +258,9 @@ async def tag(request: TagRequest, service: ServiceDep) -> dict:
     limits = service.limits
     service.checks.count(request.texts)
     service.checks.chars(request.texts, limit=limits.max_long_chars)
-    service.checks.tokens(request.texts, limit=limits.max_long_tokens, special=0)
+    lengths = await _lengths(service, request.texts, limit=limits.max_long_tokens, special=0)
     job = partial(_tag_job, service.loaded, limits.batch_size)
-    return {"results": await service.run(("tag",), job, request.texts)}
+    return {"results": await service.run(("tag",), job, request.texts, lengths)}
 
 
 def _tag_job(loaded: Loaded, batch: int, texts: list[str]) -> list:
@@ -253,11 +274,11 @@ async def answer(request: AnswerRequest, service: ServiceDep) -> dict:
     service.checks.count(request.inputs, "questions")
     service.checks.chars([q.question for q in request.inputs], "question")
     service.checks.chars(contexts, "context", limit=limits.max_long_chars)
-    service.checks.tokens(contexts, "context", limit=limits.max_long_tokens, special=0)
+    lengths = await _lengths(service, contexts, "context", limits.max_long_tokens, special=0)
     service.checks.top_k(request.top_k)
     job = partial(_answer_job, service.loaded, limits.batch_size, request.top_k)
     items = [(q.question, q.context) for q in request.inputs]
-    return {"results": await service.run(("answer", request.top_k), job, items)}
+    return {"results": await service.run(("answer", request.top_k), job, items, lengths)}
 
 
 def _answer_job(loaded: Loaded, batch: int, top_k: int, items: list[tuple[str, str]]) -> list:
@@ -268,9 +289,9 @@ def _answer_job(loaded: Loaded, batch: int, top_k: int, items: list[tuple[str, s
 # ------------------------------------------------------------------------------------------ attention
 async def attention(request: AttentionRequest, service: ServiceDep) -> dict:
     service.checks.chars([request.text])
-    service.checks.tokens([request.text], limit=service.limits.attention_max_tokens)
+    lengths = await _lengths(service, [request.text], limit=service.limits.attention_max_tokens)
     job = partial(_attention_job, service.loaded)
-    return (await service.run(("attention",), job, [request.text]))[0]
+    return (await service.run(("attention",), job, [request.text], lengths))[0]
 
 
 def _attention_job(loaded: Loaded, texts: list[str]) -> list[dict[str, Any]]:
