@@ -217,6 +217,10 @@ def test_int8_rule_by_cpu(monkeypatch):
     assert choose_backend("torch", "int8", cpu=AVX2) == Choice("torch", "int8")  # asked for: obeyed
     assert choose_backend(None, None, cpu=AVX2) == Choice("torch", None)
     monkeypatch.setattr(backends, "onnxruntime_installed", lambda: False)
+    monkeypatch.setattr(backends, "openvino_installed", lambda quantize=None: True)
+    chosen = choose_backend("auto", "int8", cpu=AVX2)
+    assert (chosen.backend, chosen.quantize) == ("openvino", "int8") and "OpenVINO" in (chosen.note or "")
+    monkeypatch.setattr(backends, "openvino_installed", lambda quantize=None: False)
     chosen = choose_backend("auto", "int8", cpu=AVX2)
     assert (chosen.backend, chosen.quantize) == ("torch", None) and "running float32" in (chosen.note or "")
     with pytest.raises(ConfigError, match="--backend"):
@@ -231,6 +235,7 @@ def test_int8_on_a_slow_cpu_falls_back_with_one_line(dirs, monkeypatch, capsys):
     assert backend_of(loaded.model) == ("onnxruntime", "int8")
     assert capsys.readouterr().err.count("\n") == 1
     monkeypatch.setattr(backends, "onnxruntime_installed", lambda: False)
+    monkeypatch.setattr(backends, "openvino_installed", lambda quantize=None: False)
     loaded = inference.load(dirs["encoder"], quantize="int8")
     assert backend_of(loaded.model) == ("torch", None) and not is_quantized(loaded.model)
     (line,) = capsys.readouterr().err.splitlines()

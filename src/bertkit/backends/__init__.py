@@ -5,8 +5,8 @@ the forward through a graph; ``ort``, ``ov``: the two engines).
 ``choose_backend`` holds the CPU rule for int8. torchao's int8 matmuls (``bertkit.quantize``) are fast only
 where Inductor has int8 micro-kernels (AVX512-VNNI, AMX: ``bertkit.cpu_features``); elsewhere they are slower
 than float32. So ``--quantize int8`` with the backend left to bertkit (``auto``) runs torchao there, and on
-any other CPU runs ONNX Runtime's int8 graph (its int8 kernels use AVX2, NEON...), or float32 with one line
-when ``onnxruntime`` is not installed. An explicit ``--backend`` is obeyed. OpenVINO's int8 is int8 weights
+any other CPU runs ONNX Runtime's int8 graph (its int8 kernels use AVX2, NEON...), else OpenVINO's int8
+weights when only ``openvino`` is installed, else float32 with one line. An explicit ``--backend`` is obeyed. OpenVINO's int8 is int8 weights
 (``ov``): on an AVX2 CPU without VNNI it runs at its float32 speed, with the closest answers to float32.
 
 ``use_backend(model, engine, quantize)`` puts the engine behind ``model``'s forward (and its encoder's, for
@@ -98,6 +98,8 @@ def choose_backend(
     why = f"torchao's int8 is slower than float32 on this CPU ({cpu.int8_kernels} int8 kernels, no AVX512-VNNI/AMX)"
     if onnxruntime_installed():
         return Choice("onnxruntime", quantize, f"{why}; running int8 through ONNX Runtime")
+    if openvino_installed(quantize):
+        return Choice("openvino", quantize, f"{why}; running int8 weights through OpenVINO")
     return Choice("torch", None, f"{why}; running float32 (pip install 'bertkit[export]' for int8 via ONNX Runtime)")
 
 
