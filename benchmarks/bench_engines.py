@@ -24,7 +24,10 @@ with transformers' float32 one (min and mean); per engine and model: the first c
 one batch of 8) and the process's peak RSS (``VmHWM``).
 
     .venv/bin/python benchmarks/bench_engines.py [--threads 2] [--engines a,b] [--models minilm,base]
-        [--sst2-limit 872] [--squad-limit 64]
+        [--sst2-limit 872] [--squad-limit 64] [--merge]
+
+A run can be split: ``--models base --engines bertkit,openvino --merge`` adds those figures to the file
+(transformers, the cosine reference, runs in every part).
 
 Writes ``benchmarks/results/engines.json`` (machine info: CPU model and flags). ``--smoke``: a tiny model, a
 few sentences, batch 1 and 8, the engines that need no compile.
@@ -324,10 +327,22 @@ def run_model(name: str, path: str, engines: list[str], args: argparse.Namespace
     return results
 
 
+def default_engines() -> list[str]:
+    """Every engine, but torchao's int8 only where it is fast (AVX512-VNNI or AMX): elsewhere it runs 10-20x
+    slower than float32 and would take hours on BERT-base (``--engines bertkit_torchao_int8`` runs it)."""
+    from bertkit.cpu_features import detect
+
+    fast = detect().fast_torchao_int8
+    return [e for e in ENGINES if fast or e != "bertkit_torchao_int8"]
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     add_options(parser)
-    parser.add_argument("--engines", "--only", default=",".join(ENGINES), help="comma-separated engines to run")
+    parser.add_argument(
+        "--engines", "--only", default=None, help="comma-separated engines (default: all but slow ones)"
+    )
+    parser.add_argument("--merge", action="store_true", help="add to the output file's engines instead of replacing it")
     parser.add_argument("--models", default="minilm,base", help="minilm, base or both")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--sst2-limit", type=int, default=872, help="SST-2 dev sentences (all 872 by default)")
@@ -338,6 +353,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         parser.add_argument(name, help=argparse.SUPPRESS)
     parser.add_argument("--first-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    args.engines = args.engines or ",".join(SMOKE_ENGINES if args.smoke else default_engines())
+    if args.merge and "transformers" not in args.engines.split(","):
+        args.engines = "transformers," + args.engines  # the cosine reference runs in every part
     unknown = set(args.engines.split(",")) - set(ENGINES)
     if unknown:
         parser.error(f"unknown engines {sorted(unknown)}; choose from {', '.join(ENGINES)}")
@@ -350,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         child(args)
         return 0
     if args.smoke:
-        args.engines, args.batches, args.max_length = ",".join(SMOKE_ENGINES), [1, 8], 128
+        args.batches, args.max_length = [1, 8], 128
     out = output_path(args, RESULTS / "engines.json")
     work = scratch_folder()
     (work / "vectors").mkdir()
@@ -373,6 +391,12 @@ def main(argv: list[str] | None = None) -> int:
         "skipped": skipped,
         "models": {name: run_model(name, path, engines, args, work) for name, path in models(args, work).items()},
     }
+    if args.merge and out.is_file():
+        old = json.loads(out.read_text(encoding="utf-8"))
+        for model, engines_run in result["models"].items():
+            result["models"][model] = {**old["models"].get(model, {}), **engines_run}
+        result["models"] = {**old["models"], **result["models"]}
+        result["skipped"] = {**old.get("skipped", {}), **skipped}
     write_json(out, result)
     for model, per_engine in result["models"].items():
         for engine, figures in per_engine.items():
