@@ -18,6 +18,7 @@ Evaluation: ``bertkit.inference.evaluate_model`` (what ``bertkit evaluate`` runs
 CoNLL-2003 valid (entity F1) and the first ``--squad-questions`` questions of SQuAD dev (F1), float32 eager
 against int8 (compiled, the default of ``--quantize int8``). Embeddings: all-MiniLM-L6-v2 on the SST-2 dev
 sentences and SQuAD dev contexts, mean pooling, cosine of each int8 vector with its float32 one.
+``--backend onnxruntime|openvino``: the int8 side runs that engine's int8 graph instead of torchao's.
 Writes ``benchmarks/results/int8_quality.json``. ``--smoke``: a tiny model fine-tuned for two updates on a slice of
 ``data/polarity`` in the place of the SST-2 model, int8 not compiled.
 """
@@ -61,12 +62,19 @@ def squad_slice(questions: int, directory: Path) -> Path:
     return path
 
 
-def evaluate_pair(model: str, data: Path, metric: str, compile_int8: bool = True) -> dict:
+def int8_options(backend: str, compile_int8: bool) -> dict[str, Any]:
+    """``load`` options of the int8 side: torchao (compiled unless told) or another engine's int8 graph."""
+    if backend != "torch":
+        return {"quantize": "int8", "backend": backend}
+    return {"quantize": "int8", "backend": "torch"} | ({} if compile_int8 else {"compile": False})
+
+
+def evaluate_pair(model: str, data: Path, metric: str, compile_int8: bool = True, backend: str = "torch") -> dict:
     from bertkit.inference import evaluate_model
 
     out: dict[str, Any] = {}
-    int8: dict[str, Any] = {"quantize": "int8"} if compile_int8 else {"quantize": "int8", "compile": False}
-    for name, options in (("fp32", {"compile": False}), ("int8", int8)):
+    int8 = int8_options(backend, compile_int8)
+    for name, options in (("fp32", {"compile": False, "backend": "torch"}), ("int8", int8)):
         start = time.perf_counter()
         scores = evaluate_model(model, data, **options)
         out[name] = {"scores": scores, "seconds": time.perf_counter() - start}
@@ -88,11 +96,13 @@ def embed_texts() -> dict[str, tuple[list[str], int]]:
     return {"sst2_dev_sentences": (sentences, 128), "squad_dev_contexts": (contexts, 256)}
 
 
-def embed_cosines(path: str, texts: dict[str, tuple[list[str], int]], compile_int8: bool = True) -> dict:
+def embed_cosines(
+    path: str, texts: dict[str, tuple[list[str], int]], compile_int8: bool = True, backend: str = "torch"
+) -> dict:
     from bertkit.inference import embed, load
 
-    fp32 = load(path)
-    int8 = load(path, quantize="int8", backend="torch", compile=None if compile_int8 else False)
+    fp32 = load(path, backend="torch")
+    int8 = load(path, **int8_options(backend, compile_int8))
     out = {}
     for name, (lines, length) in texts.items():
         a = embed(lines, fp32, pooling="mean", max_length=length, normalize=True)
@@ -125,12 +135,25 @@ def smoke_setup(args: argparse.Namespace) -> dict[str, Path]:
     return {"sst2": dev}
 
 
+QUANTIZATION = {
+    "torch": "encoder linears int8 (torchao, per-channel weights, per-token dynamic activations); "
+    "embeddings, LayerNorms, pooler and task heads float32",
+    "onnxruntime": "every weight matmul int8 (ONNX Runtime's dynamic quantizer, per-channel weights, activations "
+    "per call)",
+    "openvino": "every weight matmul with int8 weights (NNCF INT8_SYM, per channel), float32 compute",
+}
+"""What the int8 side of each ``--backend`` is, for the result file."""
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     for task in TASKS:
         parser.add_argument(f"--{task}", default=None, help=f"fine-tuned {task} model directory")
     parser.add_argument("--squad-questions", type=int, default=1000)
     parser.add_argument("--no-embed", action="store_true")
+    parser.add_argument(
+        "--backend", default="torch", choices=("torch", "onnxruntime", "openvino"), help="the engine of the int8 side"
+    )
     parser.add_argument("--embed-model", default=None, help="model whose embed vectors are compared [all-MiniLM-L6-v2]")
     add_options(parser, "result file [benchmarks/results/int8_quality.json]")
     args = parser.parse_args(argv)
@@ -145,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine(),
         "commit": git_commit(),
         "base_model": "tiny (random weights)" if args.smoke else "all-MiniLM-L6-v2",
-        "quantization": "encoder linears int8 (torchao, per-channel weights, per-token dynamic activations); "
-        "embeddings, LayerNorms, pooler and task heads float32",
+        "backend": args.backend,
+        "quantization": QUANTIZATION[args.backend],
         "tasks": {},
     }
     work = scratch_folder("bertkit-int8-")
@@ -155,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         if model is None:
             continue
         data = dev_files.get(task) or (squad_slice(args.squad_questions, work) if task == "squad" else SHARED / dev)
-        entry = evaluate_pair(model, data, metric, args.compile_int8)
+        entry = evaluate_pair(model, data, metric, args.compile_int8, args.backend)
         settings = json.loads((Path(model) / "config.json").read_text()).get("bertkit_finetune", {})
         entry.update({"what": what, "dev": str(dev), "model": str(model), "finetune": settings})
         if task == "squad":
@@ -168,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     if not args.no_embed:
         texts = {"sentences": (smoke_inputs.SENTENCES, 64)} if args.smoke else embed_texts()
-        results["embed"] = embed_cosines(args.embed_model or minilm(), texts, args.compile_int8)
+        results["embed"] = embed_cosines(args.embed_model or minilm(), texts, args.compile_int8, args.backend)
     results["machine"]["load_average_end"] = list(os.getloadavg())
     out = write_json(output_path(args, RESULTS / "int8_quality.json"), results, indent=2)
     print(f"wrote {out}", file=sys.stderr)

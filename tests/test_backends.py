@@ -1,10 +1,11 @@
-"""The engine behind a model's forward: ONNX Runtime gives PyTorch's answers (float32 to 1e-4, int8 within a
-cosine bound) in every pipeline and in the service; its export is cached and rebuilt when the weights, the
-options or the versions change; the int8 rule by CPU; a missing package is one line and exit 2."""
+"""The engine behind a model's forward: ONNX Runtime and OpenVINO give PyTorch's answers (float32 to 1e-4, int8
+within a cosine bound) in every pipeline and in the service; their graphs are cached and rebuilt when the
+weights, the options or the versions change; the int8 rule by CPU; a missing package is one line and exit 2."""
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import sys
 
 import numpy as np
@@ -15,6 +16,7 @@ pytest.importorskip("onnxruntime", reason="the export extra (onnxruntime) is not
 
 from bertkit import backends, inference
 from bertkit.backends import Choice, backend_of, choose_backend
+from bertkit.backends import cache as backend_cache
 from bertkit.cli import main
 from bertkit.cpu_features import CpuFeatures, apply_caps, parse_cpuinfo
 from bertkit.errors import BertkitError, ConfigError
@@ -22,6 +24,14 @@ from bertkit.model import BertForQuestionAnswering, BertForSequenceClassificatio
 from bertkit.quantize import is_quantized
 from inference_helpers import save_model
 
+ENGINES = [
+    "onnxruntime",
+    pytest.param(
+        "openvino",
+        marks=pytest.mark.skipif(not backends.openvino_installed("int8"), reason="openvino or nncf not installed"),
+    ),
+]
+"""The engines that run an exported graph; OpenVINO's tests skip where its extra is not installed."""
 AVX2 = CpuFeatures(model="AMD EPYC", arch="x86_64", avx2=True)
 VNNI = CpuFeatures(model="Intel Xeon", arch="x86_64", avx2=True, avx512=True, avx512_vnni=True)
 TEXTS = ["the cat sat on the mat .", "hello", "george washington lived in mount vernon , virginia ."]
@@ -71,24 +81,31 @@ def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------ same answers
-def test_embed_float32_and_int8_match_torch(dirs):
+@pytest.mark.parametrize("engine", ENGINES)
+def test_embed_float32_and_int8_match_torch(dirs, engine):
     torch_vectors = inference.embed(TEXTS, inference.load(dirs["encoder"], backend="torch"))
-    ort = inference.load(dirs["encoder"], backend="onnxruntime")
-    assert backend_of(ort.model) == ("onnxruntime", None)
-    np.testing.assert_allclose(inference.embed(TEXTS, ort), torch_vectors, atol=1e-4)
-    int8 = inference.load(dirs["encoder"], backend="onnxruntime", quantize="int8")
-    assert backend_of(int8.model) == ("onnxruntime", "int8") and not is_quantized(int8.model)
+    graph = inference.load(dirs["encoder"], backend=engine)
+    assert backend_of(graph.model) == (engine, None)
+    np.testing.assert_allclose(inference.embed(TEXTS, graph), torch_vectors, atol=1e-4)
+    int8 = inference.load(dirs["encoder"], backend=engine, quantize="int8")
+    assert backend_of(int8.model) == (engine, "int8") and not is_quantized(int8.model)
     assert cosines(inference.embed(TEXTS, int8), torch_vectors).min() > 0.98
 
 
-def test_classify_tag_answer_match_torch(dirs):
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("quantize", [None, "int8"])
+def test_classify_tag_answer_match_torch(dirs, engine, quantize):
+    """float32: the same labels, tags and spans, scores to 1e-4. int8: the same labels, tags and best span
+    as PyTorch's float32 on these tiny models, scores within 0.05."""
     for name, run in (
         ("classifier", lambda m: inference.classify(TEXTS, m)),
         ("tagger", lambda m: inference.tag(TEXTS, m)),
-        ("qa", lambda m: inference.answer(["who lived there ?"], [TEXTS[2]], m, top_k=2)),
+        ("qa", lambda m: inference.answer(["who lived there ?"], [TEXTS[2]], m, top_k=1)),
     ):
         expected = run(inference.load(dirs[name], backend="torch"))
-        assert_close(run(inference.load(dirs[name], backend="onnxruntime")), expected)
+        assert_close(
+            run(inference.load(dirs[name], backend=engine, quantize=quantize)), expected, 5e-2 if quantize else 1e-4
+        )
 
 
 def test_requests_the_graph_lacks_run_on_the_torch_weights(dirs):
@@ -113,9 +130,12 @@ def test_serve_answers_embed_and_classify_as_torch(dirs):
 
         return asyncio.run(go())
 
-    apps = {b: create_app(inference.load(dirs["classifier"], backend=b)) for b in ("torch", "onnxruntime")}
-    for path, body in (("/embed", {"texts": TEXTS, "pooling": "mean"}), ("/classify", {"texts": TEXTS})):
-        got, want = (post(apps[b], path, body) for b in ("onnxruntime", "torch"))
+    engines = ["onnxruntime", *(["openvino"] if backends.openvino_installed() else [])]
+    apps = {b: create_app(inference.load(dirs["classifier"], backend=b)) for b in ("torch", *engines)}
+    for (path, body), engine in itertools.product(
+        (("/embed", {"texts": TEXTS, "pooling": "mean"}), ("/classify", {"texts": TEXTS})), engines
+    ):
+        got, want = (post(apps[b], path, body) for b in (engine, "torch"))
         assert_close(
             got["results" if path == "/classify" else "embeddings"], want.get("results", want.get("embeddings"))
         )
@@ -124,13 +144,13 @@ def test_serve_answers_embed_and_classify_as_torch(dirs):
 # ------------------------------------------------------------------------------------------ the cache
 def test_export_is_cached_and_rebuilt_when_weights_options_or_versions_change(tmp_path, tokenizer, monkeypatch):
     exports = []
-    real = backends.export_onnx
+    real = backend_cache.export_onnx
 
     def counting(*args, **kwargs):
         exports.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(backends, "export_onnx", counting)
+    monkeypatch.setattr(backend_cache, "export_onnx", counting)
     labels = {0: "negative", 1: "positive"}
     directory = save_model(tmp_path / "model", BertForSequenceClassification, tokenizer, id2label=labels)
 
@@ -146,9 +166,37 @@ def test_export_is_cached_and_rebuilt_when_weights_options_or_versions_change(tm
     )  # new weights in the same place
     assert run() != first and len(exports) == 3
     versions = backends.versions()
-    monkeypatch.setattr(backends, "versions", lambda: {**versions, "onnxruntime": "0.0.1"})
+    monkeypatch.setattr(backend_cache, "versions", lambda engine: {**versions, "onnxruntime": "0.0.1"})
     run()
     assert len(exports) == 4
+
+
+def test_openvino_int8_graph_is_cached_and_rebuilt_when_weights_or_versions_change(
+    tmp_path, tokenizer, cache, monkeypatch
+):
+    if not backends.openvino_installed("int8"):
+        pytest.skip("openvino or nncf not installed")
+    labels = {0: "negative", 1: "positive"}
+    directory = save_model(tmp_path / "model", BertForSequenceClassification, tokenizer, id2label=labels)
+
+    def graphs():
+        return sorted(p.name for p in (cache / "openvino").iterdir() if p.name != "compiled")
+
+    def run():
+        loaded = inference.load(directory, backend="openvino", quantize="int8")
+        return inference.classify(TEXTS[:1], loaded)[0].score
+
+    first = run()
+    assert run() == first and len(graphs()) == 1  # reused by a new load
+    (folder,) = graphs()
+    assert sorted(p.name for p in (cache / "openvino" / folder).iterdir()) == ["about.json", "model.bin", "model.xml"]
+    assert any((cache / "openvino" / "compiled").iterdir())  # OpenVINO's own compiled blobs
+    save_model(directory, BertForSequenceClassification, tokenizer, seed=1, id2label=labels)
+    assert run() != first and len(graphs()) == 2
+    versions = backend_cache.versions("openvino")
+    monkeypatch.setattr(backend_cache, "versions", lambda engine: {**versions, "openvino": "0.0.1"})
+    run()
+    assert len(graphs()) == 3
 
 
 def test_first_export_says_where_it_is_cached(dirs, cache, capsys):
@@ -169,10 +217,14 @@ def test_int8_rule_by_cpu(monkeypatch):
     assert choose_backend("torch", "int8", cpu=AVX2) == Choice("torch", "int8")  # asked for: obeyed
     assert choose_backend(None, None, cpu=AVX2) == Choice("torch", None)
     monkeypatch.setattr(backends, "onnxruntime_installed", lambda: False)
+    monkeypatch.setattr(backends, "openvino_installed", lambda quantize=None: True)
+    chosen = choose_backend("auto", "int8", cpu=AVX2)
+    assert (chosen.backend, chosen.quantize) == ("openvino", "int8") and "OpenVINO" in (chosen.note or "")
+    monkeypatch.setattr(backends, "openvino_installed", lambda quantize=None: False)
     chosen = choose_backend("auto", "int8", cpu=AVX2)
     assert (chosen.backend, chosen.quantize) == ("torch", None) and "running float32" in (chosen.note or "")
     with pytest.raises(ConfigError, match="--backend"):
-        choose_backend("openvino", None)
+        choose_backend("tensorrt", None)
     with pytest.raises(ConfigError, match="--device cpu"):
         choose_backend("onnxruntime", None, "cuda")
 
@@ -183,6 +235,7 @@ def test_int8_on_a_slow_cpu_falls_back_with_one_line(dirs, monkeypatch, capsys):
     assert backend_of(loaded.model) == ("onnxruntime", "int8")
     assert capsys.readouterr().err.count("\n") == 1
     monkeypatch.setattr(backends, "onnxruntime_installed", lambda: False)
+    monkeypatch.setattr(backends, "openvino_installed", lambda quantize=None: False)
     loaded = inference.load(dirs["encoder"], quantize="int8")
     assert backend_of(loaded.model) == ("torch", None) and not is_quantized(loaded.model)
     (line,) = capsys.readouterr().err.splitlines()
@@ -218,3 +271,19 @@ def test_missing_onnxruntime_is_one_line_and_exit_2(dirs, tmp_path, monkeypatch,
     assert main([*args, "--backend", "onnxruntime"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "bertkit[export]" in line
+
+
+def test_missing_openvino_or_nncf_is_one_line_naming_the_extra(dirs, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "nncf", None)
+    if backends.openvino_installed():
+        with pytest.raises(BertkitError, match=r"needs the nncf package; pip install 'bertkit\[openvino\]'"):
+            inference.load(dirs["encoder"], backend="openvino", quantize="int8")
+    monkeypatch.setitem(sys.modules, "openvino", None)
+    with pytest.raises(BertkitError, match=r"pip install 'bertkit\[openvino\]'"):
+        inference.load(dirs["encoder"], backend="openvino")
+    texts = tmp_path / "in.txt"
+    texts.write_text("hello\n")
+    args = ["embed", "-m", str(dirs["encoder"]), "-i", str(texts), "-o", str(tmp_path / "x.npy")]
+    assert main([*args, "--backend", "openvino"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "bertkit[openvino]" in line

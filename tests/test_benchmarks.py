@@ -107,6 +107,19 @@ def check_inference(out: Path, stdout: str) -> None:
     assert set(result["single_request_latency_ms"]) == set(result["sides"])
 
 
+def check_engines(out: Path, stdout: str) -> None:
+    result = read(out)
+    assert result["machine"]["cpu_features"] and set(result["batches"]) == {1, 8}
+    engines = result["models"]["tiny"]
+    assert {"transformers", "bertkit_onnxruntime_int8"} <= set(engines) | set(result["skipped"])
+    for engine, figures in engines.items():
+        assert "error" not in figures, (engine, figures)
+        assert figures["peak_rss_mib"] > 0 and figures["first_call_s"] > 0
+        assert set(figures["workloads"]) == {"sst2_b1", "sst2_b8", "squad_b1", "squad_b8"}
+        assert figures["cosine_vs_transformers"]["sst2"]["min"] > 0.99
+    assert "wrote" in stdout
+
+
 def check_int8_quality(out: Path, stdout: str) -> None:
     result = read(out)
     assert set(result["tasks"]) == {"sst2"} and "int8_points" in result["tasks"]["sst2"]
@@ -199,6 +212,7 @@ CHECKS: dict[str, tuple[str, Check]] = {
     # script: (result file name, what its result must hold)
     "bench_embedding_eval": ("embedding_eval.json", check_embedding_eval),
     "bench_embedding_train": ("embedding_train.json", check_embedding_train),
+    "bench_engines": ("engines.json", check_engines),
     "bench_finetune": ("finetune.json", check_finetune),
     "bench_finetune_defaults": ("finetune_defaults.jsonl", check_finetune_defaults),
     "bench_inference": ("inference.json", check_inference),

@@ -67,3 +67,41 @@ def test_check_fails_when_the_page_drifts(tmp_path, monkeypatch):
     assert "2.89x" in page.render()
     monkeypatch.setattr(page, "PAGE", stale)
     assert page.main(["--check"]) == 1
+
+
+def test_performance_page_is_generated_from_the_engines_file(tmp_path, monkeypatch):
+    page = load_script()
+    committed = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    assert committed == page.render_performance(), "docs/performance.md is out of date: run results_page.py"
+    features = "avx2, avx512_vnni; int8 kernels avx512-vnni"
+    workloads = {"sst2_b1": {"sentences_per_s": 12.5, "p50_ms": 80.0, "p99_ms": 95.0, "calls": 4}}
+    engines = {
+        "transformers": {"first_call_s": 3.0, "peak_rss_mib": 500.0, "workloads": workloads},
+        "bertkit_onnxruntime_int8": {
+            "first_call_s": 9.0,
+            "first_call_cached_s": 2.0,
+            "peak_rss_mib": 400.0,
+            "workloads": {"sst2_b1": {**workloads["sst2_b1"], "sentences_per_s": 25.0}},
+            "cosine_vs_transformers": {"sst2": {"min": 0.99, "mean": 0.995}},
+        },
+        "st_onnx": {"error": "ImportError: boom"},
+    }
+    result = {
+        "machine": {"cpu": "Test CPU", "cores": 2, "cpu_features": features},
+        "threads": 2,
+        "inputs": {"sst2": 4},
+        "batches": [1],
+        "max_length": 384,
+        "skipped": {"st_openvino": "optimum.intel is not installed"},
+        "models": {"tiny": engines},
+    }
+    (tmp_path / "engines.json").write_text(json.dumps(result), encoding="utf-8")
+    monkeypatch.setattr(page, "RESULTS", tmp_path)
+    text = page.render_performance()
+    assert "Test CPU" in text and features in text and "skipped st_openvino: optimum.intel" in text
+    assert "| bertkit_onnxruntime_int8 | 25.0 /s, 80/95 ms | 9.0 s (2.0 s) | 400 MiB | sst2 0.9900/0.99500 |" in text
+    assert "| st_onnx | failed: ImportError: boom |" in text
+    ((what, row),) = page.engines_rows("engines.json")
+    assert (
+        what.startswith("tiny, sst2, batch 1 (4 texts)") and row[2] == "bertkit_onnxruntime_int8 / transformers: 2.00x"
+    )

@@ -52,9 +52,9 @@ CompileOption = Annotated[
 BackendOption = Annotated[
     str | None,
     typer.Option(
-        help="auto | torch | onnxruntime: the engine behind the model's forward; onnxruntime exports the model to "
-        "ONNX once and caches it (BERTKIT_CACHE) (default auto: torch, but --quantize int8 through ONNX Runtime "
-        "on a CPU without AVX512-VNNI or AMX)."
+        help="auto | torch | onnxruntime | openvino: the engine behind the model's forward; onnxruntime and "
+        "openvino export the model to ONNX once and cache it (BERTKIT_CACHE) (default auto: torch, but --quantize "
+        "int8 through ONNX Runtime on a CPU without AVX512-VNNI or AMX)."
     ),
 ]
 

@@ -19,7 +19,7 @@ from typing import Any, cast
 
 import torch
 
-from bertkit.backends import choose_backend, use_onnxruntime
+from bertkit.backends import choose_backend, use_backend
 from bertkit.checkpoint_files import read_state_dict, weights_file
 from bertkit.compiling import compile_model
 from bertkit.config import BertConfig
@@ -256,22 +256,22 @@ def load(
     is int8 anyway). ``compile``: ``torch.compile`` the model (``bertkit.compiling``); ``None`` compiles an
     int8 model only, where it pays (torchao's int8 kernels are slower than float32 uncompiled).
 
-    ``backend``: ``torch``, ``onnxruntime`` (the forward runs an ONNX export, int8 with ``quantize``, made and
-    cached on first use) or ``auto``/``None``: torch, but int8 on a CPU where torchao's int8 is slow runs
+    ``backend``: ``torch``, ``onnxruntime`` or ``openvino`` (the forward runs an ONNX export, int8 with
+    ``quantize``, made and cached on first use) or ``auto``/``None``: torch, but int8 on a CPU where torchao's int8 is slow runs
     through ONNX Runtime, or in float32 (``bertkit.backends.choose_backend``; a one-line notice says which).
     """
     path = resolve_model(path)
     choice = choose_backend(backend, quantize, device)
     if choice.note:
         notice(choice.note)
-    onnx = choice.backend == "onnxruntime"
+    onnx = choice.backend != "torch"
     if onnx and compile:
-        raise ConfigError("--compile is for --backend torch; ONNX Runtime optimises the graph itself")
+        raise ConfigError(f"--compile is for --backend torch; --backend {choice.backend} optimises the graph itself")
     model = load_model(path, head=head, quantize=None if onnx else choice.quantize).to(device).eval()
     if onnx:
         if is_quantized(model):
             raise ConfigError(f"{path} holds torchao int8 weights, which run on --backend torch only")
-        use_onnxruntime(model, choice.quantize)
+        use_backend(model, choice.backend, choice.quantize)
     elif compile or (compile is None and is_quantized(model)):
         compile_model(model, frozen=True)
     tokenizer = Tokenizer.from_pretrained(path)
