@@ -127,7 +127,9 @@ def profile_section(profile: dict[str, Any]) -> list[str]:
                 cells.append(f"{value:,.1f} ({100 * value / total:.0f} %)" if total else "-")
             out.append(f"| {LABELS.get(name, name)} | " + " | ".join(cells) + " |")
         out.append("| **step (profiled)** | " + " | ".join(f"**{run[s]['step_ms']:,.1f}**" for s in sides) + " |")
-        out.append("| step without the profiler | " + " | ".join(f"{run[s]['unprofiled_step_ms']:,.1f}" for s in sides) + " |")
+        out.append(
+            "| step without the profiler | " + " | ".join(f"{run[s]['unprofiled_step_ms']:,.1f}" for s in sides) + " |"
+        )
         if "bertkit_compiled" in run:
             out.append(f"\nCompiled: first step (compiling) {run['bertkit_compiled']['first_step_s']:.0f} s.")
         for side in sides:
@@ -162,11 +164,17 @@ def goal_section() -> list[str]:
     for run in runs:
         ratio = run.get("speedup_per_step") or run.get("speedup_per_epoch")
         unit = "per update" if run.get("speedup_per_step") else "per epoch"
-        cell = "not measured" if not ratio else f"{ratio:.2f}x {unit} ({'met' if ratio >= FINETUNE_TARGET else 'not met'})"
+        cell = (
+            "not measured" if not ratio else f"{ratio:.2f}x {unit} ({'met' if ratio >= FINETUNE_TARGET else 'not met'})"
+        )
         raw = f"[{GOAL_FILES['finetune']}](../benchmarks/results/{GOAL_FILES['finetune']})"
-        out.append(f"| fine-tuning {run['task']} (seed {run.get('seed')}) vs a `transformers` loop | >= {FINETUNE_TARGET:g}x | {cell} | {raw} |")
+        out.append(
+            f"| fine-tuning {run['task']} (seed {run.get('seed')}) vs a `transformers` loop | >= {FINETUNE_TARGET:g}x | {cell} | {raw} |"
+        )
     if not runs:
-        out.append(f"| fine-tuning, every task of `bench_finetune.py`, vs a `transformers` loop | >= {FINETUNE_TARGET:g}x | not measured | - |")
+        out.append(
+            f"| fine-tuning, every task of `bench_finetune.py`, vs a `transformers` loop | >= {FINETUNE_TARGET:g}x | not measured | - |"
+        )
     out.append("\nCommands:\n")
     out.extend(f"    {command}" for command in GOAL_COMMANDS.values())
     return out

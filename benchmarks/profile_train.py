@@ -158,7 +158,7 @@ class Step:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         with record_function("optimizer"):
             self.optimizer.step()
-        return float(loss)
+        return float(loss.detach())
 
 
 def peer_config(config: BertConfig) -> Any:
@@ -212,9 +212,9 @@ def phase_of(event: Any) -> str | None:
 
 def breakdown(events: Any, steps: int) -> dict[str, Any]:
     """Milliseconds per step by category and by phase, the step's wall time and the heaviest operators."""
-    by_category: dict[str, float] = collections.Counter()
-    by_phase: dict[str, float] = collections.Counter()
-    by_op: dict[str, float] = collections.Counter()
+    by_category: dict[str, float] = collections.defaultdict(float)
+    by_phase: dict[str, float] = collections.defaultdict(float)
+    by_op: dict[str, float] = collections.defaultdict(float)
     wall = 0.0
     for event in events:
         if event.name == STEP:
@@ -235,7 +235,7 @@ def breakdown(events: Any, steps: int) -> dict[str, Any]:
         "step_ms": wall * per_step,
         "categories_ms": {c: by_category.get(c, 0.0) * per_step for c in CATEGORIES},
         "phases_ms": {p: by_phase.get(p, 0.0) * per_step for p in PHASES},
-        "top_ops_ms": [[name, us * per_step] for name, us in by_op.most_common(12)],
+        "top_ops_ms": [[name, us * per_step] for name, us in sorted(by_op.items(), key=lambda kv: -kv[1])[:12]],
     }
 
 

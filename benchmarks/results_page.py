@@ -548,6 +548,8 @@ the section "Pre-training on a GPU": one NVIDIA H200, Python 3.12, torch 2.11.0+
 (`benchmarks/GPU.md` says how it ran). Each benchmark runs bertkit and its peer in the same run on the same
 inputs. The development machine was shared with other jobs, so absolute speeds are noisy; the same-run ratios
 are the figures to read. Rows give the load average (1 minute) at the start where the result file records it.
+Where a training step's time goes, category by category, and the training-speed goals:
+[performance.md](performance.md).
 
 - The peer for fine-tuning is a plain PyTorch loop over `transformers` with the same recipe; the peer for
   the pre-training step is `transformers.BertForPreTraining`. MFU is against the matmul peak measured in the
