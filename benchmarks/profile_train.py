@@ -260,11 +260,12 @@ def profile(step: Step, warmup: int, steps: int) -> dict[str, Any]:
     return result
 
 
-def run(args: argparse.Namespace) -> list[dict[str, Any]]:
-    runs = []
+def run(args: argparse.Namespace, done: Callable[[list[dict[str, Any]]], None]) -> list[dict[str, Any]]:
+    """Every task and size; ``done`` gets the runs so far after each (a long run keeps what it measured)."""
+    runs: list[dict[str, Any]] = []
     builders = {"pretrain": pretrain_steps, "finetune": finetune_steps}
-    for task in args.tasks:
-        for size in args.sizes:
+    for size in args.sizes:
+        for task in args.tasks:
             batch = args.batch or BATCH[size]
             print(f"profiling {task} {size} (batch {batch} x {args.seq_len})...", file=sys.stderr)
             sides = builders[task](size, batch, args.seq_len, args.compile)
@@ -272,6 +273,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             for name, step in sides.items():
                 entry[name] = profile(step, args.warmup, args.steps)
             runs.append(entry)
+            done(runs)
     return runs
 
 
@@ -308,19 +310,17 @@ def main(argv: list[str] | None = None) -> int:
         import torch._inductor.config as inductor
 
         inductor.cpp.enable_kernel_profile = True  # generated kernels appear by name in the profile
-    runs = run(args)
-    print_table(runs)
-    payload = {
-        "benchmark": "profile_train",
-        "machine": machine(),
-        "commit": git_commit(),
-        "command": "python benchmarks/profile_train.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "categories": list(CATEGORIES),
-        "runs": runs,
-        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
     out = output_path(args, RESULTS / "profile_train.json")
-    print(f"wrote {write_json(out, payload)}", file=sys.stderr)
+    command = "python benchmarks/profile_train.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    info = {"machine": machine(), "commit": git_commit()}
+
+    def write(runs: list[dict[str, Any]]) -> None:
+        payload = {"benchmark": "profile_train", **info, "command": command, "categories": list(CATEGORIES)}
+        payload |= {"runs": runs, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        write_json(out, payload)
+
+    print_table(run(args, write))
+    print(f"wrote {out}", file=sys.stderr)
     return 0
 
 
