@@ -184,15 +184,24 @@ CHANGES = """\
 ## What the profile says
 
 **Both sides run the same kernels.** Matrix multiplication is the largest category on both sides, then the
-elementwise work (dropout's random masks, `aten::bernoulli_`, are a large part of it: the CPU draws them one
-by one), the copies that lay the attention heads out for the matmuls, and for `transformers` the
+elementwise work, of which dropout's random masks (`aten::bernoulli_`: the CPU draws every element's bit
+from its generator, about ten times the cost of a multiplication over the same tensor) are the largest part,
+then the copies that lay the attention heads out for the matmuls, and for `transformers` the
 vocabulary-sized loss. The Python and autograd glue is about 1 % of a step at these sizes, the optimizer
-(fused AdamW, clipping, zeroing with `set_to_none`) a few per cent and identical on both sides, and the
-collation under 1 %. There is no waste of the kind a change to bertkit's code could remove: the pre-training
-step already projects only the masked positions onto the vocabulary (`_masked_lm` with `masked_positions`),
-its last layer computes only those rows and [CLS] (`BertModel(output_rows=...)`), Q, K and V are one fused
-projection, SDPA gets no mask when nothing is padded, padded training batches run unpadded, AdamW is fused
-and gradients are zeroed with `set_to_none`; the fine-tuning step's last layer computes [CLS] alone.
+(fused AdamW, clipping, zeroing) a few per cent and the same on both sides, and the collation under 1 %.
+
+The levers one would try first are already in bertkit's step; none of them is left to pull:
+
+| lever | in bertkit |
+|---|---|
+| MLM logits only at the masked positions | `_masked_lm` with `masked_positions` (the loss and the vocabulary projection over P = 15 % of the rows) |
+| the last layer only where a loss reads it | `BertModel(output_rows=...)`: masked rows and [CLS] in pre-training, [CLS] alone for classification |
+| fused Q/K/V | one `qkv` projection per layer |
+| SDPA without a mask when nothing is padded | `BertModel.forward` passes `None` then (eager) |
+| padded batches | run on their real tokens only (`Unpadded`, at 10 % padding or more) |
+| optimizer | fused AdamW (one kernel per group), `zero_grad(set_to_none=True)`, foreach norm for clipping |
+| fp32 copies | none in fp32 training (`.float()` on fp32 logits is a no-op) |
+| collation | under 1 % of the step |
 
 **The gap is the arithmetic.** What bertkit saves over `transformers` is FLOPs; per token of a step at
 sequence length 128 with 15 % masked (`bertkit.training.metrics.pretraining_flops_per_token`):
