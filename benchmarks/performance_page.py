@@ -87,8 +87,9 @@ on a padded batch of random lengths (half to all of the sequence length). After 
 run under `torch.profiler`; each operator's self CPU time is put into one category by the step phase it ran
 in (zeroing, clipping and the update are "optimizer"; the collation is "data") and by its name. What the
 step's wall time holds beyond all operators is the Python and autograd glue. Compiled runs record
-inductor's generated kernels by name (`cpp_fused_*`; a kernel fusing a layer norm with its neighbours counts
-as layer norm, other fused kernels as elementwise). The profiler adds a little to each operator; the
+inductor's generated kernels by name (`cpp_fused_*`); a generated kernel counts under the first category its
+name matches, in the order attention, loss, layer norm, embedding, matmul, elementwise (so a kernel fusing
+the loss's backward with a layer norm and dropout counts as loss). The profiler adds a little to each operator; the
 unprofiled row times the same steps without it.
 """
 
@@ -219,7 +220,7 @@ The levers one would try first are already in bertkit's step; none of them is le
 | fused Q/K/V | one `qkv` projection per layer |
 | SDPA without a mask when nothing is padded | `BertModel.forward` passes `None` then (eager) |
 | padded batches | run on their real tokens only (`Unpadded`, at 10 % padding or more) |
-| optimizer | fused AdamW (one kernel per group), `zero_grad(set_to_none=True)`, foreach norm for clipping |
+| optimizer | fused AdamW (one kernel per group), `zero_grad(set_to_none=True)`; clipping as `torch.nn.utils.clip_grad_norm_` |
 | fp32 copies | none in fp32 training (`.float()` on fp32 logits is a no-op) |
 | collation | under 1 % of the step |
 
@@ -240,7 +241,16 @@ into generated kernels and removes the Python glue (compare the bertkit and bert
 framework ops and Python rows shrink to a few per cent), but the matmuls stay the same library calls and
 the fused kernels are dominated by dropout's random numbers, which inductor draws element by element inside
 them (the heaviest generated kernels are those with `native_dropout` in their names). What compiling removes
-is about a tenth of the eager step, and the first step pays several minutes of compilation on this machine.
+is about a tenth of the eager step: 1.09x over eager in the same run of `bench_train_step.py --compile`
+([train_step_cpu_mini_compiled.json](../benchmarks/results/train_step_cpu_mini_compiled.json), an Intel
+Xeon's 2 cores), and the first step pays minutes of compilation (the profile's "first step" line).
+
+**Compiled fine-tuning is slower than eager** in the profile above: under `torch.compile` the model runs
+padded batches padded (`BertModel._unpadded` is off while compiling, as the unpadded layout's size depends on
+the data), so the compiled step computes the padding the eager step skips, and inductor fuses the
+classification loss's backward, the [CLS] row's gather and the last layer norms into one generated kernel that
+is among the heaviest of the step. `--compile` is for batches without much padding (pre-training at full
+length); for fine-tuning, eager with unpadding is the faster path.
 
 **What would still move the ratio**, none of it done here because each changes what is computed: dropout
 masks drawn from fewer random bits (the largest non-matmul item, on both sides), bf16 matmuls (this CPU has
