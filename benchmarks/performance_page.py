@@ -91,7 +91,9 @@ step's wall time holds beyond all operators is the Python and autograd glue. Com
 inductor's generated kernels by name (`cpp_fused_*`); a generated kernel counts under the first category its
 name matches, in the order attention, loss, layer norm, embedding, matmul, elementwise (so a kernel fusing
 the loss's backward with a layer norm and dropout counts as loss). The profiler adds a little to each operator; the
-unprofiled row times the same steps without it.
+unprofiled row times the same steps without it. The sides are profiled one after the other, not interleaved,
+so on a loaded machine their step times are not comparable with each other: read each column's shares, and
+take the ratios from `bench_train_step.py` (below).
 """
 
 
