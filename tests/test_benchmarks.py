@@ -41,6 +41,22 @@ def check_train_step(out: Path, stdout: str) -> None:
     assert "HF sdpa tok/s" in stdout
 
 
+def check_profile_train(out: Path, stdout: str) -> None:
+    runs = read(out)["runs"]
+    assert [(r["task"], r["size"]) for r in runs] == [("pretrain", "tiny"), ("finetune", "tiny")]
+    for run in runs:
+        for side in ("bertkit", "transformers"):
+            categories = run[side]["categories_ms"]
+            # every operator falls in a category; the matmuls and the optimizer are always there
+            assert categories["matmul"] > 0 and categories["optimizer"] > 0 and run[side]["step_ms"] > 0
+            assert sum(categories.values()) >= 0.999 * run[side]["step_ms"]
+    assert "unprofiled" in stdout
+
+
+def check_performance_page(out: Path, stdout: str) -> None:
+    assert out.read_text(encoding="utf-8") == (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+
+
 def check_tokenizer(out: Path, stdout: str) -> None:
     result = read(out)
     assert {r["name"] for r in result["results"]} >= {"bertkit encode_batch", "transformers BertTokenizerFast"}
@@ -226,6 +242,8 @@ CHECKS: dict[str, tuple[str, Check]] = {
     "bench_serve_soak": ("serve_soak.json", check_serve_soak),
     "bench_serve_startup": ("serve_startup.json", check_serve_startup),
     "bench_tokenizer": ("tokenizer.json", check_tokenizer),
+    "performance_page": ("performance.md", check_performance_page),
+    "profile_train": ("profile.json", check_profile_train),
     "bench_train_step": ("train_step.json", check_train_step),
     "bench_unpad": ("unpad.json", check_unpad),
     "compare_pretraining_curve": ("curve.json", check_curve),

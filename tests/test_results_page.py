@@ -72,7 +72,7 @@ def test_check_fails_when_the_page_drifts(tmp_path, monkeypatch):
 def test_performance_page_is_generated_from_the_engines_file(tmp_path, monkeypatch):
     page = load_script()
     committed = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
-    assert committed == page.render_performance(), "docs/performance.md is out of date: run results_page.py"
+    assert page.engines_section() in committed, "docs/performance.md is out of date: run performance_page.py"
     features = "avx2, avx512_vnni; int8 kernels avx512-vnni"
     workloads = {"sst2_b1": {"sentences_per_s": 12.5, "p50_ms": 80.0, "p99_ms": 95.0, "calls": 4}}
     engines = {
@@ -97,7 +97,7 @@ def test_performance_page_is_generated_from_the_engines_file(tmp_path, monkeypat
     }
     (tmp_path / "engines.json").write_text(json.dumps(result), encoding="utf-8")
     monkeypatch.setattr(page, "RESULTS", tmp_path)
-    text = page.render_performance()
+    text = page.engines_section()
     assert "Test CPU" in text and features in text and "skipped st_openvino: optimum.intel" in text
     assert "| bertkit_onnxruntime_int8 | 25.0 /s, 80/95 ms | 9.0 s (2.0 s) | 400 MiB | sst2 0.9900/0.99500 |" in text
     assert "| st_onnx | failed: ImportError: boom |" in text
