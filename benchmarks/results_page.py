@@ -438,7 +438,11 @@ def engines_section() -> str:
             continue
         d = load(name)
         info = {key: value for key, value in d["machine"].items() if key != "gpu"}  # a CPU benchmark
-        host = f" (the host CPU of a machine lent for GPU work; torch {info.get('torch')})" if "gpu" in d["machine"] else ""
+        host = (
+            f" (the host CPU of a machine lent for GPU work; torch {info.get('torch')})"
+            if "gpu" in d["machine"]
+            else ""
+        )
         out.append(f"\n### {machine(info)}{host}, `{name}`\n\nCPU flags: {info.get('cpu_features', '?')}; ")
         out.append(f"{d['threads']} thread(s). Inputs: {d['inputs']}, batches {d['batches']}, ")
         out.append(f"at most {d['max_length']} tokens.\n")
@@ -837,6 +841,7 @@ def main(argv: list[str] | None = None) -> int:
     PAGE.write_text(page, encoding="utf-8")
     print(f"wrote {PAGE}")
     return 0
+
 
 if __name__ == "__main__":
     raise SystemExit(main())
