@@ -108,6 +108,28 @@ def test_length_sorted_batches_cover_every_index_longest_first():
         next(inference.length_sorted_batches(lengths, 0))
 
 
+def test_length_sorted_batches_keep_to_a_token_budget_unless_one_row_is_longer():
+    lengths = [30, 5, 6, 12, 4, 40, 5, 6]
+    batches = list(inference.length_sorted_batches(lengths, 4, max_tokens=24))
+    assert sorted(i for b in batches for i in b) == list(range(len(lengths)))
+    assert [[lengths[i] for i in b] for b in batches] == [[40], [30], [12, 6], [6, 5, 5, 4]]
+    assert all(len(b) == 1 or len(b) * lengths[b[0]] <= 24 for b in batches)
+
+
+def test_embed_on_a_cpu_splits_a_batch_by_tokens_and_gives_the_same_vectors(encoder_dir, monkeypatch):
+    from bertkit.inference import encoder
+
+    texts = ["a short one .", "the cat sat on the mat and then it sat there for a very long while ."] * 3
+    whole = inference.embed(texts, str(encoder_dir), batch_size=6)
+    monkeypatch.setattr(encoder, "CPU_BATCH_TOKENS", 8)  # every text runs alone
+    calls = []
+    real = encoder.run_batches
+    monkeypatch.setattr(encoder, "run_batches", lambda *a, **k: calls.append(k["max_tokens"]) or real(*a, **k))
+    split = inference.embed(texts, str(encoder_dir), batch_size=6)
+    assert calls == [8]
+    np.testing.assert_allclose(split, whole, atol=1e-5)
+
+
 # ---------------------------------------------------------------------------------------------- fill-mask
 
 

@@ -25,9 +25,9 @@ def onnxruntime_installed() -> bool:
     return True
 
 
-def build(model: nn.Module, quantize: str | None) -> Runner:
-    """A session on ``model``'s cached graph (exported first if absent)."""
-    session = onnx_session(exported_graph(model, quantize), threads=torch.get_num_threads())
+def build(model: nn.Module, quantize: str | None, threads: int | None = None) -> Runner:
+    """A session on ``model``'s cached graph (exported first if absent), with ``threads`` (default: torch's)."""
+    session = onnx_session(exported_graph(model, quantize), threads=threads or torch.get_num_threads())
 
     def run(names: list[str], inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
         return list(session.run(names, inputs))

@@ -65,14 +65,15 @@ def int8_graph(model: nn.Module, core: Any) -> Path:
     return path
 
 
-def build(model: nn.Module, quantize: str | None) -> Runner:
-    """``model``'s graph compiled by OpenVINO for the CPU (exported and compressed first if absent)."""
+def build(model: nn.Module, quantize: str | None, threads: int | None = None) -> Runner:
+    """``model``'s graph compiled by OpenVINO for the CPU (exported and compressed first if absent), with
+    ``threads`` (default: torch's)."""
     import openvino
 
     core = openvino.Core()
     core.set_property({"CACHE_DIR": str(cache_dir() / "openvino" / "compiled")})
     path = int8_graph(model, core) if quantize else exported_graph(model, None)
-    config = {"PERFORMANCE_HINT": HINT, "INFERENCE_NUM_THREADS": torch.get_num_threads()}
+    config = {"PERFORMANCE_HINT": HINT, "INFERENCE_NUM_THREADS": threads or torch.get_num_threads()}
     compiled = core.compile_model(str(path), "CPU", config)
     local = threading.local()
 

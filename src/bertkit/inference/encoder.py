@@ -187,6 +187,12 @@ def parse_layers(spec: str | Sequence[int]) -> list[int]:
     return [int(layer) for layer in spec]
 
 
+CPU_BATCH_TOKENS = 512
+"""On a CPU, a batch of ``embed`` holds at most this many padded tokens (rows x the longest; a longer text
+runs alone): per text, small batches of similar length run faster there than large ones, with every engine
+(measured in docs/performance.md); a GPU takes the whole batch."""
+
+
 @torch.inference_mode()
 def embed(
     texts: Sequence[TextInput],
@@ -315,6 +321,7 @@ def _embed_pieces(
         pad_id=loaded.tokenizer.pad_id,
         forward=forward,
         progress="embed" if progress else None,
+        max_tokens=CPU_BATCH_TOKENS if next(encoder.parameters()).device.type == "cpu" else None,
     )
     rows = _text_rows(pieces, outputs, count, settings.pooling)
     vectors = _as_array(rows, settings, width=len(layer_ids) * loaded.config.hidden_size)

@@ -25,13 +25,24 @@ Unbatch = Callable[[Any, Mapping[str, torch.Tensor]], Sequence[Any]]
 """``(model output, padded inputs) -> one row per feature of the batch``."""
 
 
-def length_sorted_batches(lengths: Sequence[int], batch_size: int) -> Iterator[list[int]]:
-    """Indices grouped into batches of similar length (longest first), so padding stays small."""
+def length_sorted_batches(
+    lengths: Sequence[int], batch_size: int, max_tokens: int | None = None
+) -> Iterator[list[int]]:
+    """Indices grouped into batches of similar length (longest first), so padding stays small: at most
+    ``batch_size`` each and, with ``max_tokens``, at most that many padded tokens (rows x the longest) unless
+    one row alone is longer."""
     if batch_size < 1:
         raise BertkitError(f"batch size must be at least 1, got {batch_size}")
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    for start in range(0, len(order), batch_size):
-        yield order[start : start + batch_size]
+    batch: list[int] = []
+    for index in order:
+        full = len(batch) == batch_size
+        if batch and (full or (max_tokens is not None and (len(batch) + 1) * lengths[batch[0]] > max_tokens)):
+            yield batch
+            batch = []
+        batch.append(index)
+    if batch:
+        yield batch
 
 
 def run_batches(
@@ -43,8 +54,12 @@ def run_batches(
     pad_id: int = 0,
     forward: Forward | None = None,
     progress: str | None = None,
+    max_tokens: int | None = None,
 ) -> list[Any]:
     """Rows of ``unbatch`` for every feature, in the features' order.
+
+    Features run in length-sorted batches of at most ``batch_size`` and, with ``max_tokens``, of at most that
+    many padded tokens (``length_sorted_batches``).
 
     ``forward`` defaults to ``model(**inputs)``; a pipeline passes its own to ask the model for something else
     (hidden states, the masked positions). ``progress``: a label for a progress display over the batches. The
@@ -53,7 +68,8 @@ def run_batches(
     device = next(model.parameters()).device
     run = forward or (lambda inputs, chunk: model(**inputs))
     rows: list[Any] = [None] * len(features)
-    batches: Iterable[list[int]] = list(length_sorted_batches([len(f["input_ids"]) for f in features], batch_size))
+    lengths = [len(f["input_ids"]) for f in features]
+    batches: Iterable[list[int]] = list(length_sorted_batches(lengths, batch_size, max_tokens))
     if progress:
         batches = track(batches, desc=progress, unit="batch")
     for batch in batches:
