@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 PAGE = ROOT / "docs" / "results.md"
 ENGINES_FILE = "engines.json"
-ENGINES_COMMAND = "python benchmarks/bench_engines.py"
+ENGINES_COMMAND = "python benchmarks/bench_engines.py --models minilm --threads 2 --sst2-limit 256 --squad-limit 32"
 
 Row = tuple[str, str, str, str]  # bertkit, peer (same run), ratio, machine and load
 
@@ -413,8 +413,15 @@ def engine_table(per_engine: dict, reference: str) -> list[str]:
     return out
 
 
-ENGINE_FILES = (ENGINES_FILE, "engines_xeon.json")
-"""``bench_engines.py`` results, one a machine: this AVX2 machine's full run first, then any other CPU's."""
+ENGINE_FILES = {
+    ENGINES_FILE: ENGINES_COMMAND,
+    "engines_base.json": "python benchmarks/bench_engines.py --models base --threads 2 --sst2-limit 64 "
+    "--squad-limit 8 --engines transformers,onnxruntime_int8,st_onnx,bertkit,bertkit_onnxruntime_int8 "
+    "--output benchmarks/results/engines_base.json",
+    "engines_xeon.json": "python benchmarks/bench_engines.py --models base --threads 16 --sst2-limit 256 "
+    "--squad-limit 32 --merge --engines E,F,... (three parts: the raw engines, bertkit's own, int8 and compiled)",
+}
+"""``bench_engines.py`` results, one a machine, with the command that wrote each: this AVX2 machine's first."""
 
 ENGINES_INTRO = """\
 ## Inference engines
@@ -433,7 +440,7 @@ def engines_section() -> str:
     out = [ENGINES_INTRO]
     if not (RESULTS / ENGINES_FILE).is_file():
         out.append(f"\nNot measured yet: run `{ENGINES_COMMAND}`, then `python benchmarks/performance_page.py`.\n")
-    for name in ENGINE_FILES:
+    for name, command in ENGINE_FILES.items():
         if not (RESULTS / name).is_file():
             continue
         d = load(name)
@@ -445,7 +452,7 @@ def engines_section() -> str:
         )
         out.append(f"\n### {machine(info)}{host}, `{name}`\n\nCPU flags: {info.get('cpu_features', '?')}; ")
         out.append(f"{d['threads']} thread(s). Inputs: {d['inputs']}, batches {d['batches']}, ")
-        out.append(f"at most {d['max_length']} tokens.\n")
+        out.append(f"at most {d['max_length']} tokens. Command: `{command}`.\n")
         for engine, why in d.get("skipped", {}).items():
             out.append(f"\n- skipped {engine}: {why}")
         for model, per_engine in d["models"].items():
@@ -577,7 +584,7 @@ CONTEXT: dict[str, dict[str, str]] = {
         "--squad-questions 500"
     },
     "serve_load.json": {"command": "python benchmarks/bench_serve_load.py"},
-    "serve_engines.json": {"command": "python benchmarks/bench_serve_engines.py"},
+    "serve_engines.json": {"command": "python benchmarks/bench_serve_engines.py --requests 400 --max-seconds 100"},
     "serve_load_int8.json": {
         "command": "python benchmarks/bench_serve_load.py --quantize int8 --output benchmarks/results/serve_load_int8.json"
     },
