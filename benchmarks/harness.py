@@ -12,7 +12,9 @@ import argparse
 import atexit
 import json
 import shutil
+import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,3 +85,26 @@ def set_threads(threads: int | None) -> None:
         import torch
 
         torch.set_num_threads(threads)
+
+
+def page_main(argv: list[str] | None, doc: str | None, page: Path, render: Callable[[], str], script: str) -> int:
+    """The command line of a docs page generator: write ``page`` from ``render()``; ``--check`` exits 1 when
+    the page on disk differs; ``--smoke``/``--output`` write it elsewhere."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0] if doc else None)
+    parser.add_argument("--check", action="store_true", help=f"exit 1 if {page.name} is not up to date")
+    add_options(parser, f"where to write the page (default docs/{page.name})")
+    args = parser.parse_args(argv)
+    text = render()
+    if args.smoke or args.output:
+        out = output_path(args, page)
+        out.write_text(text, encoding="utf-8")
+        print(f"wrote {out}")
+        return 0
+    if args.check:
+        if not page.is_file() or page.read_text(encoding="utf-8") != text:
+            print(f"{page} is out of date: run python benchmarks/{script}", file=sys.stderr)
+            return 1
+        return 0
+    page.write_text(text, encoding="utf-8")
+    print(f"wrote {page}")
+    return 0

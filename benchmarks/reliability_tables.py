@@ -12,13 +12,11 @@ that says "not yet measured".
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from harness import add_options, output_path
+from harness import page_main
 from results_page import machine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,25 +102,7 @@ def render(page: str, results: Path = RESULTS) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--check", action="store_true", help="exit 1 if docs/reliability.md is not up to date")
-    add_options(parser, "where to write the page (default docs/reliability.md)")
-    args = parser.parse_args(argv)
-    current = PAGE.read_text(encoding="utf-8")
-    page = render(current)
-    if args.smoke or args.output:
-        out = output_path(args, PAGE)
-        out.write_text(page, encoding="utf-8")
-        print(f"wrote {out}")
-        return 0
-    if args.check:
-        if current != page:
-            print(f"{PAGE} is out of date: run python benchmarks/reliability_tables.py", file=sys.stderr)
-            return 1
-        return 0
-    PAGE.write_text(page, encoding="utf-8")
-    print(f"wrote {PAGE}")
-    return 0
+    return page_main(argv, __doc__, PAGE, lambda: render(PAGE.read_text(encoding="utf-8")), "reliability_tables.py")
 
 
 if __name__ == "__main__":

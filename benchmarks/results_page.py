@@ -10,14 +10,12 @@ lack (a row's description, and the command where the file does not record it), k
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from harness import add_options, output_path
+from harness import page_main
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
@@ -830,24 +828,7 @@ def render() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--check", action="store_true", help="exit 1 if docs/results.md is not up to date")
-    add_options(parser, "where to write the page (default docs/results.md)")
-    args = parser.parse_args(argv)
-    page = render()
-    if args.smoke or args.output:
-        out = output_path(args, PAGE)
-        out.write_text(page, encoding="utf-8")
-        print(f"wrote {out}")
-        return 0
-    if args.check:
-        if not PAGE.is_file() or PAGE.read_text(encoding="utf-8") != page:
-            print(f"{PAGE} is out of date: run python benchmarks/results_page.py", file=sys.stderr)
-            return 1
-        return 0
-    PAGE.write_text(page, encoding="utf-8")
-    print(f"wrote {PAGE}")
-    return 0
+    return page_main(argv, __doc__, PAGE, render, "results_page.py")
 
 
 if __name__ == "__main__":
