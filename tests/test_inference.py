@@ -124,7 +124,12 @@ def test_embed_on_a_cpu_splits_a_batch_by_tokens_and_gives_the_same_vectors(enco
     monkeypatch.setattr(encoder, "CPU_BATCH_TOKENS", 8)  # every text runs alone
     calls = []
     real = encoder.run_batches
-    monkeypatch.setattr(encoder, "run_batches", lambda *a, **k: calls.append(k["max_tokens"]) or real(*a, **k))
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs["max_tokens"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(encoder, "run_batches", counting)
     split = inference.embed(texts, str(encoder_dir), batch_size=6)
     assert calls == [8]
     np.testing.assert_allclose(split, whole, atol=1e-5)
