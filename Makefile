@@ -26,12 +26,8 @@ lint: $(STAMP)
 
 # One test process per core (pytest-xdist), each running whole files, so a module's fixtures are built once
 # and its tests run in order; files are handed out in collection order (tests/conftest.py puts the slow first).
-# The data files start worker processes (DataLoader workers, a spawn pool): they run in a fresh process of
-# their own, since an xdist worker that has run the other files died in them ("node down").
-DATA_TESTS = tests/test_data_loader.py tests/test_data_prepare.py
 test: $(STAMP) browser lint
-	$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder $(addprefix --ignore=,$(DATA_TESTS))
-	$(PY) -m pytest -q $(DATA_TESTS)
+	$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder
 
 # The web page test drives Debian's Chromium; it skips with a reason where Chromium cannot be installed.
 browser:
