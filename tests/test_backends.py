@@ -171,6 +171,31 @@ def test_export_is_cached_and_rebuilt_when_weights_options_or_versions_change(tm
     assert len(exports) == 4
 
 
+def test_openvino_leaves_the_threads_signal_stack_as_it_was(dirs):
+    """OpenVINO's CPU plugin swaps the thread's alternate signal stack for its own and frees it when
+    destroyed; two models freed in the order they were made used to leave the thread on freed memory, and
+    the next Ctrl-C or SIGTERM crashed the process. Built, run and freed in that order, the stack is unchanged."""
+    if not backends.openvino_installed("int8"):
+        pytest.skip("openvino or nncf not installed")
+    import gc
+
+    from bertkit.backends.signal_stack import current_signal_stack
+
+    before = current_signal_stack()
+    if before is None:
+        pytest.skip("sigaltstack is read only on Linux")
+    first = inference.load(dirs["encoder"], backend="openvino")
+    second = inference.load(dirs["encoder"], backend="openvino", quantize="int8")
+    for loaded in (first, second):
+        inference.embed(TEXTS[:1], loaded)
+        assert current_signal_stack() == before
+    del first
+    gc.collect()
+    del second
+    gc.collect()
+    assert current_signal_stack() == before
+
+
 def test_openvino_int8_graph_is_cached_and_rebuilt_when_weights_or_versions_change(
     tmp_path, tokenizer, cache, monkeypatch
 ):

@@ -20,6 +20,7 @@ from torch import nn
 
 from bertkit.backends.cache import cache_dir, cache_key, exported_graph, write_about
 from bertkit.backends.graph import Runner, put_behind
+from bertkit.backends.signal_stack import signal_stack_kept
 from bertkit.errors import BertkitError
 from bertkit.notices import notice, quiet_libraries
 
@@ -52,7 +53,7 @@ def int8_graph(model: nn.Module, core: Any) -> Path:
         return path
     source = exported_graph(model, None)
     notice(f"compressing the weights to int8 for OpenVINO (once, cached in {folder})")
-    with quiet_libraries("nncf"):
+    with quiet_libraries("nncf"), signal_stack_kept():
         import nncf
 
         compressed = nncf.compress_weights(core.read_model(str(source)), mode=nncf.CompressWeightsMode.INT8_SYM)
@@ -74,7 +75,8 @@ def build(model: nn.Module, quantize: str | None, threads: int | None = None) ->
     core.set_property({"CACHE_DIR": str(cache_dir() / "openvino" / "compiled")})
     path = int8_graph(model, core) if quantize else exported_graph(model, None)
     config = {"PERFORMANCE_HINT": HINT, "INFERENCE_NUM_THREADS": threads or torch.get_num_threads()}
-    compiled = core.compile_model(str(path), "CPU", config)
+    with signal_stack_kept():  # the CPU plugin is created here (see signal_stack)
+        compiled = core.compile_model(str(path), "CPU", config)
     local = threading.local()
 
     def run(names: list[str], inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
