@@ -445,7 +445,7 @@ def engines_section() -> str:
         info = {key: value for key, value in d["machine"].items() if key != "gpu"}  # a CPU benchmark
         host = (
             f" (the host CPU of a machine lent for GPU work; torch {info.get('torch')})"
-            if "gpu" in d["machine"]
+            if d["machine"].get("gpu")
             else ""
         )
         out.append(f"\n### {machine(info)}{host}, `{name}`\n\nCPU flags: {info.get('cpu_features', '?')}; ")

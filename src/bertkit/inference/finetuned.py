@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from bertkit.errors import BertkitError
@@ -105,7 +106,7 @@ def pair_scores(
         grouped.setdefault(feature["example_index"], []).append(row)
     scores = []
     for index in range(len(examples)):
-        logits = torch.tensor(grouped[index], dtype=torch.float64).mean(0).reshape(-1)
+        logits = torch.from_numpy(np.asarray(grouped[index], dtype=np.float64)).mean(0).reshape(-1)
         margin = logits[0] if len(logits) == 1 else logits[-1] - logits[0]
         scores.append(float(margin if raw_scores else torch.sigmoid(margin)))
     return scores
