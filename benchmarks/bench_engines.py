@@ -24,7 +24,11 @@ with transformers' float32 one (min and mean); per engine and model: the first c
 one batch of 8) and the process's peak RSS (``VmHWM``).
 
     .venv/bin/python benchmarks/bench_engines.py [--threads 2] [--engines a,b] [--models minilm,base]
-        [--sst2-limit 872] [--squad-limit 64] [--merge]
+        [--sst2-limit 872] [--squad-limit 64] [--rounds 3] [--merge]
+
+``--rounds N`` runs every engine N times in turn and keeps, per workload, the round of median throughput
+(every round's figure is kept too): on a shared machine one slow minute then touches one round of each
+engine instead of all of one engine's figures.
 
 A run can be split: ``--models base --engines bertkit,openvino --merge`` adds those figures to the file
 (transformers, the cosine reference, runs in every part).
@@ -305,15 +309,37 @@ def cosines(reference: np.ndarray, vectors: np.ndarray) -> dict[str, float]:
     return {"min": float(values.min()), "mean": float(values.mean())}
 
 
+def median_round(rounds: list[dict]) -> dict:
+    """One engine's figures over its rounds: each workload from the round of median throughput (every round's
+    throughput kept under ``rounds``); the first call and peak memory from the first round (a cold cache)."""
+    failed = next((r for r in rounds if "error" in r), None)
+    if failed is not None:
+        return failed
+    merged = {**rounds[0], "workloads": {}}
+    for key in rounds[0]["workloads"]:
+        runs = sorted((r["workloads"][key] for r in rounds), key=lambda w: w["sentences_per_s"])
+        merged["workloads"][key] = {
+            **runs[(len(runs) - 1) // 2],
+            "rounds": [r["workloads"][key]["sentences_per_s"] for r in rounds],
+        }
+    return merged
+
+
 def run_model(name: str, path: str, engines: list[str], args: argparse.Namespace, work: Path) -> dict:
-    """Every engine on one model, each in its own process; cosines against the first engine that ran."""
+    """Every engine on one model, each in its own process, ``--rounds`` times in turn (a slow minute of a
+    shared machine then falls on one round of every engine, not on all of one engine's figures); cosines
+    against the first engine that ran."""
     results: dict[str, Any] = {}
     vectors = work / "vectors"
     for old in vectors.glob("*.npy"):
         old.unlink()
+    rounds: dict[str, list[dict]] = {engine: [] for engine in engines}
+    for round_number in range(1, args.rounds + 1):
+        for engine in engines:
+            print(f"{name}: {engine} (round {round_number} of {args.rounds}) ...", file=sys.stderr, flush=True)
+            rounds[engine].append(run_child(engine, path, args, work))
     for engine in engines:
-        print(f"{name}: {engine} ...", file=sys.stderr, flush=True)
-        results[engine] = run_child(engine, path, args, work)
+        results[engine] = median_round(rounds[engine])
         if engine.startswith("bertkit_") and "error" not in results[engine]:
             results[engine]["first_call_cached_s"] = run_child(engine, path, args, work, True).get("first_call_s")
     reference = next((e for e in engines if "error" not in results[e]), None)
@@ -342,6 +368,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--engines", "--only", default=None, help="comma-separated engines (default: all but slow ones)"
     )
+    parser.add_argument("--rounds", type=int, default=1, help="runs of every engine in turn; the median is kept")
     parser.add_argument("--merge", action="store_true", help="add to the output file's engines instead of replacing it")
     parser.add_argument("--models", default="minilm,base", help="minilm, base or both")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
@@ -385,6 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {
         "machine": record(),
         "threads": args.threads,
+        "rounds": args.rounds,
         "inputs": {name: len(values) for name, values in texts.items()},
         "batches": args.batches,
         "max_length": args.max_length,

@@ -338,14 +338,15 @@ def inference_rows(name: str) -> list[tuple[str, Row]]:
 
 def int8_quality_rows(name: str) -> list[tuple[str, Row]]:
     d = load(name)
+    engine = f" (`--backend {d['backend']}`)" if d.get("backend", "torch") != "torch" else ""
     rows = []
     for entry in d["tasks"].values():
-        what = f"int8 quality: {entry['what']}, {d['base_model']} fine-tuned one epoch"
+        what = f"int8 quality{engine}: {entry['what']}, {d['base_model']} fine-tuned one epoch"
         cell = f"int8 {entry['int8_points']:.2f} ({entry['int8_minus_fp32_points']:+.2f} points)"
         row = (cell, f"bertkit fp32 {entry['fp32_points']:.2f}", "", machine(d["machine"], {"commit": d["commit"]}))
         rows.append((f"{what} | `{CONTEXT[name]['command']}`", row))
     for key, e in d.get("embed", {}).items():
-        what = f"int8 quality: `embed` cosine with fp32, {key.replace('_', ' ')} ({e['texts']})"
+        what = f"int8 quality{engine}: `embed` cosine with fp32, {key.replace('_', ' ')} ({e['texts']})"
         cell = f"min {e['cosine_min']:.4f}, mean {e['cosine_mean']:.4f}"
         rows.append(
             (f"{what} | `{CONTEXT[name]['command']}`", (cell, "", "", machine(d["machine"], {"commit": d["commit"]})))
@@ -449,7 +450,9 @@ def engines_section() -> str:
             else ""
         )
         out.append(f"\n### {machine(info)}{host}, `{name}`\n\nCPU flags: {info.get('cpu_features', '?')}; ")
-        out.append(f"{d['threads']} thread(s). Inputs: {d['inputs']}, batches {d['batches']}, ")
+        rounds = d.get("rounds", 1)
+        median = f", each figure the median of {rounds} rounds run in turn" if rounds > 1 else ""
+        out.append(f"{d['threads']} thread(s){median}. Inputs: {d['inputs']}, batches {d['batches']}, ")
         out.append(f"at most {d['max_length']} tokens. Command: `{command}`.\n")
         for engine, why in d.get("skipped", {}).items():
             out.append(f"\n- skipped {engine}: {why}")
@@ -581,6 +584,13 @@ CONTEXT: dict[str, dict[str, str]] = {
         "command": "python benchmarks/bench_int8_quality.py --sst2 runs/q/sst2 --conll runs/q/conll --squad runs/q/squad "
         "--squad-questions 500"
     },
+    **{
+        f"int8_quality_{engine}.json": {
+            "command": f"python benchmarks/bench_int8_quality.py --sst2 runs/q/sst2 --conll runs/q/conll --backend {engine} "
+            f"--output benchmarks/results/int8_quality_{engine}.json"
+        }
+        for engine in ("onnxruntime", "openvino")
+    },
     "serve_load.json": {"command": "python benchmarks/bench_serve_load.py"},
     "serve_engines.json": {"command": "python benchmarks/bench_serve_engines.py --requests 400 --max-seconds 100"},
     "serve_load_int8.json": {
@@ -659,6 +669,8 @@ AREAS: list[tuple[str, list[tuple[str, Extractor]]]] = [
             ("inference.json", inference_rows),
             ("inference_int8_qkv.json", inference_rows),
             ("int8_quality.json", int8_quality_rows),
+            ("int8_quality_onnxruntime.json", int8_quality_rows),
+            ("int8_quality_openvino.json", int8_quality_rows),
             *([(ENGINES_FILE, engines_rows)] if (RESULTS / ENGINES_FILE).is_file() else []),
         ],
     ),

@@ -305,7 +305,7 @@ def _embed_pieces(
         """Per input: its token vectors when it is a window or nothing is pooled, else its pooled vector."""
         out = encoder(**inputs, output_hidden_states=layer_ids != [-1])
         states = [out.last_hidden_state] if out.hidden_states is None else [out.hidden_states[i] for i in layer_ids]
-        hidden = torch.cat(states, dim=-1).float()
+        hidden = (states[0] if len(states) == 1 else torch.cat(states, dim=-1)).float()
         pooled = pool_tokens(hidden, inputs["attention_mask"], settings.pooling)
         lengths = inputs["attention_mask"].sum(1).tolist()
         return [
@@ -368,14 +368,17 @@ def _text_rows(
 
 def _as_array(rows: list[torch.Tensor], settings: EmbedSettings, width: int) -> np.ndarray:
     """``[texts, width]`` float32 (normalised when asked), or an object array of token matrices (``none``)."""
-    if settings.normalize and settings.pooling != "none":
-        rows = [torch.nn.functional.normalize(row, dim=-1) for row in rows]
     arrays = [row.numpy() for row in rows]
     if settings.pooling == "none":
         result = np.empty(len(arrays), dtype=object)
         result[:] = arrays
         return result
-    return np.stack(arrays) if arrays else np.zeros((0, width), dtype=np.float32)
+    if not arrays:
+        return np.zeros((0, width), dtype=np.float32)
+    vectors = np.stack(arrays)
+    if settings.normalize:  # as torch.nn.functional.normalize: divided by the norm, at least 1e-12
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
+    return vectors
 
 
 def _encode_counting(loaded: Loaded, texts: list[TextInput], max_length: int, truncation: bool) -> list[Encoding]:
