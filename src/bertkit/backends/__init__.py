@@ -2,12 +2,15 @@
 export that bertkit makes, quantizes and caches for the user (``cache``: the cache and its key; ``graph``:
 the forward through a graph; ``ort``, ``ov``: the two engines).
 
-``choose_backend`` holds the CPU rule for int8. torchao's int8 matmuls (``bertkit.quantize``) are fast only
-where Inductor has int8 micro-kernels (AVX512-VNNI, AMX: ``bertkit.cpu_features``); elsewhere they are slower
-than float32. So ``--quantize int8`` with the backend left to bertkit (``auto``) runs torchao there, and on
-any other CPU runs ONNX Runtime's int8 graph (its int8 kernels use AVX2, NEON...), else OpenVINO's int8
-weights when only ``openvino`` is installed, else float32 with one line. An explicit ``--backend`` is obeyed. OpenVINO's int8 is int8 weights
-(``ov``): on an AVX2 CPU without VNNI it runs at its float32 speed, with the closest answers to float32.
+``choose_backend`` holds the CPU rule for int8. ``--quantize int8`` with the backend left to bertkit
+(``auto``) runs ONNX Runtime's int8 graph wherever ``onnxruntime`` is installed: its int8 kernels are fast on
+every CPU (AVX2, AVX512-VNNI, AMX, NEON), and the graph is exported and quantized once and cached (seconds).
+torchao's int8 matmuls (``bertkit.quantize``) are fast only where Inductor has int8 micro-kernels
+(AVX512-VNNI, AMX: ``bertkit.cpu_features``), slower than float32 elsewhere, and compile again for every new
+input shape (minutes for BERT-base), so ``auto`` runs them only on such a CPU without ``onnxruntime``; then
+OpenVINO's int8 weights when only ``openvino`` is installed; else float32 with one line. An explicit
+``--backend`` is obeyed. OpenVINO's int8 is int8 weights (``ov``): on an AVX2 CPU without VNNI it runs at its
+float32 speed, with the closest answers to float32.
 
 ``use_backend(model, engine, quantize)`` puts the engine behind ``model``'s forward (and its encoder's, for
 a head), so every pipeline and route that calls the model works unchanged (``graph.GraphForward``).
@@ -92,12 +95,12 @@ def choose_backend(
         return Choice(backend, quantize)
     if backend == "torch" or quantize is None or not on_cpu:
         return Choice("torch", quantize)
+    if onnxruntime_installed():
+        return Choice("onnxruntime", quantize, "running int8 through ONNX Runtime (the graph is cached once built)")
     cpu = cpu or detect()
     if cpu.fast_torchao_int8:
-        return Choice("torch", quantize)
+        return Choice("torch", quantize, "onnxruntime is not installed: running torchao's int8, compiled per shape")
     why = f"torchao's int8 is slower than float32 on this CPU ({cpu.int8_kernels} int8 kernels, no AVX512-VNNI/AMX)"
-    if onnxruntime_installed():
-        return Choice("onnxruntime", quantize, f"{why}; running int8 through ONNX Runtime")
     if openvino_installed(quantize):
         return Choice("openvino", quantize, f"{why}; running int8 weights through OpenVINO")
     return Choice("torch", None, f"{why}; running float32 (pip install 'bertkit[export]' for int8 via ONNX Runtime)")

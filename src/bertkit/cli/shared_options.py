@@ -54,7 +54,7 @@ BackendOption = Annotated[
     typer.Option(
         help="auto | torch | onnxruntime | openvino: the engine behind the model's forward; onnxruntime and "
         "openvino export the model to ONNX once and cache it (BERTKIT_CACHE) (default auto: torch, but --quantize "
-        "int8 through ONNX Runtime on a CPU without AVX512-VNNI or AMX)."
+        "int8 through ONNX Runtime where onnxruntime is installed)."
     ),
 ]
 
