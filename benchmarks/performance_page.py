@@ -46,8 +46,8 @@ GOAL_FILES = {
 interleaved) and one ``bench_finetune.py`` run over every task, both on a quiet machine."""
 
 GOAL_COMMANDS = {
-    "train_step": "python benchmarks/bench_train_step.py --sizes mini base --steps 10 --warmup 3 --compile "
-    "--output benchmarks/results/train_step_cpu_goal.json",
+    "train_step": "python benchmarks/bench_train_step.py --sizes mini base --steps 10 --warmup 3 "
+    "--output benchmarks/results/train_step_cpu_goal.json   # --compile adds the compiled rows (minutes of compiling)",
     "profile": "python benchmarks/profile_train.py --sizes mini base --compile",
     "finetune": "python benchmarks/bench_finetune.py --tasks sst2,mrpc,rte,stsb,conll,squad --max-steps 30 "
     "--output benchmarks/results/finetune_goal.json",

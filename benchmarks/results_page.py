@@ -21,7 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 PAGE = ROOT / "docs" / "results.md"
 ENGINES_FILE = "engines.json"
-ENGINES_COMMAND = "python benchmarks/bench_engines.py --models minilm --threads 2 --sst2-limit 256 --squad-limit 32"
+ENGINES_COMMAND = (
+    "python benchmarks/bench_engines.py --models minilm --threads 2 --sst2-limit 256 --squad-limit 32 --rounds 3"
+)
 
 Row = tuple[str, str, str, str]  # bertkit, peer (same run), ratio, machine and load
 
@@ -415,8 +417,8 @@ def engine_table(per_engine: dict, reference: str) -> list[str]:
 ENGINE_FILES = {
     ENGINES_FILE: ENGINES_COMMAND,
     "engines_base.json": "python benchmarks/bench_engines.py --models base --threads 2 --sst2-limit 64 "
-    "--squad-limit 8 --engines transformers,onnxruntime_int8,st_onnx,bertkit,bertkit_onnxruntime_int8 "
-    "--output benchmarks/results/engines_base.json",
+    "--squad-limit 8 --output benchmarks/results/engines_base.json (every engine once), then the same with "
+    "--rounds 3 --merge --engines transformers,onnxruntime_int8,st_onnx,bertkit_int8,bertkit_onnxruntime_int8",
     "engines_xeon.json": "python benchmarks/bench_engines.py --models base --threads 16 --sst2-limit 256 "
     "--squad-limit 32 --merge --engines E,F,... (three parts: the raw engines, bertkit's own, int8 and compiled)",
 }
@@ -432,6 +434,24 @@ ms. First call: load, export or compile, one batch of 8, with a cold cache (in b
 the cache bertkit left). Cosine: each vector against the first engine's (transformers float32), min/mean, at the
 largest batch.
 """
+
+
+def rounds_line(d: dict) -> str:
+    """How many times each engine ran (``bench_engines.py --rounds``; a ``--merge`` may mix counts)."""
+    counts = {
+        len(w.get("rounds", [0]))
+        for per_engine in d["models"].values()
+        for figures in per_engine.values()
+        for w in figures.get("workloads", {}).values()
+    }
+    if counts <= {1}:
+        return ""
+    if len(counts) == 1:
+        return f", each figure the median of {counts.pop()} rounds of every engine run in turn"
+    return (
+        f", each figure the median of its engine's rounds, run in turn ({min(counts)} to {max(counts)} rounds by "
+        "engine: the file's `rounds` lists say which)"
+    )
 
 
 def engines_section() -> str:
@@ -450,8 +470,7 @@ def engines_section() -> str:
             else ""
         )
         out.append(f"\n### {machine(info)}{host}, `{name}`\n\nCPU flags: {info.get('cpu_features', '?')}; ")
-        rounds = d.get("rounds", 1)
-        median = f", each figure the median of {rounds} rounds run in turn" if rounds > 1 else ""
+        median = rounds_line(d)
         out.append(f"{d['threads']} thread(s){median}. Inputs: {d['inputs']}, batches {d['batches']}, ")
         out.append(f"at most {d['max_length']} tokens. Command: `{command}`.\n")
         for engine, why in d.get("skipped", {}).items():
