@@ -13,7 +13,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
@@ -23,7 +23,7 @@ class _Stack(ctypes.Structure):
     _fields_ = [("ss_sp", ctypes.c_void_p), ("ss_flags", ctypes.c_int), ("ss_size", ctypes.c_size_t)]
 
 
-def _sigaltstack() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
+def _sigaltstack() -> Callable[..., int] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -38,11 +38,8 @@ _SIGALTSTACK = _sigaltstack()
 @contextmanager
 def signal_stack_kept() -> Iterator[None]:
     """Run the block, then give the calling thread back the alternate signal stack it had before it."""
-    if _SIGALTSTACK is None:
-        yield
-        return
     before = _Stack()
-    if _SIGALTSTACK(None, ctypes.byref(before)) != 0:
+    if _SIGALTSTACK is None or _SIGALTSTACK(None, ctypes.byref(before)) != 0:
         yield
         return
     try:
