@@ -412,7 +412,6 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {
         "machine": record(),
         "threads": args.threads,
-        "rounds": args.rounds,
         "inputs": {name: len(values) for name, values in texts.items()},
         "batches": args.batches,
         "max_length": args.max_length,
