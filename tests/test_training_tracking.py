@@ -186,6 +186,9 @@ def test_wandb_offline_run_holds_metrics_jsonl_and_resumes_the_same_run(tmp_path
     options = {"report_to": "wandb", "run_group": "sweep", "save_every": 4}
     run(output, max_steps=4, **options)
     run(output, max_steps=8, resume="auto", **options)
+    import wandb
+
+    wandb.teardown()  # its service writes the offline files in the background: flushed, as at process exit
     files = sorted(tmp_path.glob("wandb/offline-run-*/run-*.wandb"))
     assert len(files) == 2  # the run, and its resumed part
     run_id = json.loads((output / STATE_FILE).read_text())["runs"]["wandb"]["run_id"]
