@@ -46,6 +46,11 @@ _EXPORTS: dict[str, str] = {
     # training
     "TrainConfig": "bertkit.training",
     "train": "bertkit.training",
+    # the command's jobs as Python functions (the same options, under the same names)
+    "prepare_data": "bertkit.jobs",
+    "pretrain": "bertkit.jobs",
+    "finetune": "bertkit.jobs",
+    "evaluate": "bertkit.jobs",
     # fine-tuning tasks
     "get_task": "bertkit.tasks",
     # inference pipelines
@@ -77,4 +82,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+    """The public names and the module's dunders, not the helpers this file imports (``importlib``, ``Any``)."""
+    return sorted({name for name in globals() if name.startswith("__")} | set(_EXPORTS))

@@ -2,7 +2,7 @@
 ``transformers.BertTokenizer``; offsets into the original text; files Hugging Face loads as they are.
 
 - ``normalization``: the Unicode rules (clean-up, case, accents, splitting) as a ``tokenizers`` pipeline
-- ``encoding``: the ``Encoding`` type and ``collate_encodings``
+- ``encoding``: the ``Encoding`` type, ``collate_encodings``, and ``BatchEncoding`` (what calling a tokenizer returns)
 - ``tokenizer``: the ``Tokenizer`` class (build, encode, decode)
 - ``files``: ``vocab.txt``/``tokenizer.json``/``tokenizer_config.json`` read and written
 - ``special_tokens``: ``[PAD] [UNK] [CLS] [SEP] [MASK]`` and the rules of a vocabulary
@@ -10,7 +10,7 @@
   is ``bertkit.vocab``, a floor up, as it reads corpora and checkpoints
 """
 
-from bertkit.tokenizer.encoding import Encoding, collate_encodings
+from bertkit.tokenizer.encoding import BatchEncoding, Encoding, collate_encodings
 from bertkit.tokenizer.files import SPECIAL_TOKENS_MAP_NAME, TOKENIZER_CONFIG_NAME, TOKENIZER_NAME, VOCAB_NAME
 from bertkit.tokenizer.normalization import CJK_RANGES
 from bertkit.tokenizer.special_tokens import CLS, MASK, PAD, SEP, SPECIAL_TOKENS, UNK
@@ -36,6 +36,7 @@ __all__ = [
     "TOKENIZER_NAME",
     "UNK",
     "VOCAB_NAME",
+    "BatchEncoding",
     "Encoding",
     "Padding",
     "Tokenizer",

@@ -100,3 +100,73 @@ def collate_encodings(encodings: Sequence[Encoding], pad_id: int = 0) -> dict[st
         out["token_type_ids"][row, :n] = torch.tensor(e.type_ids, dtype=torch.long)
         out["attention_mask"][row, :n] = torch.tensor(e.attention_mask, dtype=torch.long)
     return out
+
+
+class BatchEncoding(dict):
+    """What calling a ``Tokenizer`` returns, shaped like Hugging Face's ``BatchEncoding``: a dict of
+    ``input_ids``, ``token_type_ids`` and ``attention_mask`` (and ``offset_mapping`` when asked), each a list (one
+    text), a list of lists, a ``torch`` tensor or a ``numpy`` array; keys also read as attributes
+    (``batch.input_ids``). ``encodings`` holds the ``Encoding`` of every row (tokens, offsets, word ids)."""
+
+    def __init__(self, data: dict[str, Any], encodings: list[Encoding]) -> None:
+        super().__init__(data)
+        self.encodings = encodings
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"BatchEncoding has no key {name!r}; it has {sorted(self)}") from None
+
+    def to(self, device: Any) -> BatchEncoding:
+        """The tensors moved to ``device`` (``"cuda"``, a ``torch.device``), as ``BatchEncoding.to`` in HF."""
+        moved = {key: value.to(device) if hasattr(value, "to") else value for key, value in self.items()}
+        return BatchEncoding(moved, self.encodings)
+
+    def tokens(self, batch_index: int = 0) -> list[str]:
+        """The tokens of row ``batch_index``."""
+        return self.encodings[batch_index].tokens
+
+    def word_ids(self, batch_index: int = 0) -> list[int | None]:
+        """The word number of each token of row ``batch_index`` (``None`` for special and padding tokens)."""
+        return self.encodings[batch_index].word_ids
+
+
+def batch_encoding(
+    encodings: list[Encoding],
+    *,
+    single: bool,
+    return_tensors: str | None,
+    return_token_type_ids: bool = True,
+    return_attention_mask: bool = True,
+    return_offsets_mapping: bool = False,
+) -> BatchEncoding:
+    """The fields of ``encodings`` as lists (one list when ``single``), or as ``[B, L]`` arrays or tensors."""
+    fields = {"input_ids": "ids"}
+    if return_token_type_ids:
+        fields["token_type_ids"] = "type_ids"
+    if return_attention_mask:
+        fields["attention_mask"] = "attention_mask"
+    if return_offsets_mapping:
+        fields["offset_mapping"] = "offsets"
+    if return_tensors is None:
+        data: dict[str, Any] = {key: [getattr(e, name) for e in encodings] for key, name in fields.items()}
+        if single:
+            data = {key: rows[0] for key, rows in data.items()}
+        return BatchEncoding(data, encodings)
+    if return_tensors not in ("pt", "np"):
+        raise TokenizerError(f"return_tensors must be 'pt', 'np' or None, got {return_tensors!r}")
+    lengths = {len(e.ids) for e in encodings}
+    if len(lengths) > 1:
+        raise TokenizerError(
+            f"the texts encode to different lengths ({min(lengths)} to {max(lengths)} tokens), so they cannot be "
+            "one tensor: pass padding=True (or padding='max_length' with max_length=...)"
+        )
+    import numpy as np
+
+    arrays = {key: np.asarray([getattr(e, name) for e in encodings], dtype=np.int64) for key, name in fields.items()}
+    if return_tensors == "pt":
+        import torch
+
+        return BatchEncoding({key: torch.from_numpy(a) for key, a in arrays.items()}, encodings)
+    return BatchEncoding(dict(arrays), encodings)

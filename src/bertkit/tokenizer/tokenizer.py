@@ -23,7 +23,7 @@ from tokenizers import Tokenizer as _Backend
 from tokenizers import decoders, models, processors
 
 from bertkit.errors import TokenizerError
-from bertkit.tokenizer.encoding import Encoding, LazyEncoding
+from bertkit.tokenizer.encoding import BatchEncoding, Encoding, LazyEncoding, batch_encoding
 from bertkit.tokenizer.files import read_tokenizer_files, read_vocab_txt, tokenizer_config, write_tokenizer_files
 from bertkit.tokenizer.normalization import normalizer, pre_tokenizer
 from bertkit.tokenizer.special_tokens import CLS, MASK, PAD, SEP, SPECIAL_TOKENS, UNK, check_vocab, vocab_from_list
@@ -250,6 +250,43 @@ class Tokenizer:
                     raise TokenizerError(f"encode_batch: item {i}: {reason}") from None
             raise TokenizerError(f"cannot encode batch: {exc}") from None
         return [LazyEncoding(e) for e in encs]
+
+    def __call__(
+        self,
+        text: str | Sequence[str],
+        text_pair: str | Sequence[str] | None = None,
+        *,
+        add_special_tokens: bool = True,
+        padding: Padding = False,
+        truncation: Truncation | None = None,
+        max_length: int | None = None,
+        return_tensors: Literal["pt", "np"] | None = None,
+        return_token_type_ids: bool = True,
+        return_attention_mask: bool = True,
+        return_offsets_mapping: bool = False,
+    ) -> BatchEncoding:
+        """Encode as Hugging Face's ``tokenizer(texts, ...)`` does: one text (or pair), or a list of them.
+
+        Returns a ``BatchEncoding`` (a dict) of ``input_ids``, ``token_type_ids`` and ``attention_mask``: lists
+        for one text, lists of lists for a list, ``[B, L]`` tensors with ``return_tensors="pt"`` or int64 arrays
+        with ``"np"``. ``padding`` True/"longest" pads to the longest in the batch, "max_length" to ``max_length``
+        (default ``model_max_length``); ``truncation`` as in ``encode``, on by itself when ``max_length`` is
+        given (as Hugging Face does).
+        """
+        if truncation is None:
+            truncation = max_length is not None
+        single = isinstance(text, str)
+        if text_pair is not None and single != isinstance(text_pair, str):
+            raise TokenizerError("give text and text_pair both as strings or both as lists of the same length")
+        texts = [text] if isinstance(text, str) else list(text)
+        pairs = [text_pair] if isinstance(text_pair, str) else text_pair
+        if any(not isinstance(t, str) for t in texts):
+            raise TokenizerError("text must be a str or a list of str (pre-split words are not taken: join them)")
+        encodings = self.encode_batch(texts, pairs, add_special_tokens=add_special_tokens, max_length=max_length,
+                                      truncation=truncation, padding=padding)  # fmt: skip
+        return batch_encoding(encodings, single=single, return_tensors=return_tensors,
+                              return_token_type_ids=return_token_type_ids, return_attention_mask=return_attention_mask,
+                              return_offsets_mapping=return_offsets_mapping)  # fmt: skip
 
     def ids_batch(self, texts: Sequence[str]) -> list[list[int]]:
         """WordPiece ids of each text, without special tokens or truncation: the data-preparation fast path."""
