@@ -19,8 +19,10 @@ from bertkit.cli.shared_options import (
     ModelOption,
     PassagePrefixOption,
     QueryPrefixOption,
+    ThreadsOption,
     generated_command,
 )
+from bertkit.threads import use_threads
 
 commands = typer.Typer(rich_markup_mode=None)
 retrieval_app = typer.Typer(
@@ -82,8 +84,10 @@ def _run_mine(
     score_function: Annotated[str, typer.Option(help="cos | dot: how a passage is scored against an anchor.")] = "cos",
     batch_size: BatchOption = 32,
     device: DeviceOption = "cpu",
+    threads: ThreadsOption = None,
     **fields: Any,
 ) -> None:
+    use_threads(threads)
     from bertkit.io import check_output_file
     from bertkit.retrieval import EmbeddingOptions, MiningConfig, mine_hard_negatives, read_corpus, read_pairs
     from bertkit.retrieval.search import check_score_function

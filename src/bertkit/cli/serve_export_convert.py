@@ -16,9 +16,11 @@ from bertkit.cli.shared_options import (
     CompileOption,
     ModelOption,
     QuantizeOption,
+    ThreadsOption,
     generated_command,
     only_fields,
 )
+from bertkit.threads import use_threads
 
 commands = typer.Typer(rich_markup_mode=None)
 
@@ -49,8 +51,10 @@ def _run_serve(
     quantize: QuantizeOption = None,
     compile: CompileOption = None,
     backend: BackendOption = None,
+    threads: ThreadsOption = None,
     **fields: Any,
 ) -> None:
+    use_threads(threads)
     import dataclasses
 
     from bertkit.backends import choose_backend

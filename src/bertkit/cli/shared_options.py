@@ -39,6 +39,16 @@ JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object 
 BatchOption = Annotated[int, typer.Option("--batch-size", help="Inputs per forward pass.")]
 FeatureBatchOption = Annotated[int, typer.Option(help="Features per forward pass.")]
 DeviceOption = Annotated[str, typer.Option(help="cpu | cuda | cuda:N.")]
+ThreadsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--threads",
+        help="CPU threads for torch and the graph engines (default: BERTKIT_THREADS, else OMP_NUM_THREADS, else the "
+        "cores this process may use: its CPU affinity capped by its cgroup CPU quota). On cores shared with other "
+        "jobs, fewer threads can be faster.",
+        show_default=False,
+    ),
+]
 QuantizeOption = Annotated[
     str | None,
     typer.Option(
