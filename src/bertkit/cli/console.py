@@ -8,20 +8,26 @@ from bertkit.cli.program import fail
 from bertkit.formats import read_text
 
 
-def read_lines(path: str) -> list[str]:
-    """Non-empty lines of a UTF-8 text file, or of stdin when ``path`` is ``-``."""
+def read_lines(path: str, *, keep_blank: bool = False) -> list[str]:
+    """Non-empty lines of a UTF-8 text file, or of stdin when ``path`` is ``-``; with ``keep_blank``, every
+    line (a blank one as ``""``), so that the n-th result belongs to the n-th line as ``wc -l`` counts them."""
     from pathlib import Path
 
     if path == "-":
-        return [line.rstrip("\r\n") for line in sys.stdin if line.strip()]
-    file = Path(path)
-    if not file.exists():
-        fail(f"input file {path} does not exist")
-    if not file.is_file():
-        fail(f"input {path} is a directory, not a file; give a text file with one input per line")
-    lines = [line.rstrip("\r\n") for line in read_text(file).splitlines() if line.strip()]
+        text = sys.stdin.read()
+    else:
+        file = Path(path)
+        if not file.exists():
+            fail(f"input file {path} does not exist")
+        if not file.is_file():
+            fail(f"input {path} is a directory, not a file; give a text file with one input per line")
+        text = read_text(file)
+    if keep_blank:
+        lines = [line.removesuffix("\r") for line in text.removesuffix("\n").split("\n")] if text else []
+    else:
+        lines = [line.rstrip("\r\n") for line in text.splitlines() if line.strip()]
     if not lines:
-        fail(f"{path} is empty: give one input per line")
+        fail(f"{'stdin' if path == '-' else path} is empty: give one input per line")
     return lines
 
 

@@ -38,11 +38,12 @@ def _text_or_pair(line: str) -> TextInput:
     return (first, second) if tab else line
 
 
-def _pipeline_inputs(texts: list[str] | None, input: str | None) -> list[str]:
-    """Texts from the arguments or from ``--input`` (a file, ``-`` for stdin), one per line."""
+def _pipeline_inputs(texts: list[str] | None, input: str | None, *, keep_blank: bool = False) -> list[str]:
+    """Texts from the arguments or from ``--input`` (a file, ``-`` for stdin), one per line (blank lines kept
+    with ``keep_blank``)."""
     if texts and input:
         fail("give texts as arguments or --input FILE, not both")
-    lines = list(texts) if texts else read_lines(input) if input else []
+    lines = list(texts) if texts else read_lines(input, keep_blank=keep_blank) if input else []
     if not lines:
         fail("give a text as an argument, or --input FILE with one input per line (- for stdin)")
     return lines
@@ -51,13 +52,27 @@ def _pipeline_inputs(texts: list[str] | None, input: str | None) -> list[str]:
 # ------------------------------------------------------------------------------------------------ embed
 @commands.command("embed", short_help="Embed texts as vectors (feature extraction).", cls=ExampleLastCommand)
 def embed_command(
+    texts: Annotated[list[str] | None, typer.Argument(help="Texts to embed (or --input FILE).")] = None,
+    *,
     model: ModelOption,
     input: Annotated[
-        str, typer.Option("--input", "-i", help="Text file, one text (or TAB-separated pair) per line; - for stdin.")
-    ],
+        str | None,
+        typer.Option(
+            "--input",
+            "-i",
+            help="Text file, one text (or TAB-separated pair) per line, a blank line embedded as the empty text; "
+            "- for stdin.",
+        ),
+    ] = None,
     output: Annotated[
-        str, typer.Option("--output", "-o", help="Where to write the embeddings (.npy, float32, one row per line).")
-    ],
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="Where to write the embeddings (.npy, float32, one row per input line) (default: one JSON "
+            'object per input on stdout, {"text": ..., "embedding": [...]}).',
+        ),
+    ] = None,
     pooling: Annotated[
         str | None,
         typer.Option(
@@ -96,29 +111,32 @@ def embed_command(
     compile: CompileOption = None,
     backend: BackendOption = None,
 ) -> None:
-    """Extract contextual embeddings (feature extraction) for one text per line into a .npy file.
+    """Extract contextual embeddings (feature extraction): one vector per text or per input line (blank lines
+    included), into a .npy file or as JSON lines on stdout.
 
     \b
     Example:
       bertkit embed --model ./minilm --input sentences.txt \\
         --output vectors.npy --pooling mean --layers -1,-2
+      bertkit embed --model ./minilm "A first text." "A second one."
     """
     import numpy as np
 
     from bertkit.inference import embed_settings, load
     from bertkit.io import atomic_path
 
-    if not output.endswith(".npy"):
-        fail(f"--output must end with .npy, got {output}")
-    check_output_file(output, example="vectors.npy")
+    if output is not None:
+        if not output.endswith(".npy"):
+            fail(f"--output must end with .npy (or leave it out for JSON lines on stdout), got {output}")
+        check_output_file(output, example="vectors.npy")
     if pooling not in (None, "cls", "mean", "max"):
         fail(f"--pooling must be cls, mean or max, got {pooling}")
-    texts = [_text_or_pair(line) for line in read_lines(input)]
+    items = [_text_or_pair(line) for line in _pipeline_inputs(texts, input, keep_blank=True)]
     loaded = load(model, head="BertModel", quantize=quantize, compile=compile, backend=backend)
     settings = embed_settings(loaded, pooling, normalize, max_length)
     print(f"bertkit: embedding with {settings.notice()}", file=sys.stderr)
     vectors = _embed_telling_cuts(
-        texts,
+        items,
         loaded,
         settings,
         layers=layers,
@@ -127,6 +145,10 @@ def embed_command(
         window_stride=window_stride,
         dimensions=dimensions,
     )
+    if output is None:
+        for item, vector in zip(items, vectors.astype(np.float32).tolist()):
+            print_json({"text": list(item) if isinstance(item, tuple) else item, "embedding": vector})
+        return
     with atomic_path(output) as tmp:
         np.save(tmp, vectors.astype(np.float32))
     print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} embeddings to {output}", file=sys.stderr)
