@@ -20,17 +20,21 @@ PACKAGE = ROOT / "src" / "bertkit"
 # (formats: the file-format layer under both the corpus reader in data/ and the labelled-data readers in tasks/.)
 FLOORS: dict[str, int] = {
     "errors": 0, "io": 0, "formats": 0, "option_groups": 0, "progress": 0, "notices": 0, "cpu_features": 0,
+    "threads": 0,
     "config": 1, "checkpoint_files": 1, "hub": 1,
-    "tokenizer": 2, "model": 2, "weights": 2, "sentence_config": 2, "quantize": 2, "compiling": 2,
+    "tokenizer": 2, "model": 2, "models": 2, "weights": 2, "sentence_config": 2, "quantize": 2, "compiling": 2,
     "data": 3, "vocab": 3, "export": 3, "backends": 3,
     "training": 4, "tasks": 4,
-    "inference": 5, "retrieval": 5,
+    "inference": 5, "retrieval": 5, "jobs": 5,
     "serve": 6, "cli": 6, "demo": 6, "__main__": 6,
 }  # fmt: skip
 # Within a floor, these never import those: the model loads and saves itself through the checkpoint files
 # below it, and knows nothing of the loader above them (weights: quantization, compilation, tokenizer files),
 # of the tokenizer, or of files itself (io, formats).
-FORBIDDEN: dict[str, set[str]] = {"model": {"weights", "quantize", "compiling", "io", "formats", "tokenizer"}}
+FORBIDDEN: dict[str, set[str]] = {
+    "model": {"weights", "quantize", "compiling", "io", "formats", "tokenizer"},
+    "models": {"weights", "quantize", "compiling", "io", "formats", "tokenizer"},
+}
 
 
 def module_name(path: Path) -> str:

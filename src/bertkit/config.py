@@ -190,22 +190,7 @@ class BertConfig:
     @classmethod
     def load(cls, path: str | os.PathLike) -> BertConfig:
         """Read ``config.json`` from a file or a model directory (also accepts Google's ``bert_config.json``)."""
-        path = Path(path)
-        if path.is_dir():
-            candidates = [path / CONFIG_NAME, path / "bert_config.json"]
-            found = next((c for c in candidates if c.is_file()), None)
-            if found is None:
-                raise ConfigError(f"{path} has no config.json; is it a model directory?")
-            path = found
-        if not path.is_file():
-            raise ConfigError(f"config file {path} does not exist")
-        try:
-            data = json.loads(read_text(path, ConfigError))
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path} is not valid JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path} must hold a JSON object")
-        return cls.from_dict(data)
+        return cls.from_dict(read_config_dict(path))
 
     @classmethod
     def resolve(cls, spec: str | os.PathLike) -> BertConfig:
@@ -213,3 +198,256 @@ class BertConfig:
         if isinstance(spec, str) and spec in PRESETS:
             return cls.preset(spec)
         return cls.load(spec)
+
+
+def read_config_dict(path: str | os.PathLike) -> dict[str, Any]:
+    """The JSON object of ``config.json`` in a model directory (or Google's ``bert_config.json``), or of a file."""
+    path = Path(path)
+    if path.is_dir():
+        candidates = [path / CONFIG_NAME, path / "bert_config.json"]
+        found = next((c for c in candidates if c.is_file()), None)
+        if found is None:
+            raise ConfigError(f"{path} has no config.json; is it a model directory?")
+        path = found
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        data = json.loads(read_text(path, ConfigError))
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a JSON object")
+    return data
+
+
+def model_type_of(path: str | os.PathLike) -> str:
+    """The architecture a model directory (or ``config.json``) describes: its ``model_type``, ``bert`` when absent
+    (Google's ``bert_config.json``). ``modernbert`` is built by ``bertkit.models.modernbert``."""
+    return str(read_config_dict(path).get("model_type", "bert"))
+
+
+# ModernBERT sizes: (layers, hidden, heads, intermediate). base and large are answerdotai's ModernBERT-base/-large;
+# the smaller ones keep ModernBERT's deep-and-narrow shape (intermediate 1.5H), each with a global layer every three.
+MODERNBERT_PRESETS: dict[str, tuple[int, int, int, int]] = {
+    "tiny": (3, 128, 2, 192),
+    "mini": (6, 256, 4, 384),
+    "small": (6, 512, 8, 768),
+    "medium": (12, 512, 8, 768),
+    "base": (22, 768, 12, 1152),
+    "large": (28, 1024, 16, 2624),
+}
+
+_MODERNBERT_ACTIVATIONS = {"gelu", "gelu_new", "gelu_pytorch_tanh", "relu", "silu"}
+
+
+@dataclass
+class ModernBertConfig:
+    """Hyperparameters of a ModernBERT encoder and its heads. Field names and defaults match ``transformers``'
+    ``ModernBertConfig`` (ModernBERT-base), so ``config.json`` reads and writes both ways."""
+
+    vocab_size: int = 50368
+    """Rows of the token embedding (tied to the masked-LM decoder)."""
+    hidden_size: int = 768
+    """Width H of every token representation."""
+    intermediate_size: int = 1152
+    """Width of the GeGLU feed-forward; its input projection ``Wi`` has twice as many outputs (value and gate)."""
+    num_hidden_layers: int = 22
+    """Number of pre-norm layers."""
+    num_attention_heads: int = 12
+    """Heads per attention layer; ``hidden_size`` must be divisible by it."""
+    hidden_activation: str = "gelu"
+    """Activation of the GeGLU feed-forward (``gelu`` is the exact erf GELU)."""
+    max_position_embeddings: int = 8192
+    """Longest input the model is meant for (rotary positions have no table; this bounds inputs)."""
+    initializer_range: float = 0.02
+    """Standard deviation of the truncated-normal initialisation."""
+    initializer_cutoff_factor: float = 2.0
+    """The truncated normal is cut at this many standard deviations."""
+    norm_eps: float = 1e-5
+    """LayerNorm epsilon."""
+    norm_bias: bool = False
+    """Whether LayerNorms have a bias."""
+    pad_token_id: int = 50283
+    """Id of the padding token."""
+    eos_token_id: int = 50282
+    bos_token_id: int = 50281
+    cls_token_id: int = 50281
+    sep_token_id: int = 50282
+    global_rope_theta: float = 160000.0
+    """Rotary base of the global-attention layers."""
+    attention_bias: bool = False
+    """Whether ``Wqkv`` and the attention's ``Wo`` have biases."""
+    attention_dropout: float = 0.0
+    """Dropout on the attention probabilities and the attention output."""
+    global_attn_every_n_layers: int = 3
+    """Layer i attends globally when ``i % n == 0``, locally (sliding window) otherwise."""
+    local_attention: int = 128
+    """Sliding window of the local layers: a token sees ``local_attention // 2`` tokens on each side."""
+    local_rope_theta: float | None = 10000.0
+    """Rotary base of the local layers; None uses ``global_rope_theta``."""
+    embedding_dropout: float = 0.0
+    mlp_bias: bool = False
+    """Whether the feed-forward's ``Wi`` and ``Wo`` have biases."""
+    mlp_dropout: float = 0.0
+    decoder_bias: bool = True
+    """Whether the masked-LM decoder has an output bias."""
+    classifier_pooling: str = "cls"
+    """Sentence vector of the sequence-classification head: ``cls`` (first token) or ``mean`` (real tokens)."""
+    classifier_dropout: float = 0.0
+    classifier_bias: bool = False
+    """Whether the prediction head's dense layer has a bias."""
+    classifier_activation: str = "gelu"
+    """Activation of the prediction head (before the classifier or decoder)."""
+    sparse_prediction: bool = False
+    """transformers' option to return masked-LM logits at labelled positions only (bertkit always does, given labels)."""
+    sparse_pred_ignore_index: int = -100
+    num_labels: int = 2
+    """Outputs of a classification head; 1 means regression (MSE)."""
+    id2label: dict[int, str] | None = None
+    """Label names of a fine-tuned head, index -> name."""
+    problem_type: str | None = None
+    """``regression``, ``single_label_classification`` or ``multi_label_classification``."""
+    architectures: list[str] | None = None
+    """Head classes the weights were saved from."""
+    tie_word_embeddings: bool = True
+    """The masked-LM decoder shares the token embedding matrix."""
+    attn_implementation: str | None = None
+    """bertkit's attention path (``bertkit.models.modernbert.ATTN_IMPLEMENTATIONS``); None picks per device."""
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+    """Keys of a loaded ``config.json`` that bertkit does not use; written back unchanged."""
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                     "max_position_embeddings", "global_attn_every_n_layers", "local_attention", "num_labels"):  # fmt: skip
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        if self.hidden_size % self.num_attention_heads or (self.hidden_size // self.num_attention_heads) % 2:
+            raise ConfigError(
+                f"hidden_size ({self.hidden_size}) must be num_attention_heads ({self.num_attention_heads}) times "
+                f"an even head size (rotary positions rotate pairs)"
+            )
+        for name in ("hidden_activation", "classifier_activation"):
+            if getattr(self, name) not in _MODERNBERT_ACTIVATIONS:
+                raise ConfigError(
+                    f"{name} {getattr(self, name)!r} is not supported; use one of {sorted(_MODERNBERT_ACTIVATIONS)}"
+                )
+        if self.classifier_pooling not in ("cls", "mean"):
+            raise ConfigError(f"classifier_pooling must be 'cls' or 'mean', got {self.classifier_pooling!r}")
+        for name in ("attention_dropout", "embedding_dropout", "mlp_dropout", "classifier_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
+        if not 0 <= self.pad_token_id < self.vocab_size:
+            raise ConfigError(f"pad_token_id {self.pad_token_id} is outside the vocabulary of {self.vocab_size}")
+        if self.extra.get("rope_scaling"):
+            raise ConfigError("rope_scaling is not supported for ModernBERT; bertkit implements the default rotary")
+        if self.id2label is not None:
+            try:
+                self.id2label = {int(k): str(v) for k, v in self.id2label.items()}
+            except (AttributeError, TypeError, ValueError):
+                raise ConfigError(f"id2label must map label ids to names, got {self.id2label!r:.80}") from None
+            self.num_labels = len(self.id2label)
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden_size // self.num_attention_heads
+
+    @property
+    def label2id(self) -> dict[str, int] | None:
+        return None if self.id2label is None else {v: k for k, v in self.id2label.items()}
+
+    @property
+    def hidden_dropout_prob(self) -> float:
+        """The MLP dropout, under BERT's name (for code that reads either config)."""
+        return self.mlp_dropout
+
+    @property
+    def type_vocab_size(self) -> int:
+        """ModernBERT has no segment embedding; inputs carry one segment."""
+        return 1
+
+    def is_global(self, layer: int) -> bool:
+        """Whether layer ``layer`` attends over the whole sequence (else within the sliding window)."""
+        return layer % self.global_attn_every_n_layers == 0
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> ModernBertConfig:
+        """A named size (``MODERNBERT_PRESETS``: tiny ... base, large)."""
+        if name not in MODERNBERT_PRESETS:
+            raise ConfigError(f"unknown ModernBERT preset {name!r}; choose one of {', '.join(MODERNBERT_PRESETS)}")
+        layers, hidden, heads, inner = MODERNBERT_PRESETS[name]
+        values: dict[str, Any] = dict(
+            num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads, intermediate_size=inner
+        )
+        values.update(overrides)
+        return cls(**values)
+
+    def num_parameters(self) -> int:
+        """Parameters of the encoder (embedding, layers, final norm), without any head."""
+        h, i, n = self.hidden_size, self.intermediate_size, self.num_hidden_layers
+        norm = h * (2 if self.norm_bias else 1)
+        attn = 4 * h * h + (4 * h if self.attention_bias else 0)
+        mlp = 3 * h * i + ((2 * i + h) if self.mlp_bias else 0)
+        # embedding + its norm, n layers (layer 0 has no attention norm), the final norm
+        return self.vocab_size * h + norm + n * (attn + mlp + 2 * norm) - norm + norm
+
+    def flops_per_token(self, seq_len: int) -> int:
+        """Training FLOPs per token (3x forward) of the encoder's matmuls, local layers at their window."""
+        h, i = self.hidden_size, self.intermediate_size
+        dense = 2 * self.num_hidden_layers * (4 * h * h + 3 * h * i)
+        spans = [
+            seq_len if self.is_global(n) else min(seq_len, self.local_attention + 1)
+            for n in range(self.num_hidden_layers)
+        ]
+        return 3 * (dense + sum(2 * 2 * s * h for s in spans))
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if f.name not in ("extra", "attn_implementation")
+        }
+        out: dict[str, Any] = dict(self.extra)
+        out.update({k: v for k, v in data.items() if v is not None or k == "local_rope_theta"})
+        out["model_type"] = "modernbert"
+        if self.id2label is not None:
+            out["id2label"] = {str(k): v for k, v in self.id2label.items()}
+            out["label2id"] = self.label2id
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModernBertConfig:
+        data = dict(data)
+        model_type = data.pop("model_type", "modernbert")
+        if model_type != "modernbert":
+            raise ConfigError(f"config has model_type {model_type!r}, not 'modernbert'")
+        known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        values = {k: data.pop(k) for k in list(data) if k in known}
+        data.pop("label2id", None)
+        try:
+            return cls(**values, extra=data)
+        except TypeError as exc:
+            raise ConfigError(f"invalid config: {exc}") from None
+
+    def save(self, directory: str | os.PathLike) -> Path:
+        path = Path(directory) / CONFIG_NAME
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> ModernBertConfig:
+        """Read ``config.json`` from a file or a model directory."""
+        return cls.from_dict(read_config_dict(path))
+
+
+AnyConfig = BertConfig | ModernBertConfig
+"""The config of any architecture bertkit builds."""
+
+
+def load_config(path: str | os.PathLike) -> AnyConfig:
+    """The config of a model directory (or ``config.json``), of the class its ``model_type`` names."""
+    data = read_config_dict(path)
+    if data.get("model_type") == "modernbert":
+        return ModernBertConfig.from_dict(data)
+    return BertConfig.from_dict(data)

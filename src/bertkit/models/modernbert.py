@@ -1,0 +1,767 @@
+"""ModernBERT, top to bottom: the unpadded batch, rotary positions, attention (global or sliding-window, three
+variable-length paths), the GeGLU feed-forward, the pre-norm layer, ``ModernBertModel`` and its heads.
+
+Numerics follow ``transformers``' ``modeling_modernbert.py``: LayerNorm without bias (eps 1e-5), no linear
+biases, the first layer's attention norm an identity, a final norm, rotary positions (``global_rope_theta`` on
+global layers, ``local_rope_theta`` on local ones) computed in float32, local layers seeing
+``local_attention // 2`` tokens on each side, and the prediction head ``norm(act(dense(x)))`` before the
+classifier or the tied decoder. Parameter names are ``transformers``' own, so a checkpoint loads by name.
+
+The whole network runs unpadded: the batch's real tokens are gathered once into ``[T, H]`` (``Packed``), every
+projection, norm and feed-forward sees those only, and each sequence's tokens are numbered from 0 (so left
+and right padding give the same vectors, as transformers' FlashAttention path does). Attention is
+variable-length, by one of ``ATTN_IMPLEMENTATIONS``:
+
+- ``sdpa``: each layer's q, k, v laid out ``[B, heads, max_len, d]`` for ``scaled_dot_product_attention`` with a
+  key mask, and the window mask on local layers; long local layers run in blocks of queries against the keys
+  within reach, so memory grows with the window, not the square of the length. Any device.
+- ``flex``: FlexAttention on the packed tokens with a block mask (same sequence, within the window); compile the
+  model for the fused kernel (eager runs it unfused).
+- ``varlen``: ``torch.nn.attention.varlen.varlen_attn`` with ``window_size`` on CUDA (FlashAttention; bfloat16
+  inside for float32 models, as transformers does).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Self
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.utils.checkpoint import checkpoint
+
+from bertkit.checkpoint_files import read_state_dict, weights_file
+from bertkit.checkpoint_files.hf_files import SAFETENSORS_NAME, write_safetensors
+from bertkit.config import CONFIG_NAME, ModernBertConfig
+from bertkit.errors import CheckpointError, ConfigError
+from bertkit.hub import resolve_model
+from bertkit.model import (
+    BertOutput,
+    MaskedLMOutput,
+    QuestionAnsweringOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+    pool_tokens,
+)
+
+ATTN_IMPLEMENTATIONS = ("sdpa", "flex", "varlen")
+LOCAL_BLOCK = 256
+"""Queries per block of the ``sdpa`` path's local layers on sequences longer than four blocks."""
+
+logger = logging.getLogger("bertkit.weights")
+
+
+# ------------------------------------------------------------------------------------------ the unpadded batch
+@dataclass
+class Packed:
+    """A padded batch's real tokens, and where they sit: ``[B, L]`` with ``attention_mask`` -> ``[T]``."""
+
+    indices: Tensor
+    """``[T]`` flat positions of the real tokens in ``[B * L]``."""
+    sequence: Tensor
+    """``[T]`` the sequence each token belongs to."""
+    positions: Tensor
+    """``[T]`` each token's position within its sequence, from 0."""
+    lengths: Tensor
+    """``[B]`` real tokens per sequence."""
+    cu_seqlens: Tensor
+    """``[B + 1]`` int32 offsets of each sequence in the packed tokens."""
+    batch: int
+    seq_len: int
+    max_len: int
+    """Longest sequence (real tokens)."""
+    cache: dict[Any, Any] = field(default_factory=dict)
+    """Masks and rotary tables built once per forward, shared by the layers."""
+
+    @classmethod
+    def of(cls, attention_mask: Tensor) -> Packed:
+        mask = attention_mask.bool()
+        batch, seq_len = mask.shape
+        flat = mask.reshape(-1)
+        indices = flat.nonzero().squeeze(-1)
+        lengths = mask.sum(1)
+        positions = (mask.cumsum(1) - 1).reshape(-1)[indices]
+        cu_seqlens = F.pad(lengths.cumsum(0, dtype=torch.int32), (1, 0))
+        max_len = int(lengths.max()) if batch else 0
+        return cls(indices, indices // seq_len, positions, lengths, cu_seqlens, batch, seq_len, max_len)
+
+    @property
+    def total(self) -> int:
+        return int(self.indices.shape[0])
+
+    def unpad(self, padded: Tensor) -> Tensor:
+        """``[B, L, ...]`` -> ``[T, ...]``."""
+        return padded.reshape(self.batch * self.seq_len, *padded.shape[2:])[self.indices]
+
+    def pad(self, packed: Tensor) -> Tensor:
+        """``[T, ...]`` -> ``[B, L, ...]``, zeros at the padding."""
+        out = packed.new_zeros(self.batch * self.seq_len, *packed.shape[1:])
+        out = out.index_copy(0, self.indices, packed)
+        return out.view(self.batch, self.seq_len, *packed.shape[1:])
+
+
+# ------------------------------------------------------------------------------------------ rotary positions
+class RotaryEmbedding(nn.Module):
+    """Rotary position tables (``cos``, ``sin`` of ``position * inv_freq``, halves repeated) for one base."""
+
+    inv_freq: Tensor
+
+    def __init__(self, head_dim: int, base: float):
+        super().__init__()
+        self.base = base
+        exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim
+        self.register_buffer("inv_freq", 1.0 / (base**exponents), persistent=False)
+
+    def forward(self, positions: Tensor, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        freqs = positions.float()[:, None] * self.inv_freq.float()[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """``x [T, heads, d]`` rotated by its positions' tables ``[T, d]``."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+    return x * cos[:, None, :] + rotated * sin[:, None, :]
+
+
+# ------------------------------------------------------------------------------------------ attention paths
+def _window_mask(length: int, half_window: int, device: torch.device) -> Tensor:
+    rows = torch.arange(length, device=device)
+    return (rows[:, None] - rows[None, :]).abs() <= half_window
+
+
+def _grid_mask(packed: Packed, half_window: int | None, device: torch.device) -> Tensor | None:
+    """The ``[B|1, 1, M, M]`` boolean mask of the padded layout (M = ``max_len``): real keys, within the window;
+    padded query rows see every key (their outputs are dropped; a fully masked row would give NaN)."""
+    key = ("grid", half_window)
+    if key in packed.cache:
+        mask: Tensor | None = packed.cache[key]
+        return mask
+    m = packed.max_len
+    window = _window_mask(m, half_window, device)[None, None] if half_window is not None else None
+    if bool((packed.lengths == m).all()):
+        mask = window
+    else:
+        valid = torch.arange(m, device=device)[None, :] < packed.lengths[:, None]
+        mask = valid[:, None, None, :] | ~valid[:, None, :, None]
+        if window is not None:
+            mask = mask & (window | ~valid[:, None, :, None])
+    packed.cache[key] = mask
+    return mask
+
+
+def _to_grid(x: Tensor, packed: Packed) -> Tensor:
+    """``[T, heads, d]`` -> ``[B, heads, M, d]`` (zeros at the padding)."""
+    slots = packed.cache.get("slots")
+    if slots is None:
+        slots = packed.cache["slots"] = packed.sequence * packed.max_len + packed.positions
+    grid = x.new_zeros(packed.batch * packed.max_len, *x.shape[1:]).index_copy(0, slots, x)
+    return grid.view(packed.batch, packed.max_len, *x.shape[1:]).transpose(1, 2)
+
+
+def _from_grid(grid: Tensor, packed: Packed) -> Tensor:
+    flat = grid.transpose(1, 2).reshape(packed.batch * packed.max_len, *grid.shape[1:2], grid.shape[-1])
+    return flat[packed.cache["slots"]]
+
+
+def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, packed: Packed, half_window: int | None, dropout: float) -> Tensor:
+    """Variable-length attention through ``scaled_dot_product_attention`` on the padded layout of q, k, v."""
+    qg, kg, vg = (_to_grid(t, packed) for t in (q, k, v))
+    if half_window is not None and packed.max_len > 4 * LOCAL_BLOCK:
+        out = _blocked_local(qg, kg, vg, packed, half_window, dropout)
+    else:
+        mask = _grid_mask(packed, half_window, q.device)
+        out = F.scaled_dot_product_attention(qg, kg, vg, attn_mask=mask, dropout_p=dropout)
+    return _from_grid(out, packed)
+
+
+def _blocked_local(q: Tensor, k: Tensor, v: Tensor, packed: Packed, half_window: int, dropout: float) -> Tensor:
+    """Sliding-window attention in blocks of ``LOCAL_BLOCK`` queries, each against the keys within reach: the
+    same values as the full window mask, in memory that grows with the window instead of the length squared."""
+    m = packed.max_len
+    valid = torch.arange(m, device=q.device)[None, :] < packed.lengths[:, None]  # [B, M]
+    outs = []
+    for start in range(0, m, LOCAL_BLOCK):
+        stop = min(start + LOCAL_BLOCK, m)
+        lo, hi = max(0, start - half_window), min(m, stop + half_window)
+        rows = torch.arange(start, stop, device=q.device)
+        cols = torch.arange(lo, hi, device=q.device)
+        window = (rows[:, None] - cols[None, :]).abs() <= half_window
+        q_valid, k_valid = valid[:, start:stop], valid[:, lo:hi]
+        mask = (window[None] & k_valid[:, None, :]) | ~q_valid[:, :, None]
+        outs.append(
+            F.scaled_dot_product_attention(
+                q[:, :, start:stop], k[:, :, lo:hi], v[:, :, lo:hi], attn_mask=mask[:, None], dropout_p=dropout
+            )
+        )
+    return torch.cat(outs, dim=2)
+
+
+def flex_attention(q: Tensor, k: Tensor, v: Tensor, packed: Packed, half_window: int | None, dropout: float) -> Tensor:
+    """Variable-length attention through FlexAttention on the packed tokens (no padding anywhere)."""
+    if dropout:
+        raise ConfigError("attn_implementation 'flex' has no attention dropout; use 'sdpa' to train with it")
+    from torch.nn.attention.flex_attention import create_block_mask
+    from torch.nn.attention.flex_attention import flex_attention as flex
+
+    key = ("flex", half_window)
+    block = packed.cache.get(key)
+    if block is None:
+        sequence, positions = packed.sequence, packed.positions
+
+        def same_sequence(b: Tensor, h: Tensor, qi: Tensor, ki: Tensor) -> Tensor:
+            return sequence[qi] == sequence[ki]
+
+        def within_window(b: Tensor, h: Tensor, qi: Tensor, ki: Tensor) -> Tensor:
+            near = (positions[qi] - positions[ki]).abs() <= (half_window or 0)
+            return (sequence[qi] == sequence[ki]) & near
+
+        rule = same_sequence if half_window is None else within_window
+        block = create_block_mask(rule, None, None, packed.total, packed.total, device=q.device)
+        packed.cache[key] = block
+    out = flex(q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None], block_mask=block)
+    return torch.as_tensor(out)[0].transpose(0, 1)
+
+
+def varlen_attention(
+    q: Tensor, k: Tensor, v: Tensor, packed: Packed, half_window: int | None, dropout: float
+) -> Tensor:
+    """Variable-length attention through ``torch.nn.attention.varlen`` (FlashAttention, CUDA only)."""
+    if dropout:
+        raise ConfigError("attn_implementation 'varlen' has no attention dropout; use 'sdpa' to train with it")
+    from torch.nn.attention.varlen import varlen_attn
+
+    dtype = q.dtype if q.dtype in (torch.float16, torch.bfloat16) else torch.bfloat16
+    window = (-1, -1) if half_window is None else (half_window, half_window)
+    cu = packed.cu_seqlens
+    out = varlen_attn(q.to(dtype), k.to(dtype), v.to(dtype), cu, cu, packed.max_len, packed.max_len, window_size=window)
+    return torch.as_tensor(out).to(q.dtype)
+
+
+ATTENTION: dict[str, Callable[[Tensor, Tensor, Tensor, Packed, int | None, float], Tensor]] = {
+    "sdpa": sdpa_attention,
+    "flex": flex_attention,
+    "varlen": varlen_attention,
+}
+
+
+def choose_attention(name: str | None, device: torch.device | None = None) -> str:
+    """The attention path: ``name`` when given, else ``varlen`` on CUDA and ``sdpa`` elsewhere."""
+    if name is None:
+        return "varlen" if device is not None and device.type == "cuda" else "sdpa"
+    if name not in ATTN_IMPLEMENTATIONS:
+        raise ConfigError(
+            f"attn_implementation {name!r} is not supported for ModernBERT; use one of {ATTN_IMPLEMENTATIONS}"
+        )
+    return name
+
+
+# ------------------------------------------------------------------------------------------ the layers
+def activation(name: str) -> Callable[[Tensor], Tensor]:
+    """``transformers``' ``ACT2FN`` for the names ModernBERT configs use."""
+    table: dict[str, Callable[[Tensor], Tensor]] = {
+        "gelu": F.gelu,
+        "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+        "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
+        "relu": F.relu,
+        "silu": F.silu,
+    }
+    if name not in table:
+        raise ConfigError(f"activation {name!r} is not supported; use one of {sorted(table)}")
+    return table[name]
+
+
+def layer_norm(config: ModernBertConfig) -> nn.LayerNorm:
+    return nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
+
+
+class ModernBertEmbeddings(nn.Module):
+    """Token embedding, LayerNorm, dropout (no position or segment embedding: positions are rotary)."""
+
+    def __init__(self, config: ModernBertConfig):
+        super().__init__()
+        self.tok_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.norm = layer_norm(config)
+        self.drop = nn.Dropout(config.embedding_dropout)
+
+    def forward(self, input_ids: Tensor) -> Tensor:
+        return self.drop(self.norm(self.tok_embeddings(input_ids)))
+
+
+class ModernBertAttention(nn.Module):
+    """Fused ``Wqkv``, rotary q and k, variable-length attention (global, or within the window), ``Wo``."""
+
+    def __init__(self, config: ModernBertConfig, layer_id: int):
+        super().__init__()
+        self.num_heads, self.head_dim = config.num_attention_heads, config.head_dim
+        self.attention_dropout = config.attention_dropout
+        self.Wqkv = nn.Linear(config.hidden_size, 3 * config.hidden_size, bias=config.attention_bias)
+        self.Wo = nn.Linear(config.hidden_size, config.hidden_size, bias=config.attention_bias)
+        self.out_drop = nn.Dropout(config.attention_dropout) if config.attention_dropout > 0 else nn.Identity()
+        is_global = config.is_global(layer_id)
+        self.half_window: int | None = None if is_global else config.local_attention // 2
+        theta = config.global_rope_theta if is_global or config.local_rope_theta is None else config.local_rope_theta
+        self.rotary_emb = RotaryEmbedding(config.head_dim, theta)
+        self.implementation = "sdpa"
+
+    def forward(self, x: Tensor, packed: Packed) -> Tensor:
+        q, k, v = self.Wqkv(x).view(-1, 3, self.num_heads, self.head_dim).unbind(1)
+        key = ("rotary", self.rotary_emb.base, x.dtype)
+        if key not in packed.cache:
+            packed.cache[key] = self.rotary_emb(packed.positions, x.dtype)
+        cos, sin = packed.cache[key]
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        dropout = self.attention_dropout if self.training else 0.0
+        out = ATTENTION[self.implementation](q, k, v, packed, self.half_window, dropout)
+        return self.out_drop(self.Wo(out.reshape(x.shape[0], -1)))
+
+
+class ModernBertMLP(nn.Module):
+    """GeGLU: ``Wo(drop(act(input) * gate))`` with ``input, gate = Wi(x).chunk(2)``."""
+
+    def __init__(self, config: ModernBertConfig):
+        super().__init__()
+        self.Wi = nn.Linear(config.hidden_size, 2 * config.intermediate_size, bias=config.mlp_bias)
+        self.act = activation(config.hidden_activation)
+        self.drop = nn.Dropout(config.mlp_dropout)
+        self.Wo = nn.Linear(config.intermediate_size, config.hidden_size, bias=config.mlp_bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        value, gate = self.Wi(x).chunk(2, dim=-1)
+        return self.Wo(self.drop(self.act(value) * gate))
+
+
+class ModernBertEncoderLayer(nn.Module):
+    """Pre-norm: ``x + attn(attn_norm(x))``, then ``x + mlp(mlp_norm(x))`` (layer 0's ``attn_norm`` is identity,
+    the embedding norm having just run)."""
+
+    def __init__(self, config: ModernBertConfig, layer_id: int):
+        super().__init__()
+        self.attn_norm: nn.Module = nn.Identity() if layer_id == 0 else layer_norm(config)
+        self.attn = ModernBertAttention(config, layer_id)
+        self.mlp_norm = layer_norm(config)
+        self.mlp = ModernBertMLP(config)
+
+    def forward(self, x: Tensor, packed: Packed) -> Tensor:
+        x = x + self.attn(self.attn_norm(x), packed)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+# ------------------------------------------------------------------------------------------ init, load, save
+@torch.no_grad()
+def init_weights(model: nn.Module, config: ModernBertConfig) -> None:
+    """transformers' initialisation: truncated normals (cut at ``initializer_cutoff_factor`` std), ``in`` std for
+    input projections and embeddings, ``out`` std (scaled by depth) for output projections and the head,
+    ``hidden_size ** -0.5`` for classifiers; zero biases, LayerNorm weight 1."""
+    std_in = config.initializer_range
+    std_out = config.initializer_range / math.sqrt(2.0 * config.num_hidden_layers)
+    cut = config.initializer_cutoff_factor
+
+    def normal(weight: Tensor, std: float) -> None:
+        nn.init.trunc_normal_(weight, mean=0.0, std=std, a=-cut * std, b=cut * std)
+
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Linear):
+            last = name.rsplit(".", 1)[-1]
+            std = {"Wqkv": std_in, "Wi": std_in, "classifier": config.hidden_size**-0.5}.get(last, std_out)
+            normal(module.weight, std)
+            if module.bias is not None:
+                module.bias.zero_()
+        elif isinstance(module, nn.Embedding):
+            normal(module.weight, std_in)
+        elif isinstance(module, nn.LayerNorm):
+            module.weight.fill_(1.0)
+            if module.bias is not None:
+                module.bias.zero_()
+
+
+ENCODER_PARTS = ("embeddings.", "layers.", "final_norm.")
+
+
+def _normalise(state: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:
+    """Checkpoint names as ``model`` (``prefix`` ``model.`` for a head, ``""`` for the encoder) names them."""
+    out = {}
+    for name, tensor in state.items():
+        bare = name.removeprefix("model.")
+        out[prefix + bare if bare.startswith(ENCODER_PARTS) else name] = tensor
+    return out
+
+
+@torch.no_grad()
+def load_state(
+    model: ModernBertPreTrained, state: dict[str, Tensor], *, ignore_mismatched_sizes: bool = False, source: str = ""
+) -> None:
+    """Copy ``transformers``-named tensors into ``model``: every encoder tensor must be there with its shape; a
+    missing head stays initialised, another model's head is ignored (each reported in one log line)."""
+    prefix = "" if isinstance(model, ModernBertModel) else "model."
+    state = _normalise(state, prefix)
+    params = model.state_dict()
+    tied = {"decoder.weight"} if getattr(model.config, "tie_word_embeddings", True) else set()
+    initialised, mismatched = [], []
+    for name, param in params.items():
+        if name in tied:
+            continue
+        is_encoder = name.removeprefix(prefix).startswith(ENCODER_PARTS)
+        if name not in state:
+            if is_encoder:
+                raise CheckpointError(f"{source} lacks encoder weight {name}; it is not a checkpoint for this config")
+            initialised.append(name)
+            continue
+        tensor = state[name]
+        if tensor.shape != param.shape:
+            if is_encoder or not ignore_mismatched_sizes:
+                raise CheckpointError(
+                    f"{source}: {name} has shape {tuple(tensor.shape)} but the model expects {tuple(param.shape)}; "
+                    + (
+                        "the config does not match the weights"
+                        if is_encoder
+                        else "pass ignore_mismatched_sizes=True to train a new head"
+                    )
+                )
+            mismatched.append(name)
+            continue
+        param.copy_(tensor)
+    stray = [n for n in state if n not in params and n.removeprefix(prefix).startswith(ENCODER_PARTS)]
+    if stray:
+        raise CheckpointError(f"{source} has encoder weights the config does not describe ({', '.join(stray[:4])})")
+    if initialised or mismatched:
+        logger.warning("%s: %s not in %s; newly initialised, train before use", type(model).__name__,
+                       ", ".join(initialised + mismatched), source)  # fmt: skip
+    ignored = [n for n in state if n not in params and n not in tied]
+    if ignored:
+        logger.warning("%s: ignored %d weights the model does not use (%s)", type(model).__name__, len(ignored),
+                       ", ".join(ignored[:4]))  # fmt: skip
+
+
+def read_checkpoint(
+    path: str | os.PathLike, overrides: dict[str, Any] | None = None
+) -> tuple[ModernBertConfig, dict[str, Tensor], Path]:
+    """A ModernBERT model directory (or hub id) read: its config with ``overrides``, its tensors, its weights file."""
+    directory = resolve_model(path)
+    if directory.is_file():
+        directory = directory.parent
+    if not (directory / CONFIG_NAME).is_file():
+        raise CheckpointError(f"{directory} is not a model directory: it has no {CONFIG_NAME}")
+    weights = weights_file(directory)
+    if weights is None:
+        raise CheckpointError(f"{directory} has a config but no weights ({SAFETENSORS_NAME})")
+    config = ModernBertConfig.load(directory)
+    try:
+        config = replace(config, **(overrides or {}))
+    except TypeError as exc:
+        raise ConfigError(f"unknown ModernBERT config field: {exc}") from None
+    return config, read_state_dict(weights), weights
+
+
+class ModernBertPreTrained(nn.Module):
+    """The base of the ModernBERT classes: each loads and saves itself in ``transformers``' layout."""
+
+    config: ModernBertConfig
+
+    @classmethod
+    def from_pretrained(
+        cls, path: str | os.PathLike, *, ignore_mismatched_sizes: bool = False, **config_overrides: Any
+    ) -> Self:
+        """This class from a directory ``transformers`` (or bertkit) wrote, in eval mode."""
+        config, state, weights = read_checkpoint(path, config_overrides)
+        model = cls(config)
+        load_state(model, state, ignore_mismatched_sizes=ignore_mismatched_sizes, source=str(weights))
+        return model.eval()
+
+    def save_pretrained(self, directory: str | os.PathLike) -> Path:
+        """``config.json`` (``model_type: modernbert``, ``architectures: [<class>]``) and ``model.safetensors``
+        under transformers' names (the tied decoder weight left out, as transformers does), each atomically."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        tensors = {n: t.detach().to("cpu", copy=True).contiguous() for n, t in self.state_dict().items()}
+        if self.config.tie_word_embeddings:
+            tensors.pop("decoder.weight", None)
+        write_safetensors(tensors, directory / SAFETENSORS_NAME)
+        config = replace(self.config, architectures=[type(self).__name__])
+        if isinstance(self, ModernBertForQuestionAnswering):
+            config = replace(config, num_labels=2, id2label=None)
+        config.save(directory)
+        return directory
+
+    def set_attention(self, name: str | None) -> None:
+        """Run attention through ``name`` (one of ``ATTN_IMPLEMENTATIONS``; None: by device)."""
+        device = next(self.parameters()).device
+        chosen = choose_attention(name, device)
+        for module in self.modules():
+            if isinstance(module, ModernBertAttention):
+                module.implementation = chosen
+
+
+# ------------------------------------------------------------------------------------------ the encoder
+class ModernBertModel(ModernBertPreTrained):
+    """The ModernBERT encoder: embeddings, ``num_hidden_layers`` pre-norm layers, the final norm."""
+
+    def __init__(self, config: ModernBertConfig):
+        super().__init__()
+        self.config = config
+        self.embeddings = ModernBertEmbeddings(config)
+        self.layers = nn.ModuleList(ModernBertEncoderLayer(config, i) for i in range(config.num_hidden_layers))
+        self.final_norm = layer_norm(config)
+        self.gradient_checkpointing = False
+        init_weights(self, config)
+        for module in self.modules():
+            if isinstance(module, ModernBertAttention):
+                module.implementation = choose_attention(config.attn_implementation)
+
+    def gradient_checkpointing_enable(self, enabled: bool = True) -> None:
+        """Recompute each layer's activations in the backward pass: less memory, more compute."""
+        self.gradient_checkpointing = enabled
+
+    def forward_packed(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, *, output_hidden_states: bool = False
+    ) -> tuple[Tensor, Packed, list[Tensor]]:
+        """The final vectors of the real tokens ``[T, H]``, where they sit, and (on request) every layer's input."""
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        packed = Packed.of(attention_mask)
+        x = self.embeddings(packed.unpad(input_ids))
+        states = []
+        for layer in self.layers:
+            if output_hidden_states:
+                states.append(x)
+            if self.gradient_checkpointing and self.training:
+                x = checkpoint(layer, x, packed, use_reentrant=False)
+            else:
+                x = layer(x, packed)
+        if output_hidden_states:
+            states.append(x)
+        return self.final_norm(x), packed, states
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        *,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> BertOutput:
+        """``input_ids [B, L]``, ``attention_mask`` 1 for real tokens (default all); ``token_type_ids`` is accepted
+        and ignored (ModernBERT has no segments). Padded positions of the outputs are zeros."""
+        if output_attentions:
+            raise ConfigError("ModernBERT does not return attention probabilities (it never forms them)")
+        x, packed, states = self.forward_packed(input_ids, attention_mask, output_hidden_states=output_hidden_states)
+        hidden = tuple(packed.pad(s) for s in states) if output_hidden_states else None
+        return BertOutput(packed.pad(x), None, hidden)
+
+
+# ------------------------------------------------------------------------------------------ heads
+class ModernBertPredictionHead(nn.Module):
+    """``norm(act(dense(x)))``: before the decoder and before every classifier."""
+
+    def __init__(self, config: ModernBertConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size, bias=config.classifier_bias)
+        self.act = activation(config.classifier_activation)
+        self.norm = layer_norm(config)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.norm(self.act(self.dense(x)))
+
+
+class ModernBertForMaskedLM(ModernBertPreTrained):
+    """The encoder, the prediction head and the decoder (tied to the token embedding, with a bias)."""
+
+    def __init__(self, config: ModernBertConfig):
+        super().__init__()
+        self.config = config
+        self.model = ModernBertModel(config)
+        self.head = ModernBertPredictionHead(config)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size, bias=config.decoder_bias)
+        init_weights(self.head, config)
+        init_weights(self.decoder, config)
+        if config.tie_word_embeddings:
+            self.decoder.weight = self.model.embeddings.tok_embeddings.weight
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        *,
+        masked_positions: Tensor | None = None,
+        masked_labels: Tensor | None = None,
+        labels: Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> MaskedLMOutput:
+        """As ``BertForMaskedLM``: ``masked_positions``/``masked_labels [B, P]`` or dense ``labels [B, L]`` (-100
+        = not predicted) run the head on the predicted tokens only; with neither, logits are ``[B, L, V]``."""
+        out = self.model(input_ids, None, attention_mask, output_hidden_states=output_hidden_states,
+                         output_attentions=output_attentions)  # fmt: skip
+        hidden = out.last_hidden_state
+        if masked_positions is not None:
+            rows = hidden.gather(1, masked_positions[..., None].expand(-1, -1, hidden.shape[-1]))
+            logits, targets = self.decoder(self.head(rows)), masked_labels
+        elif labels is not None:
+            selected = labels != -100
+            logits, targets = self.decoder(self.head(hidden[selected])), labels[selected]
+        else:
+            return MaskedLMOutput(None, self.decoder(self.head(hidden)), None, None, out.hidden_states)
+        if targets is None:
+            return MaskedLMOutput(None, logits, None, None, out.hidden_states)
+        real = targets != -100
+        count = real.sum()
+        loss = F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=-100, reduction="sum"
+        ) / count.clamp(min=1)
+        correct = ((logits.argmax(-1) == targets) & real).sum()
+        return MaskedLMOutput(loss, logits, correct, count, out.hidden_states)
+
+
+class _Classifying(ModernBertPreTrained):
+    """The encoder, the prediction head, dropout and a linear classifier of ``outputs`` classes."""
+
+    def __init__(self, config: ModernBertConfig, outputs: int):
+        super().__init__()
+        self.config = config
+        self.num_labels = config.num_labels
+        self.model = ModernBertModel(config)
+        self.head = ModernBertPredictionHead(config)
+        self.drop = nn.Dropout(config.classifier_dropout)
+        self.classifier = nn.Linear(config.hidden_size, outputs)
+        init_weights(self.head, config)
+        nn.init.trunc_normal_(self.classifier.weight, std=config.hidden_size**-0.5,
+                              a=-config.initializer_cutoff_factor * config.hidden_size**-0.5,
+                              b=config.initializer_cutoff_factor * config.hidden_size**-0.5)  # fmt: skip
+        nn.init.zeros_(self.classifier.bias)
+
+    def classify(self, x: Tensor) -> Tensor:
+        return self.classifier(self.drop(self.head(x)))
+
+
+class ModernBertForSequenceClassification(_Classifying):
+    """``classifier_pooling`` (``cls`` or ``mean``) of the final vectors, the head, the classifier. Loss: MSE for
+    one label, cross-entropy for integer labels, BCE-with-logits for multi-label float targets."""
+
+    def __init__(self, config: ModernBertConfig):
+        super().__init__(config, config.num_labels)
+
+    def problem_type(self, labels: Tensor) -> str:
+        if self.config.problem_type is not None:
+            return self.config.problem_type
+        if self.num_labels == 1:
+            return "regression"
+        return (
+            "single_label_classification" if labels.dtype in (torch.long, torch.int) else "multi_label_classification"
+        )
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> SequenceClassifierOutput:
+        if attention_mask is None:
+            attention_mask = torch.ones_like(input_ids)
+        out = self.model(input_ids, None, attention_mask, output_hidden_states=output_hidden_states,
+                         output_attentions=output_attentions)  # fmt: skip
+        logits = self.classify(pool_tokens(out.last_hidden_state, attention_mask, self.config.classifier_pooling))
+        loss = None
+        if labels is not None:
+            kind = self.problem_type(labels)
+            if kind == "regression":
+                loss = (
+                    F.mse_loss(logits.float().reshape(labels.shape), labels.float())
+                    if self.num_labels == 1
+                    else F.mse_loss(logits.float(), labels.float())
+                )
+            elif kind == "single_label_classification":
+                loss = F.cross_entropy(logits.float().view(-1, self.num_labels), labels.view(-1))
+            else:
+                loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+        return SequenceClassifierOutput(loss, logits, out.hidden_states)
+
+
+class ModernBertForTokenClassification(_Classifying):
+    """The head and classifier on every token; cross-entropy ignoring label -100."""
+
+    def __init__(self, config: ModernBertConfig):
+        super().__init__(config, config.num_labels)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        *,
+        labels: Tensor | None = None,
+        label_normalizer: Tensor | float | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> TokenClassifierOutput:
+        """``label_normalizer``: divide the summed token losses by it instead of by this batch's count."""
+        out = self.model(input_ids, None, attention_mask, output_hidden_states=output_hidden_states,
+                         output_attentions=output_attentions)  # fmt: skip
+        logits = self.classify(out.last_hidden_state)
+        loss = None
+        if labels is not None:
+            flat, targets = logits.float().view(-1, self.num_labels), labels.view(-1)
+            if label_normalizer is None:
+                loss = F.cross_entropy(flat, targets, ignore_index=-100)
+            else:
+                loss = F.cross_entropy(flat, targets, ignore_index=-100, reduction="sum") / label_normalizer
+        return TokenClassifierOutput(loss, logits, out.hidden_states)
+
+
+class ModernBertForQuestionAnswering(_Classifying):
+    """Extractive QA: the head and a 2-way classifier give start and end logits at every position.
+    Loss = (CE(start) + CE(end)) / 2; positions outside the sequence are clamped to L and ignored."""
+
+    def __init__(self, config: ModernBertConfig):
+        super().__init__(config, 2)
+
+    def forward(
+        self,
+        input_ids: Tensor,
+        token_type_ids: Tensor | None = None,
+        attention_mask: Tensor | None = None,
+        *,
+        start_positions: Tensor | None = None,
+        end_positions: Tensor | None = None,
+        output_hidden_states: bool = False,
+        output_attentions: bool = False,
+    ) -> QuestionAnsweringOutput:
+        out = self.model(input_ids, None, attention_mask, output_hidden_states=output_hidden_states,
+                         output_attentions=output_attentions)  # fmt: skip
+        start_logits, end_logits = self.classify(out.last_hidden_state).unbind(-1)
+        start_logits, end_logits = start_logits.contiguous(), end_logits.contiguous()
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            seq_len = start_logits.shape[1]
+            start = start_positions.reshape(-1).clamp(0, seq_len)
+            end = end_positions.reshape(-1).clamp(0, seq_len)
+            loss = (
+                F.cross_entropy(start_logits.float(), start, ignore_index=seq_len)
+                + F.cross_entropy(end_logits.float(), end, ignore_index=seq_len)
+            ) / 2
+        return QuestionAnsweringOutput(loss, start_logits, end_logits, out.hidden_states)
+
+
+MODERNBERT_CLASSES: dict[str, type[ModernBertPreTrained]] = {
+    cls.__name__: cls
+    for cls in (
+        ModernBertModel,
+        ModernBertForMaskedLM,
+        ModernBertForSequenceClassification,
+        ModernBertForTokenClassification,
+        ModernBertForQuestionAnswering,
+    )
+}
+"""ModernBERT classes by name, as ``config.json``'s ``architectures`` writes them."""
