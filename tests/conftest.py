@@ -14,10 +14,25 @@ import torch
 
 from bertkit.model import BertModel
 from bertkit.tokenizer import Tokenizer
+from device_mode import test_device
 from inference_helpers import make_tokenizer, save_model
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--device",
+        default=None,
+        help="cpu | cuda | cuda:N: where the model, training, inference and service tests run their models "
+        "(default: $BERTKIT_TEST_DEVICE, else cpu)",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    # The device test mode: the choice goes into the environment, where test helpers and child processes read it.
+    chosen = config.getoption("--device") or os.environ.get("BERTKIT_TEST_DEVICE") or "cpu"
+    if chosen.startswith("cuda") and not torch.cuda.is_available():
+        raise pytest.UsageError(f"--device {chosen}: torch {torch.__version__} sees no CUDA device here")
+    os.environ["BERTKIT_TEST_DEVICE"] = chosen
     # Under `pytest -n N` each worker takes its share of the cores: N processes that each start one thread
     # per core spend their time waiting on one another. Child processes (the CLI, torchrun) inherit it.
     workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
@@ -33,6 +48,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if os.environ.get("PYTEST_XDIST_WORKER"):
         slow_files = {item.path for item in items if item.get_closest_marker("slow")}
         items.sort(key=lambda item: item.path not in slow_files)
+
+
+@pytest.fixture(scope="session")
+def device() -> torch.device:
+    """Where the tests that take this fixture run their models: the CPU, or the GPU of ``pytest --device cuda``."""
+    return test_device()
 
 
 @pytest.fixture(scope="session")

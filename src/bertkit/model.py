@@ -18,12 +18,13 @@ nothing of the loader above (``bertkit.weights``: quantization, compilation, tok
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, cast
 
 import torch
 import torch.nn.functional as F
@@ -34,7 +35,11 @@ from bertkit.checkpoint_files import QUANTIZATION_KEY, load_hf_state_dict, read_
 from bertkit.config import BertConfig
 from bertkit.errors import CheckpointError, ConfigError
 
-ATTN_IMPLEMENTATIONS = ("sdpa", "eager")
+ATTN_IMPLEMENTATIONS = ("sdpa", "eager", "flex", "varlen")
+"""``sdpa``: ``scaled_dot_product_attention`` on the padded layout (every device); ``eager``: the same by hand;
+``flex``: FlexAttention with a block mask of the sequences (document mask); ``varlen``: variable-length
+attention over the flattened sequences (``torch.nn.attention.varlen`` on CUDA, a loop of SDPA calls elsewhere).
+``flex`` and ``varlen`` have no attention-probability dropout: train them with ``attention_probs_dropout_prob=0``."""
 UNPAD_SHARE = 0.1
 """A training batch with at least this share of padding runs its layers on the real tokens only (``Unpadded``).
 Below it there is little to save (length-grouped batches have 2-5 %), and unpadding costs two copies per layer."""
@@ -140,14 +145,18 @@ class Embeddings(nn.Module):
         self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
-    def forward(self, input_ids: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
+    def forward(
+        self, input_ids: Tensor, token_type_ids: Tensor | None = None, position_ids: Tensor | None = None
+    ) -> Tensor:
+        """``position_ids [B, L]``: each token's position in its own sequence (packed rows restart at 0 with
+        each sequence; the packer keeps every sequence within ``max_position_embeddings``); default 0..L-1."""
         seq_len = input_ids.shape[1]
-        if seq_len > self.position_embeddings.num_embeddings:
+        if position_ids is None and seq_len > self.position_embeddings.num_embeddings:
             raise ValueError(
                 f"sequence of {seq_len} tokens is longer than max_position_embeddings "
                 f"({self.position_embeddings.num_embeddings}); truncate the input"
             )
-        positions = torch.arange(seq_len, device=input_ids.device)
+        positions = torch.arange(seq_len, device=input_ids.device) if position_ids is None else position_ids
         x = self.word_embeddings(input_ids) + self.position_embeddings(positions)
         if token_type_ids is None:
             x = x + self.token_type_embeddings.weight[0]
@@ -175,15 +184,22 @@ class SelfAttention(nn.Module):
     def forward(
         self,
         x: Tensor,
-        mask: Tensor | None,
+        mask: AttentionMask,
         output_attentions: bool = False,
         rows: Tensor | None = None,
         unpadded: Unpadded | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """``rows [B, K]``: attend from those positions only (every position is still a key); the output is
         then ``[B, K, H]``. ``unpadded``: ``x`` is the ``[T, H]`` real tokens of a padded batch; the
-        projections run on those alone and only the attention itself sees the padded ``[B, L]`` layout."""
+        projections run on those alone and only the attention itself sees the padded ``[B, L]`` layout.
+        ``mask``: a boolean tensor (True = may attend), a ``FlexLayout`` (FlexAttention) or a ``VarlenLayout``
+        (variable-length attention over ``x``'s tokens flattened, padded or not: no padded layout at all)."""
         hidden = x.shape[-1]
+        dropout_p = self.dropout_p if self.training else 0.0
+        if isinstance(mask, VarlenLayout):
+            _refuse_dropout("varlen", dropout_p)
+            q, k, v = self.qkv(x.reshape(-1, hidden)).view(-1, 3, self.num_heads, self.head_dim).unbind(1)
+            return self.out(varlen_attention(q, k, v, mask).reshape(x.shape)), None
         if unpadded is not None:
             q, k, v = self._split_heads(unpadded.pad(self.qkv(x)))
         elif rows is None:
@@ -192,9 +208,11 @@ class SelfAttention(nn.Module):
             weight, bias = self.qkv.weight, self.qkv.bias
             (q,) = self._split_heads(F.linear(gather_rows(x, rows), weight[:hidden], bias[:hidden]), parts=1)
             k, v = self._split_heads(F.linear(x, weight[hidden:], bias[hidden:]), parts=2)
-        dropout_p = self.dropout_p if self.training else 0.0
         probs = None
-        if output_attentions or self.attn_implementation == "eager":
+        if isinstance(mask, FlexLayout):
+            _refuse_dropout("flex", dropout_p)
+            context = flex_kernel(q)(q, k, v, block_mask=mask.block_mask)
+        elif output_attentions or self.attn_implementation == "eager":
             scores = (q @ k.transpose(-1, -2)) / math.sqrt(self.head_dim)
             if mask is not None:
                 # finfo.min rather than -inf: a fully padded row stays finite (as in Hugging Face's eager path)
@@ -212,6 +230,117 @@ class SelfAttention(nn.Module):
         """``[B, L, parts * H]`` -> ``parts`` tensors ``[B, heads, L, head_dim]``."""
         batch, seq_len, _ = projected.shape
         return projected.view(batch, seq_len, parts, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+
+
+@dataclass(frozen=True)
+class VarlenLayout:
+    """Where each sequence of a batch starts among its tokens flattened (``[B * L]``, or the ``[T]`` real tokens of
+    an ``Unpadded`` batch): ``cu_seqlens [S + 1]`` int32, 0 first and the token count last; padding runs are
+    sequences of their own, whose outputs nobody reads. ``max_seqlen`` bounds a sequence's length."""
+
+    cu_seqlens: Tensor
+    max_seqlen: int
+
+
+@dataclass(frozen=True)
+class FlexLayout:
+    """FlexAttention's block mask for a batch: a token attends to the tokens of its own sequence only."""
+
+    block_mask: Any
+    """``torch.nn.attention.flex_attention.BlockMask``."""
+
+
+AttentionMask = Tensor | FlexLayout | VarlenLayout | None
+
+
+def flex_attention_module() -> Any:
+    """``torch.nn.attention.flex_attention``, imported when first used."""
+    import torch.nn.attention.flex_attention as flex
+
+    return flex
+
+
+@functools.cache
+def _compiled_flex() -> Callable[..., Tensor]:
+    return torch.compile(flex_attention_module().flex_attention, dynamic=True)
+
+
+def flex_kernel(q: Tensor) -> Callable[..., Tensor]:
+    """FlexAttention for ``q``'s device: compiled into one fused kernel on CUDA (uncompiled it materialises every
+    score); uncompiled elsewhere, where it answers but has no backward (PyTorch's CPU kernel trains nothing)."""
+    if q.is_cuda:
+        return _compiled_flex()
+    if q.requires_grad:
+        raise ConfigError(
+            "attn_implementation 'flex' trains on CUDA only (PyTorch's CPU FlexAttention has no backward): on the "
+            "CPU use it under torch.no_grad, or train with sdpa or varlen"
+        )
+    return cast(Callable[..., Tensor], flex_attention_module().flex_attention)
+
+
+def _refuse_dropout(implementation: str, dropout_p: float) -> None:
+    if dropout_p > 0:
+        raise ConfigError(
+            f"attn_implementation {implementation!r} has no attention dropout; train it with "
+            f"attention_probs_dropout_prob=0 (or use sdpa)"
+        )
+
+
+def sequence_starts(sequence_ids: Tensor) -> Tensor:
+    """Boolean ``[B, L]``: True where a sequence begins, at each row's first token and wherever the id changes."""
+    starts = torch.ones_like(sequence_ids, dtype=torch.bool)
+    starts[:, 1:] = sequence_ids[:, 1:] != sequence_ids[:, :-1]
+    return starts
+
+
+def packed_positions(sequence_ids: Tensor) -> Tensor:
+    """Position ids ``[B, L]`` that restart at 0 with every sequence of a packed row (no host sync)."""
+    index = torch.arange(sequence_ids.shape[1], device=sequence_ids.device).expand_as(sequence_ids)
+    first = torch.where(sequence_starts(sequence_ids), index, 0).cummax(dim=1).values
+    return index - first
+
+
+def varlen_layout(sequence_ids: Tensor, keep: Tensor | None = None, max_seqlen: int | None = None) -> VarlenLayout:
+    """The ``VarlenLayout`` of rows of ``sequence_ids [B, L]`` (``keep``: only the flat positions an ``Unpadded``
+    batch keeps). Finding the starts costs one host sync; a packer that knows them gives ``cu_seqlens`` itself."""
+    starts = sequence_starts(sequence_ids).reshape(-1)
+    if keep is not None:
+        starts = starts.index_select(0, keep)
+    first = starts.nonzero().squeeze(1)
+    cu_seqlens = torch.cat([first, first.new_full((1,), starts.numel())]).to(torch.int32)
+    return VarlenLayout(cu_seqlens, max_seqlen or sequence_ids.shape[1])
+
+
+def document_block_mask(sequence_ids: Tensor) -> Any:
+    """FlexAttention's ``BlockMask`` that keeps each token's attention within its sequence of ``sequence_ids``."""
+
+    def same_sequence(b: Tensor, h: Tensor, q: Tensor, kv: Tensor) -> Tensor:
+        return sequence_ids[b, q] == sequence_ids[b, kv]
+
+    batch, seq_len = sequence_ids.shape
+    return flex_attention_module().create_block_mask(
+        same_sequence, batch, None, seq_len, seq_len, device=sequence_ids.device
+    )
+
+
+def varlen_attention(q: Tensor, k: Tensor, v: Tensor, layout: VarlenLayout) -> Tensor:
+    """Attention within each sequence of ``layout`` over ``[T, heads, head_dim]`` tokens: one
+    ``torch.nn.attention.varlen`` kernel on CUDA (FlashAttention's varlen), one SDPA call per sequence elsewhere."""
+    if q.is_cuda and q.dtype in (torch.float16, torch.bfloat16):  # FlashAttention's dtypes (autocast gives them)
+        try:
+            from torch.nn.attention.varlen import varlen_attn
+        except ImportError:  # torch without varlen attention: the portable loop below
+            pass
+        else:
+            cu, longest = layout.cu_seqlens, layout.max_seqlen
+            out = varlen_attn(q, k, v, cu, cu, longest, longest)
+            return out if isinstance(out, Tensor) else out[0]
+    bounds = layout.cu_seqlens.tolist()
+    pieces = []
+    for start, end in itertools.pairwise(bounds):
+        query, key, value = (t[start:end].transpose(0, 1) for t in (q, k, v))
+        pieces.append(F.scaled_dot_product_attention(query, key, value).transpose(0, 1))
+    return torch.cat(pieces)
 
 
 class Unpadded:
@@ -246,8 +375,33 @@ def gather_rows(x: Tensor, rows: Tensor) -> Tensor:
     return torch.gather(x, 1, rows.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
 
 
+def residual_norm(
+    x: Tensor, update: Tensor, weight: Tensor, bias: Tensor, eps: float, p: float, training: bool
+) -> Tensor:
+    """``LayerNorm(x + Dropout(update))``: the post-LN residual step, one fused kernel when compiled."""
+    return F.layer_norm(x + F.dropout(update, p, training), (x.shape[-1],), weight, bias, eps)
+
+
+def feed_forward(h: Tensor, weights: tuple[Tensor, ...], act: str, eps: float, p: float, training: bool) -> Tensor:
+    """``LayerNorm(h + Dropout(W2 act(W1 h + b1) + b2))`` with ``weights = (W1, b1, W2, b2, gamma, beta)``. A
+    function of tensors, not of a module, so that one compiled graph serves every layer."""
+    w1, b1, w2, b2, gamma, beta = weights
+    inner = F.linear(h, w1, b1)
+    if act == "gelu":
+        inner = F.gelu(inner)
+    elif act == "relu":
+        inner = F.relu(inner)
+    else:  # gelu_new, gelu_pytorch_tanh (BertConfig allows no other)
+        inner = F.gelu(inner, approximate="tanh")
+    return residual_norm(h, F.linear(inner, w2, b2), gamma, beta, eps, p, training)
+
+
 class EncoderLayer(nn.Module):
-    """Post-LN Transformer block: ``h = LN(x + Drop(Attn(x)))``; ``out = LN(h + Drop(W2 act(W1 h)))``."""
+    """Post-LN Transformer block: ``h = LN(x + Drop(Attn(x)))``; ``out = LN(h + Drop(W2 act(W1 h)))``.
+
+    ``self.fused``: None runs the modules as they are; ``bertkit.compiling.compile_layers`` sets it to compiled
+    ``(residual_norm, feed_forward)``, functions of tensors that compute the same two position-wise steps in
+    fused kernels, one graph for all layers (attention stays outside the graph, as ModernBERT compiles)."""
 
     def __init__(self, config: BertConfig, attn_implementation: str = "sdpa"):
         super().__init__()
@@ -257,12 +411,14 @@ class EncoderLayer(nn.Module):
         self.ffn_out = nn.Linear(config.intermediate_size, config.hidden_size)
         self.ffn_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.act = activation(config.hidden_act)
+        self.hidden_act = config.hidden_act
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.fused: tuple[Callable[..., Tensor], Callable[..., Tensor]] | None = None
 
     def forward(
         self,
         x: Tensor,
-        mask: Tensor | None,
+        mask: AttentionMask,
         output_attentions: bool = False,
         rows: Tensor | None = None,
         unpadded: Unpadded | None = None,
@@ -272,9 +428,21 @@ class EncoderLayer(nn.Module):
         attended, probs = self.attention(x, mask, output_attentions, rows, unpadded)
         if rows is not None:
             x = gather_rows(x, rows)
-        h = self.attention_norm(x + self.dropout(attended))
-        out = self.ffn_norm(h + self.dropout(self.ffn_out(self.act(self.ffn_in(h)))))
-        return out, probs
+        if self.fused is None:
+            h = self.attention_norm(x + self.dropout(attended))
+            return self.ffn_norm(h + self.dropout(self.ffn_out(self.act(self.ffn_in(h))))), probs
+        fused_residual_norm, fused_feed_forward = self.fused
+        p, norm, ffn_norm = self.dropout.p, self.attention_norm, self.ffn_norm
+        h = fused_residual_norm(x, attended, norm.weight, norm.bias, norm.eps, p, self.training)
+        weights = (
+            self.ffn_in.weight,
+            self.ffn_in.bias,
+            self.ffn_out.weight,
+            self.ffn_out.bias,
+            ffn_norm.weight,
+            ffn_norm.bias,
+        )
+        return fused_feed_forward(h, weights, self.hidden_act, ffn_norm.eps, p, self.training), probs
 
 
 class Encoder(nn.Module):
@@ -288,7 +456,7 @@ class Encoder(nn.Module):
     def forward(
         self,
         x: Tensor,
-        mask: Tensor | None,
+        mask: AttentionMask,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
         last_layer_rows: Tensor | None = None,
@@ -447,28 +615,44 @@ class BertModel(PreTrainedMixin):
         output_hidden_states: bool = False,
         output_attentions: bool = False,
         output_rows: Tensor | None = None,
+        sequence_ids: Tensor | None = None,
+        cu_seqlens: Tensor | None = None,
     ) -> BertOutput:
         """``input_ids [B, L]``; ``token_type_ids`` 0/1 segments (default all 0); ``attention_mask`` 1 for real
         tokens and 0 for padding (default all 1).
+
+        Packed rows (``bertkit.data.packing``): ``sequence_ids [B, L]`` numbers the sequences within each row;
+        a token attends to its own sequence only and positions restart at 0 with each one. ``cu_seqlens``: the
+        sequences' starts over the flattened batch, as the packer computed them (varlen attention then needs no
+        host sync to find them). ``pooler_output`` is then the first sequence's of each row.
 
         ``output_rows [B, K]`` (positions): ``last_hidden_state`` is then ``[B, K, H]``, the final vectors at
         those positions only, and the last layer computes just those rows (plus [CLS] for the pooler). A
         head that reads a few positions (MLM at the masked tokens, classification at [CLS]) skips most of
         the last layer's work this way; the values are the same as gathering from the full output.
         """
-        mask = None
+        key_mask = None
         # Unpadded batches reach SDPA with no mask (fastest kernel); the check costs one host sync per
         # forward, so under torch.compile (where it would break the graph) the mask is always passed.
         if attention_mask is not None and (torch.compiler.is_compiling() or not bool(attention_mask.all())):
-            mask = attention_mask[:, None, None, :].bool()
-        x = self.embeddings(input_ids, token_type_ids)
-        if output_hidden_states or output_attentions:  # every layer's full output is asked for
+            key_mask = attention_mask[:, None, None, :].bool()
+        if sequence_ids is not None and attention_mask is not None:  # padding is a sequence of its own
+            sequence_ids = sequence_ids.masked_fill(attention_mask == 0, -1)
+        positions = packed_positions(sequence_ids) if sequence_ids is not None else None
+        x = self.embeddings(input_ids, token_type_ids, positions)
+        dense = output_hidden_states or output_attentions  # every layer's full output is asked for
+        unpadded = None if dense else self._unpadded(key_mask)
+        mask = self._attention_mask(key_mask, sequence_ids, cu_seqlens, unpadded, dense)
+        if dense:
             x, hidden_states, attentions = self.encoder(x, mask, output_hidden_states, output_attentions)
             pooled = self.pooler(x) if self.pooler is not None else None
             return BertOutput(
                 x if output_rows is None else gather_rows(x, output_rows), pooled, hidden_states, attentions
             )
-        unpadded = self._unpadded(mask)
+        if output_rows is not None and not (mask is None or (isinstance(mask, Tensor) and sequence_ids is None)):
+            # the last layer's few query rows work with a key mask only: gather them from the full output
+            x, _, _ = self.encoder(x, mask, unpadded=unpadded)
+            return BertOutput(gather_rows(x, output_rows), self.pooler(x) if self.pooler is not None else None)
         if output_rows is None:
             x, _, _ = self.encoder(x, mask, unpadded=unpadded)
             return BertOutput(x, self.pooler(x) if self.pooler is not None else None)
@@ -478,6 +662,33 @@ class BertModel(PreTrainedMixin):
         cls_first = torch.cat([output_rows.new_zeros(output_rows.shape[0], 1), output_rows], dim=1)
         x, _, _ = self.encoder(x, mask, last_layer_rows=cls_first, unpadded=unpadded)
         return BertOutput(x[:, 1:], self.pooler(x))
+
+    def _attention_mask(
+        self,
+        key_mask: Tensor | None,
+        sequence_ids: Tensor | None,
+        cu_seqlens: Tensor | None,
+        unpadded: Unpadded | None,
+        dense: bool,
+    ) -> AttentionMask:
+        """What the layers' attention takes for this batch and ``attn_implementation``: the key mask (or None)
+        for padded rows; for packed rows the block-diagonal mask of the sequences; a ``FlexLayout`` or a
+        ``VarlenLayout`` for those implementations (``dense``: per-layer outputs asked for, a plain mask)."""
+        implementation = self.attn_implementation
+        if dense or implementation in ("sdpa", "eager"):
+            if sequence_ids is None:
+                return key_mask
+            return (sequence_ids[:, :, None] == sequence_ids[:, None, :]).unsqueeze(1)
+        if sequence_ids is None and key_mask is not None:  # padded rows: each row's tokens, then its padding
+            sequence_ids = key_mask[:, 0, 0].long() - 1
+        if sequence_ids is None:
+            return None  # nothing padded, nothing packed: plain SDPA computes the same, as fast
+        if implementation == "flex":
+            return FlexLayout(document_block_mask(sequence_ids))
+        if cu_seqlens is not None and unpadded is None:
+            return VarlenLayout(cu_seqlens.to(torch.int32), self.config.max_position_embeddings)
+        keep = unpadded.keep if unpadded is not None else None
+        return varlen_layout(sequence_ids, keep, self.config.max_position_embeddings)
 
     def _unpadded(self, mask: Tensor | None) -> Unpadded | None:
         """Unpad a training batch whose padding is at least ``UNPAD_SHARE`` of it. Only in training: in
@@ -575,6 +786,8 @@ class BertForPreTraining(PreTrainedMixin):
         next_sentence_label: Tensor | None = None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
+        sequence_ids: Tensor | None = None,
+        cu_seqlens: Tensor | None = None,
     ) -> PreTrainingOutput:
         """``masked_positions``/``masked_labels [B, P]`` (label -100 in padding slots) or dense ``labels [B, L]``
         (-100 = not predicted); ``next_sentence_label [B]`` 0 = B follows A, 1 = random."""
@@ -585,12 +798,16 @@ class BertForPreTraining(PreTrainedMixin):
             output_hidden_states=output_hidden_states,
             output_attentions=output_attentions,
             output_rows=masked_positions,
+            sequence_ids=sequence_ids,
+            cu_seqlens=cu_seqlens,
         )
         mlm_logits, mlm_loss, correct, count = _masked_lm(
             self.mlm, out.last_hidden_state, masked_positions, masked_labels, labels
         )
         nsp_logits = self.nsp(out.pooler_output)
         nsp_loss = None
+        if next_sentence_label is not None and sequence_ids is not None:
+            raise ConfigError("packed rows hold several sequences: the next-sentence task needs unpacked batches")
         if next_sentence_label is not None:
             nsp_loss = F.cross_entropy(nsp_logits.float(), next_sentence_label.reshape(-1))
         loss: Tensor | None
@@ -625,6 +842,8 @@ class BertForMaskedLM(PreTrainedMixin):
         labels: Tensor | None = None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
+        sequence_ids: Tensor | None = None,
+        cu_seqlens: Tensor | None = None,
     ) -> MaskedLMOutput:
         out = self.bert(
             input_ids,
@@ -633,6 +852,8 @@ class BertForMaskedLM(PreTrainedMixin):
             output_hidden_states=output_hidden_states,
             output_attentions=output_attentions,
             output_rows=masked_positions,
+            sequence_ids=sequence_ids,
+            cu_seqlens=cu_seqlens,
         )
         logits, loss, correct, count = _masked_lm(
             self.mlm, out.last_hidden_state, masked_positions, masked_labels, labels
@@ -724,6 +945,8 @@ class BertForTokenClassification(PreTrainedMixin):
         label_normalizer: Tensor | float | None = None,
         output_hidden_states: bool = False,
         output_attentions: bool = False,
+        sequence_ids: Tensor | None = None,
+        cu_seqlens: Tensor | None = None,
     ) -> TokenClassifierOutput:
         """``label_normalizer``: divide the summed token losses by this (the mean count of labeled tokens per
         batch) instead of by this batch's own count, so that every token weighs the same in batches of
@@ -735,6 +958,8 @@ class BertForTokenClassification(PreTrainedMixin):
             attention_mask,
             output_hidden_states=output_hidden_states,
             output_attentions=output_attentions,
+            sequence_ids=sequence_ids,
+            cu_seqlens=cu_seqlens,
         )
         logits = self.classifier(self.dropout(out.last_hidden_state))
         loss = None
