@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from bertkit.model import BertModel
+from bertkit.notices import show_on_stderr
 from bertkit.tokenizer import Tokenizer
 from device_mode import test_device
 from inference_helpers import make_tokenizer, save_model
@@ -54,6 +55,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def device() -> torch.device:
     """Where the tests that take this fixture run their models: the CPU, or the GPU of ``pytest --device cuda``."""
     return test_device()
+
+
+@pytest.fixture(autouse=True)
+def bertkit_lines_on_stderr() -> None:
+    """bertkit's notices and progress on stderr as the ``bertkit`` command shows them, where tests read them
+    (a test that quiets the ``bertkit`` logger gets it back at INFO for the next one)."""
+    show_on_stderr(warning_prefix="")
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,9 @@
 On a terminal, :class:`Progress` draws a tqdm bar that redraws itself in place. Redirected to a file or a CI
 log (the stream is no TTY), carriage-return redraws would pile up as one endless line, so it writes one plain
 line every ``interval`` seconds instead, and a last one when it closes. Every progress display of bertkit
-(data preparation, the training loop, batched inference) goes through it.
+(data preparation, the training loop, batched inference) goes through it. On stderr (no ``stream`` given) it
+shows only while the ``bertkit.progress`` logger passes INFO records, as under the ``bertkit`` command
+(``bertkit.notices.show_on_stderr``); a Python program that configured no logging sees none.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Self, TextIO, TypeVar
+
+from bertkit.notices import shows
 
 INTERVAL = 30.0
 """Seconds between two plain progress lines."""
@@ -33,7 +37,8 @@ def is_terminal(stream: TextIO) -> bool:
 class Progress:
     """Progress over ``total`` units (``None``: unknown): :meth:`update` as work gets done, :meth:`close` at the end.
 
-    ``enabled=False`` shows nothing; ``bar`` forces the terminal (True) or the plain mode (False) instead of
+    ``enabled=False`` shows nothing, nor does a display on stderr that ``bertkit.progress`` keeps quiet
+    (:mod:`bertkit.notices`); ``bar`` forces the terminal (True) or the plain mode (False) instead of
     asking the stream; ``unit_scale`` shows large counts with SI prefixes (``12.3MB``). ``clock`` is for tests.
     Extra keywords go to tqdm in terminal mode.
     """
@@ -55,6 +60,8 @@ class Progress:
     ) -> None:
         self.total, self.desc, self.unit, self.unit_scale = total, desc, unit, unit_scale
         self.n = self.start_n = initial
+        if stream is None and not shows(name="bertkit.progress"):
+            enabled = False
         self.enabled, self.interval, self.clock = enabled, interval, clock
         self.stream = stream or sys.stderr
         self.postfix: dict[str, str] = {}

@@ -43,7 +43,7 @@ def warn(line: str) -> None:
 
 
 def show_library_warnings(prefix: str = "bertkit: ") -> None:
-    """Let the library's logged warnings reach stderr, one line each after ``prefix``."""
-    import logging
+    """bertkit's logged warnings on stderr, one line each after ``prefix`` (its notices keep ``bertkit: ``)."""
+    from bertkit.notices import show_on_stderr
 
-    logging.basicConfig(format=f"{prefix}%(message)s", level=logging.WARNING)
+    show_on_stderr(warning_prefix=prefix.removeprefix("bertkit: "))

@@ -40,6 +40,9 @@ def fail(message: str) -> NoReturn:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from bertkit.notices import show_on_stderr
+
+    show_on_stderr(warning_prefix="")  # the library logs; the command shows it as bertkit: lines
     try:
         # Outside standalone mode click returns a command's ``typer.Exit`` code instead of raising it.
         code = app(args=argv, standalone_mode=False)
