@@ -1,4 +1,4 @@
-"""Running a trained model: the one loader, and the pipelines a user calls on it.
+"""Running a trained model: the inference loader (``load``), and the pipelines a user calls on it.
 
 ``load(path)`` restores a model directory with its tokenizer, its task (label names, options) and the length it
 was fine-tuned with (``loading``); load once, call many times. Every pipeline takes a model directory or a

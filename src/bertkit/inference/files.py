@@ -1,7 +1,7 @@
 """A fine-tuned model on a whole file in its task's format: ``evaluate_model`` (metrics on labelled data) and
 ``predict`` (one JSON line per input, with scores); ``bertkit evaluate`` and ``bertkit predict`` call them.
 
-They load the model with the one loader and run it with the one runner, so a file gives the predictions the
+They load the model with ``load`` and run it with the one runner, so a file gives the predictions the
 pipelines and the HTTP service give for the same texts.
 """
 

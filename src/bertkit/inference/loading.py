@@ -1,4 +1,4 @@
-"""The one loader: a model directory becomes a ``Loaded`` model with its tokenizer, its task and the settings
+"""The inference loader: a model directory becomes a ``Loaded`` model with its tokenizer, its task and the settings
 it was fine-tuned with, and knows which pipelines it can run.
 
 A fine-tuned model's ``config.json`` holds what ``bertkit finetune`` used (``bertkit_finetune``: the task, its
