@@ -141,6 +141,92 @@ def test_serve_answers_embed_and_classify_as_torch(dirs):
         )
 
 
+# ------------------------------------------------------------------------------------------ precision
+def compile_configs(monkeypatch) -> list[dict]:
+    """The config of every ``openvino.Core.compile_model`` call from now on (the calls still run)."""
+    import openvino
+
+    seen: list[dict] = []
+    real = openvino.Core.compile_model
+
+    def spy(self, model, device=None, config=None):
+        seen.append(dict(config or {}))
+        return real(self, model, device, config or {})
+
+    monkeypatch.setattr(openvino.Core, "compile_model", spy)
+    return seen
+
+
+@pytest.mark.parametrize("quantize", [None, "int8"])
+def test_openvino_is_told_float32_and_runs_it(dirs, monkeypatch, quantize):
+    """OpenVINO's CPU plugin picks bf16 by itself on AVX512_BF16/AMX CPUs; float32 asked is said to it, and the
+    compiled model's own property reads float32 (on any CPU: the hint is what this test checks)."""
+    if not backends.openvino_installed(quantize):
+        pytest.skip("openvino or nncf not installed")
+    from bertkit.backends import ov
+    from bertkit.weights import load_model
+
+    monkeypatch.delenv(ov.PRECISION_ENV, raising=False)
+    seen = compile_configs(monkeypatch)
+    compiled = ov.compile_graph(load_model(dirs["encoder"]).eval(), quantize, threads=1)
+    assert seen[-1]["INFERENCE_PRECISION_HINT"] == "f32"
+    assert str(compiled.get_property("INFERENCE_PRECISION_HINT")) in ("f32", "<Type: 'float32'>")
+
+
+def test_openvino_bf16_is_the_users_choice(dirs, monkeypatch, capsys):
+    if not backends.openvino_installed():
+        pytest.skip("openvino not installed")
+    import openvino
+
+    from bertkit.backends import ov
+    from bertkit.weights import load_model
+
+    monkeypatch.setenv(ov.PRECISION_ENV, "bf16")
+    seen = compile_configs(monkeypatch)
+    compiled = ov.compile_graph(load_model(dirs["encoder"]).eval(), None, threads=1)
+    assert seen[-1]["INFERENCE_PRECISION_HINT"] == "bf16"
+    has_bf16 = "BF16" in openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")
+    ran_bf16 = "bf16" in str(compiled.get_property("INFERENCE_PRECISION_HINT"))
+    assert ran_bf16 == has_bf16
+    assert ("no bf16 instructions" in capsys.readouterr().err) == (not has_bf16)
+    monkeypatch.setenv(ov.PRECISION_ENV, "fp16")
+    with pytest.raises(ConfigError, match=r"BERTKIT_OPENVINO_PRECISION='fp16': use float32 or bf16"):
+        ov.inference_precision()
+
+
+AVX2_ONLY = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+"""The environment that holds torch's and oneDNN's kernels to AVX2, whatever the CPU offers."""
+
+
+def test_every_engine_gives_torchs_float32_answers_when_held_to_avx2(dirs, tmp_path):
+    """In a process held to AVX2 kernels, torch's float32 matmuls stay at full precision and every engine gives
+    the float32 vectors of this process's torch (a CPU with AVX-512 or AMX runs its own kernels out here)."""
+    import os
+    import subprocess
+
+    engines = ["torch", "onnxruntime", *(["openvino"] if backends.openvino_installed() else [])]
+    out = tmp_path / "vectors.npz"
+    code = (
+        "import sys, numpy as np, torch\n"
+        "from bertkit import inference\n"
+        "assert torch.get_float32_matmul_precision() == 'highest', torch.get_float32_matmul_precision()\n"
+        "out, model, engines, texts = sys.argv[1], sys.argv[2], sys.argv[3].split(','), sys.argv[4:]\n"
+        "np.savez(out, **{e: inference.embed(texts, inference.load(model, backend=e)) for e in engines})\n"
+    )
+    env = {**os.environ, **AVX2_ONLY, "BERTKIT_CACHE": str(tmp_path / "cache")}
+    env.pop("BERTKIT_OPENVINO_PRECISION", None)
+    got = subprocess.run(
+        [sys.executable, "-c", code, str(out), str(dirs["encoder"]), ",".join(engines), *TEXTS],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert got.returncode == 0, got.stderr
+    expected = inference.embed(TEXTS, inference.load(dirs["encoder"], backend="torch"))
+    with np.load(out) as vectors:
+        assert sorted(vectors.files) == sorted(engines)
+        for engine in engines:
+            np.testing.assert_allclose(vectors[engine], expected, atol=1e-4, err_msg=engine)
+
+
 # ------------------------------------------------------------------------------------------ the cache
 def test_export_is_cached_and_rebuilt_when_weights_options_or_versions_change(tmp_path, tokenizer, monkeypatch):
     exports = []

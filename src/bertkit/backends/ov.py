@@ -6,10 +6,16 @@ output channel, no calibration data) with NNCF and saves the result as OpenVINO 
 (its ``CACHE_DIR``, which it keys by the graph, the options and its own version), so a second process starts
 without compiling. Threads: torch's count; the latency hint (one request at a time per thread, each Python
 thread with its own infer request).
+
+Precision: float32, said to OpenVINO (``INFERENCE_PRECISION_HINT`` ``f32``). Left to itself, its CPU plugin runs
+bf16 on a CPU with AVX512_BF16 or AMX, whose answers differ from float32 in the third decimal. bf16 is the
+user's choice: ``BERTKIT_OPENVINO_PRECISION=bf16`` (on a CPU without bf16, OpenVINO runs float32 and a notice
+says so).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -21,13 +27,26 @@ from torch import nn
 from bertkit.backends.cache import cache_dir, cache_key, exported_graph, write_about
 from bertkit.backends.graph import Runner, put_behind
 from bertkit.backends.signal_stack import signal_stack_kept
-from bertkit.errors import BertkitError
+from bertkit.errors import BertkitError, ConfigError
 from bertkit.notices import notice, quiet_libraries
 
 MISSING = "--backend openvino needs the onnx and openvino packages; pip install 'bertkit[openvino]'"
 MISSING_NNCF = "--backend openvino --quantize int8 needs the nncf package; pip install 'bertkit[openvino]'"
 HINT = "LATENCY"
 """OpenVINO's performance hint: bertkit sends one batch per call and waits for it."""
+PRECISION_ENV = "BERTKIT_OPENVINO_PRECISION"
+"""The environment variable that lets OpenVINO run bf16 (``bf16``); unset or ``float32``: float32."""
+PRECISIONS = {"float32": "f32", "f32": "f32", "bf16": "bf16"}
+"""``BERTKIT_OPENVINO_PRECISION`` values -> OpenVINO's ``INFERENCE_PRECISION_HINT``."""
+
+
+def inference_precision() -> str:
+    """OpenVINO's ``INFERENCE_PRECISION_HINT`` for this process: ``f32`` unless ``BERTKIT_OPENVINO_PRECISION``
+    says ``bf16``."""
+    asked = os.environ.get(PRECISION_ENV, "").strip().lower() or "float32"
+    if asked not in PRECISIONS:
+        raise ConfigError(f"{PRECISION_ENV}={asked!r}: use float32 or bf16")
+    return PRECISIONS[asked]
 
 
 def openvino_installed(quantize: str | None = None) -> bool:
@@ -66,17 +85,31 @@ def int8_graph(model: nn.Module, core: Any) -> Path:
     return path
 
 
-def build(model: nn.Module, quantize: str | None, threads: int | None = None) -> Runner:
+def compile_graph(model: nn.Module, quantize: str | None, threads: int | None = None) -> Any:
     """``model``'s graph compiled by OpenVINO for the CPU (exported and compressed first if absent), with
-    ``threads`` (default: torch's)."""
+    ``threads`` (default: torch's), in float32 unless bf16 was asked for (module docstring)."""
     import openvino
 
+    precision = inference_precision()
     core = openvino.Core()
     core.set_property({"CACHE_DIR": str(cache_dir() / "openvino" / "compiled")})
     path = int8_graph(model, core) if quantize else exported_graph(model, None)
-    config = {"PERFORMANCE_HINT": HINT, "INFERENCE_NUM_THREADS": threads or torch.get_num_threads()}
+    config = {
+        "PERFORMANCE_HINT": HINT,
+        "INFERENCE_NUM_THREADS": threads or torch.get_num_threads(),
+        "INFERENCE_PRECISION_HINT": precision,
+    }
     with signal_stack_kept():  # the CPU plugin is created here (see signal_stack)
         compiled = core.compile_model(str(path), "CPU", config)
+    ran = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
+    if precision == "bf16" and "bf16" not in ran:
+        notice(f"{PRECISION_ENV}=bf16: this CPU has no bf16 instructions for OpenVINO; running float32")
+    return compiled
+
+
+def build(model: nn.Module, quantize: str | None, threads: int | None = None) -> Runner:
+    """The runner of ``compile_graph``'s model: one infer request per Python thread."""
+    compiled = compile_graph(model, quantize, threads)
     local = threading.local()
 
     def run(names: list[str], inputs: dict[str, np.ndarray]) -> list[np.ndarray]:

@@ -54,9 +54,12 @@ def _run_serve(
     threads: ThreadsOption = None,
     **fields: Any,
 ) -> None:
-    use_threads(threads)
     import dataclasses
 
+    from bertkit.serve.address import listening_socket
+
+    sock = listening_socket(host, port)  # a bad port or address: one line, before torch is imported
+    use_threads(threads)
     from bertkit.backends import choose_backend
     from bertkit.checkpoint_files.pretrained import check_pretrained
     from bertkit.inference import Loaded, load
@@ -78,7 +81,7 @@ def _run_serve(
             print(f"bertkit: embeddings default to {embed_settings(loaded).notice()}", file=sys.stderr)
         return loaded
 
-    serve_loading(load_model, host=host, port=port, limits=limits, model_id=model, access=access)
+    serve_loading(load_model, host=host, port=port, limits=limits, model_id=model, access=access, sock=sock)
 
 
 @commands.command("serve", short_help="Serve a model over HTTP, with a web page.", cls=lazy_command(_serve_function))

@@ -64,7 +64,8 @@ BackendOption = Annotated[
     typer.Option(
         help="auto | torch | onnxruntime | openvino: the engine behind the model's forward; onnxruntime and "
         "openvino export the model to ONNX once and cache it (BERTKIT_CACHE) (default auto: torch, but --quantize "
-        "int8 through ONNX Runtime where onnxruntime is installed)."
+        "int8 through ONNX Runtime where onnxruntime is installed). Every engine runs float32; "
+        "BERTKIT_OPENVINO_PRECISION=bf16 lets openvino run bf16 on a CPU with AVX512_BF16 or AMX."
     ),
 ]
 

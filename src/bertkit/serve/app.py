@@ -25,6 +25,7 @@ import logging
 import math
 import os
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -40,6 +41,7 @@ except ImportError as exc:  # pragma: no cover - the serve extra is optional
 
 from bertkit.inference import Loaded, load
 from bertkit.serve.access import LOOPBACK, ServeAccess
+from bertkit.serve.address import listening_socket
 from bertkit.serve.body_limit import BodyLimit
 from bertkit.serve.errors import add_error_handlers
 from bertkit.serve.gate import Gate, GateRules
@@ -128,8 +130,9 @@ def serve_loading(
     log_level: str = "info",
     model_id: str | os.PathLike | None = None,
     access: ServeAccess | None = None,
+    sock: socket.socket | None = None,
 ) -> None:
-    """Open the port first and serve the loading answers (``starting``) while ``load_model()`` runs in a thread,
+    """Open the port first (``sock``: already bound to ``host``:``port``) and serve the loading answers (``starting``) while ``load_model()`` runs in a thread,
     then serve the model: the service is ready once the model is loaded and has run once (``warm_up``). A failed
     load stops the server and raises its error here."""
     access = access or ServeAccess()
@@ -143,7 +146,7 @@ def serve_loading(
         logger.info("model loaded in %.1f s; ready", time.perf_counter() - started)
         return app
 
-    run_server(Starting(build, keys), host, port, access, log_level)
+    run_server(Starting(build, keys), host, port, access, log_level, sock)
 
 
 def warm_up(loaded: Loaded) -> None:
@@ -186,11 +189,15 @@ def run_server(
     port: int = 8000,
     access: ServeAccess | None = None,
     log_level: str = "info",
+    sock: socket.socket | None = None,
 ) -> None:
     """Run ``app`` until SIGTERM or Ctrl-C, from the main thread; see the module's docstring for shutdown.
-    A ``Starting`` app builds the real one in a thread meanwhile; if that fails, its error is raised here."""
+    A ``Starting`` app builds the real one in a thread meanwhile; if that fails, its error is raised here.
+    The port is bound first, unless ``sock`` is (``address``): a bad port or address is a ``ConfigError`` before
+    anything starts."""
     import uvicorn
 
+    sock = sock or listening_socket(host, port)
     access = access or ServeAccess()
     keys: KeyRing = app.keys if isinstance(app, Starting) else app.state.keys
     if host not in LOOPBACK and not keys.enabled:
@@ -215,7 +222,8 @@ def run_server(
     server = Server(server_config(app, host, port, access, log_level))
     if isinstance(app, Starting):
         app.start(lambda: setattr(server, "should_exit", True))
-    server.run()
+    with sock:
+        server.run(sockets=[sock])
     if isinstance(app, Starting):
         app.raise_failure()
 

@@ -1,4 +1,10 @@
-"""The request-body cap (``ServeLimits.max_body_bytes``), applied before the app parses anything."""
+"""The request-body cap (``ServeLimits.max_body_bytes``), applied before the app parses anything.
+
+A body over the cap is read and thrown away (up to ``DRAIN_FACTOR`` times the cap, at least ``DRAIN_MIN``
+bytes) before the 413 is sent: a client that writes its whole body before reading the answer, as Python's
+``urllib`` does, would otherwise find the connection closed under it (a broken pipe) instead of the 413. A
+body past that bound is answered at once and its connection closed.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 from bertkit.serve.errors import error_body
+
+DRAIN_FACTOR = 16
+DRAIN_MIN = 16 << 20
+"""How much of an over-limit body is read and discarded before the 413: the larger of 16 x the cap and 16 MiB."""
 
 
 class BodyLimit:
@@ -22,21 +32,21 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         path = str(scope.get("path", ""))
-        too_big = f"the request body is over {self.max_bytes} bytes, this server's limit; send fewer or shorter texts"
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None:
             try:
-                size = int(declared)
+                int(declared)
             except ValueError:
                 await _send_json(send, 400, error_body(path, 400, "the Content-Length header is not a number"))
                 return
-            if size > self.max_bytes:
-                await _send_json(send, 413, error_body(path, 413, too_big))
-                return
-        body = await self._read(receive)
-        if body is None:  # the client went away
+        read = await self._read(receive)
+        if read is None:  # the client went away
             return
-        if len(body) > self.max_bytes:
+        body, size = read
+        if size > self.max_bytes:
+            too_big = (
+                f"the request body is over {self.max_bytes} bytes, this server's limit; send fewer or shorter texts"
+            )
             await _send_json(send, 413, error_body(path, 413, too_big))
             return
         replayed = False
@@ -50,18 +60,21 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
-    async def _read(self, receive: Callable) -> bytes | None:
-        """The whole body, or as much as one byte past the cap (enough to refuse it); None on disconnect."""
+    async def _read(self, receive: Callable) -> tuple[bytes, int] | None:
+        """The body and its size in bytes, None on disconnect. Past the cap the rest is read and dropped, up to
+        the drain bound (module docstring), so that the client has sent it all before the 413."""
         chunks, size = [], 0
+        bound = max(DRAIN_FACTOR * self.max_bytes, DRAIN_MIN)
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
                 return None
             chunk = message.get("body", b"")
             size += len(chunk)
-            chunks.append(chunk)
-            if size > self.max_bytes or not message.get("more_body", False):
-                return b"".join(chunks)
+            if size <= self.max_bytes:
+                chunks.append(chunk)
+            if size > bound or not message.get("more_body", False):
+                return b"".join(chunks), size
 
 
 async def _send_json(send: Callable, status: int, payload: dict) -> None:
