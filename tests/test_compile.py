@@ -9,6 +9,7 @@ from torch._dynamo.testing import CompileCounter
 
 from bertkit.compiling import compile_model, is_compiled
 from bertkit.config import BertConfig
+from bertkit.errors import ConfigError
 from bertkit.model import BertForPreTraining, BertForSequenceClassification, BertModel
 from bertkit.training import ResumableBatches, TrainConfig
 from bertkit.training.loop import Trainer
@@ -94,3 +95,58 @@ def test_compile_is_a_training_flag(capsys):
 
     assert main(["finetune", "--help"]) == 0
     assert "--compile" in capsys.readouterr().out
+
+
+def _layers_step(model: torch.nn.Module, inputs: dict) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    model.zero_grad()
+    loss = model(**inputs).loss
+    loss.backward()
+    return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def _mlm_inputs(batch: int, length: int) -> dict[str, torch.Tensor]:
+    inputs = _batch(batch, length)
+    inputs["masked_positions"] = torch.tensor([[1, 3]] * batch)
+    inputs["masked_labels"] = torch.tensor([[7, 8]] * batch)
+    return inputs
+
+
+@pytest.mark.parametrize("unpad", [False, True])
+def test_compiled_layers_train_as_eager_and_share_one_graph(unpad):
+    """The ``layers`` scope: every layer runs the same two compiled functions (graphs counted by a backend that
+    only counts), lengths and layer counts reuse them, and the loss and gradients are the eager ones."""
+    eager, compiled = _twins(BertForPreTraining, num_hidden_layers=3, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    counter = CompileCounter()
+    compile_model(compiled, scope="layers", backend=counter)
+    assert is_compiled(compiled) and not is_compiled(eager)
+    for model in (eager, compiled):
+        model.train().bert.unpad = unpad
+    for length in (12, 17):
+        inputs = _mlm_inputs(4, length)
+        inputs["attention_mask"][1, 5:] = 0  # a third of a row padded: unpadded when asked
+        want, got = _layers_step(eager, inputs), _layers_step(compiled, inputs)
+        torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-6)
+        for name, grad in want[1].items():
+            torch.testing.assert_close(got[1][name], grad, rtol=1e-4, atol=1e-6, msg=name)
+    # residual_norm and feed_forward, whatever the layers and lengths; once more each for the unpadded [T, H]
+    # tokens, as the last layer of a head that reads a few rows runs on the padded [B, K, H] layout
+    assert counter.frame_count == (4 if unpad else 2)
+
+
+@pytest.mark.slow  # inductor compiles the two layer steps forward and backward: seconds to tens of seconds
+def test_compiled_layers_with_inductor_equal_eager():
+    eager, compiled = _twins(BertForPreTraining, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    compile_model(compiled, scope="layers")
+    inputs = _mlm_inputs(3, 10)
+    want, got = _layers_step(eager.train(), inputs), _layers_step(compiled.train(), inputs)
+    torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-5)
+    for name, grad in want[1].items():
+        torch.testing.assert_close(got[1][name], grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("scope", ["model", "layers"])
+def test_cuda_graphs_are_refused_off_cuda(scope):
+    model = BertForPreTraining(_config())
+    with pytest.raises(ConfigError, match="CUDA graphs replay GPU kernels; this model is on cpu"):
+        compile_model(model, scope=scope, cuda_graphs=True)
+    assert not is_compiled(model)
