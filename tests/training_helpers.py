@@ -58,11 +58,14 @@ def make_pretraining_dataset(
     vocab: int = 100,
     max_predictions: int = 5,
     seed: int = 0,
+    masking: str = "static",
+    nsp: bool = True,
 ):
     """A small prepared dataset in bertkit.data's shard format, built without a tokenizer.
 
     Ids 0-4 are [PAD] [UNK] [CLS] [SEP] [MASK]; B follows A (label 0) when it continues A's arithmetic
-    sequence of ids, so both MLM and NSP are learnable.
+    sequence of ids, so both MLM and NSP are learnable. ``masking="dynamic"`` stores no masks (the loader
+    draws them); ``nsp=False`` stores full-sentence rows (one segment, never random), as ``--no-nsp`` does.
     """
     import random
     from pathlib import Path
@@ -79,9 +82,13 @@ def make_pretraining_dataset(
         b_len = rng.randint(3, seq - 3 - a_len)
         start, stride = rng.randrange(5, vocab), rng.choice([1, 2, 3])
         run = [5 + (start - 5 + stride * i) % (vocab - 5) for i in range(a_len + b_len)]
-        is_random = rng.random() < 0.5
+        is_random = nsp and rng.random() < 0.5
         b = [rng.randrange(5, vocab) for _ in range(b_len)] if is_random else run[a_len:]
-        tokens = [cls, *run[:a_len], sep, *b, sep]
+        tokens = [cls, *run[:a_len], sep, *b, sep] if nsp else [cls, *run, sep]
+        if not nsp:
+            a_len = len(tokens) - 2
+        if masking == "dynamic":
+            return Instance(tokens, a_len, is_random)
         candidates = [i for i, t in enumerate(tokens) if t not in (cls, sep)]
         positions = sorted(rng.sample(candidates, min(max_predictions, max(1, round(0.15 * len(tokens))))))
         labels = [tokens[i] for i in positions]
@@ -91,20 +98,20 @@ def make_pretraining_dataset(
 
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(5, vocab)]
     tokenizer = Tokenizer(words)
+    stored = max_predictions if masking == "static" else None
     splits = {
-        "train": pack_instances(
-            [instance() for _ in range(n_train)], vocab_size=vocab, max_predictions=max_predictions
-        ),
-        "eval": pack_instances([instance() for _ in range(n_eval)], vocab_size=vocab, max_predictions=max_predictions),
+        "train": pack_instances([instance() for _ in range(n_train)], vocab_size=vocab, max_predictions=stored),
+        "eval": pack_instances([instance() for _ in range(n_eval)], vocab_size=vocab, max_predictions=stored),
     }
     header = {
         "settings": {
             "max_seq_length": seq,
             "max_predictions_per_seq": max_predictions,
-            "masking": "static",
+            "masking": masking,
             "whole_word_mask": False,
             "masked_lm_prob": 0.15,
             "seed": seed,
+            **({} if nsp else {"nsp": False}),
         },
         "settings_hash": "synthetic",
         "tokenizer": {

@@ -15,12 +15,17 @@ google-research/bert's ``create_instances_from_document``:
 - :func:`truncate_seq_pair` trims the longer side one token at a time, from the front or back at random.
 
 NSP label convention (as Hugging Face's ``BertForPreTraining``): 0 = B follows A, 1 = B is random.
+
+Without next-sentence prediction, :func:`create_full_sentence_instances` makes RoBERTa's FULL-SENTENCES
+inputs instead: ``[CLS] s1 s2 ... [SEP]`` blocks filled with whole sentences read in document order up to
+``max_seq_length``, crossing document boundaries with a ``[SEP]`` between two documents (one segment, NSP
+label 0, never random).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from bertkit.errors import DataError
@@ -167,3 +172,56 @@ def create_instances(
             )
     rng.shuffle(instances)
     return instances
+
+
+def create_full_sentence_instances(
+    documents: list[Document],
+    *,
+    max_seq_length: int,
+    dupe_factor: int,
+    cls_id: int,
+    sep_id: int,
+    rng: random.Random,
+    masker: Masker | None = None,
+) -> list[Instance]:
+    """RoBERTa's FULL-SENTENCES inputs: ``dupe_factor`` passes over the shuffled documents, each packed into
+    ``[CLS] ... [SEP]`` blocks of at most ``max_seq_length`` tokens that cross document boundaries with a
+    ``[SEP]`` between documents; a sentence longer than a block is cut into block-sized pieces. Each pass
+    shuffles the documents afresh, so its blocks start at other sentences; the instances are shuffled."""
+    capacity = max_seq_length - 2
+    if capacity < 1:
+        raise DataError(f"--max-seq-length must be at least 3 ([CLS], a token, [SEP]), got {max_seq_length}")
+    documents = [doc for doc in ([s for s in d if s] for d in documents) if doc]
+    instances: list[Instance] = []
+    for _ in range(dupe_factor):
+        rng.shuffle(documents)
+        for block in full_sentence_blocks(documents, capacity, sep_id):
+            tokens = [cls_id, *block, sep_id]
+            positions: list[int] = []
+            labels: list[int] = []
+            if masker is not None:
+                tokens, positions, labels = masker(tokens, rng)
+            instances.append(Instance(tokens, len(tokens) - 2, False, positions, labels))
+    rng.shuffle(instances)
+    return instances
+
+
+def full_sentence_blocks(documents: Sequence[Document], capacity: int, sep_id: int) -> Iterator[list[int]]:
+    """The documents' sentences in order, packed into blocks of at most ``capacity`` ids, with ``sep_id`` between
+    two documents (never at a block's end); a sentence longer than ``capacity`` is cut into pieces."""
+    block: list[int] = []
+    for d, document in enumerate(documents):
+        if d and block:
+            block.append(sep_id)
+        for sentence in document:
+            for start in range(0, len(sentence), capacity):
+                piece = sentence[start : start + capacity]
+                if len(block) + len(piece) > capacity:
+                    while block and block[-1] == sep_id:
+                        block.pop()
+                    if block:
+                        yield block
+                    block = []
+                block.extend(piece)
+    if block:
+        yield block

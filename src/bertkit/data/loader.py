@@ -5,12 +5,16 @@ instances in a permutation drawn from ``epoch_rng(seed, e)``, cut into global mi
 ``r`` of ``world_size`` takes ``r, r + w, ...``, and the state counts global micro-batches. Instances are
 fetched by ``(epoch, index)`` keys, so a dataset copy inside a DataLoader worker needs no shared epoch state,
 and dynamic masks are drawn from ``(seed, epoch, index)``: the batches are the same whatever ``num_workers``
-and wherever they are computed.
+and wherever they are computed. A masking-rate schedule (:class:`~bertkit.data.masking.MaskingRate`) adds the
+rate of the item's micro-batch to its key, ``(epoch, index, rate)``, computed from the micro-batch's place in
+the run, so a resumed run draws the same masks too.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import math
 import random
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -21,20 +25,28 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from bertkit.data.batches import RandomOrder, ResumableBatches
-from bertkit.data.masking import MaskingSpec, derive_seed, mask_tokens
+from bertkit.data.masking import MaskingRate, MaskingSpec, derive_seed, mask_tokens
 from bertkit.data.shards import ShardSplit, load_splits, open_dataset
 from bertkit.errors import DataError
 
 IGNORE_INDEX = -100
-Key = tuple[int, int]
+Key = tuple[int, int] | tuple[int, int, float]
 
 
 class PretrainingDataset(Dataset):
     """Instances of one split of a prepared dataset, memory-mapped; item keys are ``(epoch, index)``."""
 
     def __init__(
-        self, directory: str | Path, split: str = "train", *, seed: int | None = None, allow_incomplete: bool = False
+        self,
+        directory: str | Path,
+        split: str = "train",
+        *,
+        seed: int | None = None,
+        allow_incomplete: bool = False,
+        masking_rate: MaskingRate | None = None,
     ):
+        """``masking_rate``: the rate schedule of dynamic masking (default: the dataset's ``masked_lm_prob``);
+        the prediction slots widen to its highest rate."""
         self.directory = Path(directory)
         self.meta = open_dataset(self.directory)
         if not self.meta.get("complete") and not allow_incomplete:
@@ -47,8 +59,18 @@ class PretrainingDataset(Dataset):
         self.max_seq_length: int = settings["max_seq_length"]
         self.max_predictions: int = settings["max_predictions_per_seq"]
         self.dynamic: bool = settings["masking"] == "dynamic"
+        self.nsp: bool = settings.get("nsp", True)
+        """Next-sentence pairs (BERT); False: full-sentence blocks, trained without the next-sentence task."""
+        if masking_rate is not None and not self.dynamic:
+            raise DataError(
+                f"a masking rate other than the prepared one needs dynamic masking, but {self.directory} holds "
+                "static masks; prepare the data with --masking dynamic (or --recipe modern)"
+            )
+        self.masking_rate = masking_rate
         self.seed = settings["seed"] if seed is None else seed
         self.pad_id: int = self.meta["tokenizer"]["pad_id"]
+        if masking_rate is not None:
+            self.max_predictions = max(self.max_predictions, math.ceil(self.max_seq_length * masking_rate.highest))
         self.shards: list[ShardSplit] = load_splits(self.directory, self.meta, split)
         self._starts = np.cumsum([0] + [s.num_instances for s in self.shards]).tolist()
         self.spec: MaskingSpec | None = self._masking_spec() if self.dynamic else None
@@ -74,8 +96,8 @@ class PretrainingDataset(Dataset):
 
     def __getitem__(self, key: int | Key) -> dict[str, Any]:
         """One instance: ``input_ids`` (int64), ``a_length``, ``next_sentence_label``, ``masked_positions``
-        and ``masked_labels`` (unpadded). ``key`` is ``(epoch, index)`` or an index (epoch 0)."""
-        epoch, index = (0, key) if isinstance(key, (int, np.integer)) else key
+        and ``masked_labels`` (unpadded). ``key`` is ``(epoch, index)``, ``(epoch, index, masking rate)`` or an index (epoch 0)."""
+        epoch, index, rate = _key(key)
         if not 0 <= index < len(self):
             raise IndexError(f"instance {index} out of range for {len(self)} instances")
         s = bisect.bisect_right(self._starts, index) - 1
@@ -84,7 +106,8 @@ class PretrainingDataset(Dataset):
         start, end = arrays["offsets"][i], arrays["offsets"][i + 1]
         ids = np.asarray(arrays["input_ids"][start:end], dtype=np.int64)
         if self.spec is not None:
-            masked = mask_tokens(ids.tolist(), self.spec, random.Random(derive_seed(self.seed, epoch, index)))
+            spec = self.spec if rate is None else dataclasses.replace(self.spec, masked_lm_prob=rate)
+            masked = mask_tokens(ids.tolist(), spec, random.Random(derive_seed(self.seed, epoch, index)))
             ids = np.asarray(masked.tokens, dtype=np.int64)
             positions = np.asarray(masked.positions, dtype=np.int64)
             labels = np.asarray(masked.labels, dtype=np.int64)
@@ -101,11 +124,22 @@ class PretrainingDataset(Dataset):
         }
 
 
+def _key(key: int | Key) -> tuple[int, int, float | None]:
+    """``(epoch, index, rate or None)`` of an item key."""
+    if isinstance(key, (int, np.integer)):
+        return 0, int(key), None
+    if len(key) == 3:
+        return int(key[0]), int(key[1]), float(key[2])
+    return int(key[0]), int(key[1]), None
+
+
 class PretrainingCollator:
     """Pads instances into the batch dict of the contract (``model(**batch)`` on ``BertForPreTraining``)."""
 
-    def __init__(self, *, pad_id: int, max_predictions: int, pad_to: int | None = None):
-        """``pad_to``: a fixed length (e.g. ``max_seq_length``) or None for the batch's longest."""
+    def __init__(self, *, pad_id: int, max_predictions: int, pad_to: int | None = None, nsp: bool = True):
+        """``pad_to``: a fixed length (e.g. ``max_seq_length``) or None for the batch's longest; ``nsp`` False
+        leaves ``next_sentence_label`` out (full-sentence data, no next-sentence task)."""
+        self.nsp = nsp
         self.pad_id = pad_id
         self.max_predictions = max_predictions
         self.pad_to = pad_to
@@ -128,14 +162,16 @@ class PretrainingCollator:
             positions[row, :k] = torch.from_numpy(item["masked_positions"])
             labels[row, :k] = torch.from_numpy(item["masked_labels"])
             nsp[row] = item["next_sentence_label"]
-        return {
+        batch = {
             "input_ids": input_ids,
             "token_type_ids": token_type_ids,
             "attention_mask": attention_mask,
             "masked_positions": positions,
             "masked_labels": labels,
-            "next_sentence_label": nsp,
         }
+        if self.nsp:
+            batch["next_sentence_label"] = nsp
+        return batch
 
 
 class PretrainingLoader(ResumableBatches):
@@ -164,12 +200,16 @@ class PretrainingLoader(ResumableBatches):
         drop_last: bool = True,
         pin_memory: bool = False,
         dataset: PretrainingDataset | None = None,
+        masking_rate: MaskingRate | None = None,
     ):
-        dataset = dataset or PretrainingDataset(directory, split)
+        """``masking_rate``: the dynamic masking rate over the run (when ``dataset`` is not given; a given
+        dataset brings its own)."""
+        dataset = dataset or PretrainingDataset(directory, split, masking_rate=masking_rate)
         collate = PretrainingCollator(
             pad_id=dataset.pad_id,
             max_predictions=dataset.max_predictions,
             pad_to=dataset.max_seq_length if pad_to_max_length else None,
+            nsp=dataset.nsp,
         )
         self.num_workers, self.pin_memory = num_workers, pin_memory
         super().__init__(
@@ -193,10 +233,20 @@ class PretrainingLoader(ResumableBatches):
     def _sampler(self) -> list[list[Key]]:
         """The ``(epoch, index)`` keys of this process's remaining micro-batches of the current epoch."""
         mine = self.epoch_batches(self.epoch)[self.position + self.rank :: self.world_size]
-        return [[(self.epoch, i) for i in indexes] for indexes in mine]
+        return self._keys(self.epoch, mine)
+
+    def _keys(self, epoch: int, batches: list[list[int]]) -> list[list[Key]]:
+        """The item keys of this process's ``batches`` of ``epoch``, which start at the current position; with
+        a masking-rate schedule each carries the rate of its micro-batch's place in the run."""
+        schedule = self.dataset.masking_rate
+        if schedule is None:
+            return [[(epoch, i) for i in indexes] for indexes in batches]
+        first = epoch * self.global_batches_per_epoch() + self.position + self.rank
+        rates = [schedule.at(first + k * self.world_size) for k in range(len(batches))]
+        return [[(epoch, i, rate) for i in indexes] for indexes, rate in zip(batches, rates, strict=True)]
 
     def _load(self, epoch: int, batches: list[list[int]]) -> Iterable[dict[str, torch.Tensor]]:
-        keys = [[(epoch, i) for i in indexes] for indexes in batches]
+        keys = self._keys(epoch, batches)
         if self.num_workers > 0:
             return DataLoader(
                 self.dataset,

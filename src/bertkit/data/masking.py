@@ -157,3 +157,39 @@ def static_masker(spec: MaskingSpec) -> Callable[[list[int], random.Random], tup
         return out.tokens, out.positions, out.labels
 
     return masker
+
+
+@dataclass(frozen=True)
+class MaskingRate:
+    """The masking rate of dynamic masking over a run: ``start`` at the first micro-batch, then linearly to
+    ``end`` over ``horizon`` global micro-batches (and ``end`` after them); ``end`` None keeps ``start``.
+
+    A pure function of the micro-batch's place in the run, so that a resumed run draws the same masks.
+    """
+
+    start: float
+    """Rate of the first micro-batch."""
+    end: float | None = None
+    """Rate reached after ``horizon`` micro-batches; None: constant ``start``."""
+    horizon: int = 1
+    """Global micro-batches of the decay (the run's)."""
+
+    def __post_init__(self) -> None:
+        for name in ("start", "end"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 < value <= 1.0:
+                raise DataError(f"the masking rate must be in (0, 1], got {name} {value}")
+        if self.horizon < 1:
+            raise DataError(f"the masking-rate horizon must be at least 1 micro-batch, got {self.horizon}")
+
+    @property
+    def highest(self) -> float:
+        """The largest rate of the run (sizes the prediction slots)."""
+        return max(self.start, self.end if self.end is not None else self.start)
+
+    def at(self, micro_batch: int) -> float:
+        """The rate of global micro-batch ``micro_batch`` (0-based, counted from the start of training)."""
+        if self.end is None:
+            return self.start
+        progress = min(max(micro_batch, 0) / self.horizon, 1.0)
+        return self.start + (self.end - self.start) * progress

@@ -45,8 +45,9 @@ from bertkit.data.corpus import (
     iter_blocks,
     read_documents,
 )
-from bertkit.data.instances import create_instances
+from bertkit.data.instances import Instance, create_full_sentence_instances, create_instances
 from bertkit.data.masking import MaskingSpec, continuation_table, derive_seed, static_masker
+from bertkit.data.recipes import PREPARE_DEFAULTS, RecipeName, check_recipe
 from bertkit.data.shards import block_name, index_dataset, pack_instances, read_json, write_block
 from bertkit.errors import DataError
 from bertkit.formats import split_suffix
@@ -83,10 +84,19 @@ class PrepareConfig:
     """Fraction of tokens to predict."""
     max_predictions_per_seq: int | None = None
     """Cap on masked tokens per instance; None: ``round(max_seq_length * masked_lm_prob)`` (20 for 128)."""
-    masking: str = "static"
-    """``static``: masks drawn now and stored (BERT); ``dynamic``: drawn per epoch by the loader (RoBERTa)."""
+    masking: str | None = None
+    """``static``: masks drawn now and stored (BERT); ``dynamic``: drawn per epoch by the loader (RoBERTa).
+    Default: the recipe's (``static`` for ``bert``, ``dynamic`` for ``modern``)."""
     whole_word_mask: bool = False
     """Mask all WordPieces of a word together."""
+    nsp: bool | None = None
+    """Make next-sentence pairs ``[CLS] A [SEP] B [SEP]`` for next-sentence prediction (BERT); off: RoBERTa's
+    full-sentence blocks that fill ``max_seq_length`` across document boundaries, with ``[SEP]`` between two
+    documents, and pre-training without the next-sentence task. Default: the recipe's (on for ``bert``, off
+    for ``modern``)."""
+    recipe: RecipeName = "bert"
+    """``bert`` (the paper's data: NSP pairs, static masks) or ``modern`` (full-sentence blocks without NSP,
+    dynamic masks); the recipe fills only the options not given."""
     seed: int = 12345
     """Seeds every random choice (the original's default)."""
     eval_fraction: float = 0.01
@@ -115,6 +125,11 @@ class PrepareConfig:
         for name in ("short_seq_prob", "masked_lm_prob", "eval_fraction"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise DataError(f"{name} must be between 0 and 1, got {getattr(self, name)}")
+        defaults = PREPARE_DEFAULTS[check_recipe(self.recipe)]
+        if self.masking is None:
+            self.masking = defaults["masking"]
+        if self.nsp is None:
+            self.nsp = defaults["nsp"]
         if self.masking not in ("static", "dynamic"):
             raise DataError(f"--masking must be 'static' or 'dynamic', got {self.masking!r}")
         if self.max_predictions_per_seq is None:
@@ -146,6 +161,8 @@ class PrepareConfig:
             "block_bytes",
         )
         settings = {k: getattr(self, k) for k in keys}
+        if not self.nsp:  # only when off, so that the datasets prepared before the option keep their hash
+            settings["nsp"] = False
         settings["corpus"] = asdict(self.corpus)
         return settings
 
@@ -240,16 +257,7 @@ def process_block(block: Block) -> dict[str, Any]:
     )
     arrays = {}
     for split, stream in (("train", _STREAM_TRAIN), ("eval", _STREAM_EVAL)):
-        instances = create_instances(
-            parts[split],
-            max_seq_length=settings["max_seq_length"],
-            short_seq_prob=settings["short_seq_prob"],
-            dupe_factor=settings["dupe_factor"],
-            cls_id=tokenizer.cls_id,
-            sep_id=tokenizer.sep_id,
-            rng=random.Random(derive_seed(seed, block.index, stream)),
-            masker=masker,
-        )
+        instances = _instances(parts[split], settings, random.Random(derive_seed(seed, block.index, stream)), masker)
         stats[f"{split}_random_next"] += sum(x.is_random_next for x in instances)
         stats[f"{split}_short_targets"] += sum(x.short_target for x in instances)
         stats[f"{split}_masked"] += sum(len(x.masked_positions) for x in instances)
@@ -260,6 +268,22 @@ def process_block(block: Block) -> dict[str, Any]:
         )
         del instances
     return write_block(_WORKER["output"], block.index, arrays, settings_hash=header["settings_hash"], stats=dict(stats))
+
+
+def _instances(documents: list[Any], settings: dict[str, Any], rng: random.Random, masker: Any) -> list[Instance]:
+    """One split's instances: next-sentence pairs, or full-sentence blocks when the settings turn NSP off."""
+    tokenizer = _WORKER["tokenizer"]
+    common = dict(
+        max_seq_length=settings["max_seq_length"],
+        dupe_factor=settings["dupe_factor"],
+        cls_id=tokenizer.cls_id,
+        sep_id=tokenizer.sep_id,
+        rng=rng,
+        masker=masker,
+    )
+    if not settings.get("nsp", True):
+        return create_full_sentence_instances(documents, **common)
+    return create_instances(documents, short_seq_prob=settings["short_seq_prob"], **common)
 
 
 # ------------------------------------------------------------------------------------------ main side

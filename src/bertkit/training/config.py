@@ -114,10 +114,14 @@ class BatchConfig(OptionGroup):
     ``micro_batch_size x world_size``; gradient accumulation is derived from it."""
     grad_accum_steps: int | None = None
     """Micro-batches accumulated per update on each process; give this or ``global_batch_size`` (default 1)."""
+    batch_warmup_steps: int = 0
+    """Batch-size warmup (Cramming, ModernBERT): over the first N updates the batch grows linearly from one
+    micro-batch per process to the full global batch, by accumulating fewer micro-batches; 0: off."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_positive(self, "micro_batch_size")
+        check_non_negative(self, "batch_warmup_steps")
         check_positive(self, "global_batch_size", "grad_accum_steps", optional=True)
         if self.global_batch_size is not None and self.grad_accum_steps is not None:
             raise ConfigError(
@@ -135,6 +139,19 @@ class BatchConfig(OptionGroup):
                 f"= {self.micro_batch_size} x {world_size}; change one of them"
             )
         return self.global_batch_size // per_update
+
+    def accumulation_at(self, step: int, world_size: int = 1) -> int:
+        """Micro-batches per process for the update with index ``step`` (0-based), batch-size warmup included."""
+        full = self.accumulation(world_size)
+        if step >= self.batch_warmup_steps:
+            return full
+        return max(1, math.ceil(full * (step + 1) / self.batch_warmup_steps))
+
+    def micro_batches(self, steps: int, world_size: int = 1) -> int:
+        """Micro-batches per process that ``steps`` updates consume, batch-size warmup included."""
+        ramp = min(steps, self.batch_warmup_steps)
+        ramped = sum(self.accumulation_at(step, world_size) for step in range(ramp))
+        return ramped + (steps - ramp) * self.accumulation(world_size)
 
 
 @dataclass
@@ -199,13 +216,17 @@ class ScheduleConfig(OptionGroup):
 
     name: ScheduleName = field(default="linear", metadata=flat("schedule"))
     """``linear`` (Google BERT: warmup, and a linear decay to 0 that starts at step 0), ``poly`` (decays from the
-    end of the warmup, as transformers; ``schedule_power`` 1 is linear), ``cosine`` or ``constant``."""
+    end of the warmup, as transformers; ``schedule_power`` 1 is linear), ``cosine``, ``constant``, ``wsd``
+    (warmup, flat, a linear decay over the last ``decay_ratio``) or ``onecycle`` (a cosine up from 1/25 of the
+    peak over the warmup, then a cosine down to 0)."""
     power: float = field(default=1.0, metadata=flat("schedule_power"))
     """Exponent of the ``poly`` schedule (NVIDIA's LAMB recipe uses 0.5)."""
     warmup_steps: int | None = None
     """Updates of linear warmup; give this or ``warmup_ratio``."""
     warmup_ratio: float | None = None
     """Warmup as a fraction of ``max_steps`` (e.g. 0.1 for fine-tuning, 0.01 for pre-training)."""
+    decay_ratio: float = 0.2
+    """Share of the updates at the end of a ``wsd`` (warmup-stable-decay) schedule that decay linearly to 0."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -214,6 +235,8 @@ class ScheduleConfig(OptionGroup):
             raise ConfigError("give --warmup-steps or --warmup-ratio, not both")
         if self.warmup_ratio is not None and not 0 <= self.warmup_ratio < 1:
             raise ConfigError(f"--warmup-ratio must be in [0, 1), got {self.warmup_ratio}")
+        if not 0 < self.decay_ratio <= 1:
+            raise ConfigError(f"--decay-ratio must be in (0, 1], got {self.decay_ratio}")
 
     def warmup(self, total_steps: int) -> int:
         """Warmup updates for a run of ``total_steps``."""

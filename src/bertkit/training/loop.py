@@ -157,6 +157,7 @@ class Trainer:
         self.flops_per_token = flops_per_token
         self.device = env.device
         self.accum = config.accumulation(env.world_size)
+        self.step_accum = self.accum  # this update's, smaller during a batch-size warmup
         self.precision = resolve_precision(config.precision.mode, self.device)
         self.sharded = self._shards()
         self.step, self.epoch, self.elapsed_before, self.skipped, self.tokens = 0, 0, 0.0, 0, 0
@@ -292,16 +293,17 @@ class Trainer:
         set_lr(self.optimizer, self.lr)
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         update_tokens = 0
-        for micro in range(self.accum):
+        self.step_accum = self.config.batch.accumulation_at(self.step, self.env.world_size)
+        for micro in range(self.step_accum):
             batch = _to_device(self.next_batch(), self.device)
-            output = self.forward_backward(batch, last=micro == self.accum - 1)
+            output = self.forward_backward(batch, last=micro == self.step_accum - 1)
             loss_sum += output.loss.detach().float()
             update_tokens += _count_tokens(batch)
             if self.hooks.output_metrics is not None:
                 for name, value in self.hooks.output_metrics(output, batch).items():
                     self.window.add(name, value)
         grad_norm = self.clip_gradients()
-        loss = float(loss_sum) / self.accum
+        loss = float(loss_sum) / self.step_accum
         finite_loss = math.isfinite(loss)
         finite = finite_loss and bool(torch.isfinite(grad_norm))
         scaler = self.precision.scaler
@@ -338,6 +340,7 @@ class Trainer:
             warmup_steps=config.schedule.warmup(total),
             total_steps=total,
             power=config.schedule.power,
+            decay_ratio=config.schedule.decay_ratio,
         )
 
     def next_batch(self) -> Any:
@@ -357,7 +360,7 @@ class Trainer:
         with self.ddp.no_sync() if self.ddp is not None and not last else contextlib.nullcontext():
             with self.precision.autocast():
                 output = (self.ddp or self.bare)(**batch)
-            scaled = output.loss.float() / self.accum
+            scaled = output.loss.float() / self.step_accum
             if self.precision.scaler is not None:
                 scaled = self.precision.scaler.scale(scaled)
             scaled.backward()

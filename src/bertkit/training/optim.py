@@ -25,7 +25,7 @@ from bertkit.errors import ConfigError
 _NO_DECAY = re.compile(r"(bias|LayerNorm|layer_norm|layernorm|\bnorm\b)", re.IGNORECASE)
 
 OptimizerName = Literal["adamw", "lamb"]
-ScheduleName = Literal["linear", "poly", "cosine", "constant"]
+ScheduleName = Literal["linear", "poly", "cosine", "constant", "wsd", "onecycle"]
 OPTIMIZERS: tuple[str, ...] = typing.get_args(OptimizerName)
 SCHEDULES: tuple[str, ...] = typing.get_args(ScheduleName)
 
@@ -133,28 +133,46 @@ def build_optimizer(
     raise ConfigError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
 
 
-def lr_multiplier(step: int, *, schedule: str, warmup_steps: int, total_steps: int, power: float = 1.0) -> float:
+ONECYCLE_START = 1 / 25
+"""The one-cycle schedule's first learning rate, as a share of the peak (PyTorch's ``OneCycleLR`` default)."""
+
+
+def lr_multiplier(
+    step: int, *, schedule: str, warmup_steps: int, total_steps: int, power: float = 1.0, decay_ratio: float = 0.2
+) -> float:
     """The factor applied to the peak learning rate for the update with index ``step`` (0-based).
 
     * ``linear`` (google-research/bert): ``(1 - step/total)``, overridden by ``step/warmup`` during warmup,
       so the very first update has learning rate 0 exactly as in the reference.
     * ``poly`` (NVIDIA's PolyWarmUpScheduler): after warmup, ``((total - step)/(total - warmup)) ** power``.
     * ``cosine``: half a cosine from the end of warmup to 0. ``constant``: warmup then flat.
+    * ``wsd`` (warmup-stable-decay): warmup, flat, then a linear decay to 0 over the last ``decay_ratio`` of the
+      updates.
+    * ``onecycle`` (Smith's one-cycle, as ``torch.optim.lr_scheduler.OneCycleLR`` with cosine annealing): half a
+      cosine up from ``1/25`` of the peak over the warmup, then half a cosine down to 0.
     """
     if schedule not in SCHEDULES:
         raise ConfigError(f"unknown schedule {schedule!r}; choose one of {', '.join(SCHEDULES)}")
+    total = max(total_steps, 1)
+    if schedule == "onecycle":
+        if warmup_steps > 0 and step < warmup_steps:
+            rise = 0.5 * (1.0 - math.cos(math.pi * step / warmup_steps))
+            return ONECYCLE_START + (1.0 - ONECYCLE_START) * rise
+    elif schedule == "wsd":
+        decay_start = total - int(decay_ratio * total)
+        if step >= max(decay_start, warmup_steps):
+            return max(0.0, (total - step) / max(total - max(decay_start, warmup_steps), 1))
     if warmup_steps > 0 and step < warmup_steps:
         return step / warmup_steps
-    if schedule == "constant":
+    if schedule in ("constant", "wsd"):
         return 1.0
-    total = max(total_steps, 1)
     if schedule == "linear":
         return max(0.0, 1.0 - step / total)
     span = max(total - warmup_steps, 1)
     progress = min(max((step - warmup_steps) / span, 0.0), 1.0)
     if schedule == "poly":
         return (1.0 - progress) ** power
-    return 0.5 * (1.0 + math.cos(math.pi * progress))
+    return 0.5 * (1.0 + math.cos(math.pi * progress))  # cosine and onecycle
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:

@@ -1,0 +1,46 @@
+"""Pre-training recipes: named sets of defaults for ``prepare-data`` and ``pretrain`` (``--recipe``).
+
+``bert`` is the paper's recipe and changes nothing: next-sentence pairs, static masks at 15 %, dropout 0.1,
+linear warmup and decay. ``modern`` is the set measured best per hour of compute on a small model
+(docs/pretraining.md, "Recipes"): RoBERTa's full-sentence blocks without next-sentence prediction, masks
+drawn afresh for every pass at a rate that decays from 30 % to 15 % (Wettig et al. 2023), no dropout
+(Cramming), and the learning-rate and batch schedules of the table. A recipe fills only the options that
+were not given: a flag or a config-file key always wins.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from bertkit.errors import ConfigError
+
+RecipeName = Literal["bert", "modern"]
+RECIPES: tuple[str, ...] = typing.get_args(RecipeName)
+
+PREPARE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "bert": {"nsp": True, "masking": "static"},
+    "modern": {"nsp": False, "masking": "dynamic"},
+}
+"""``prepare-data`` options of each recipe."""
+
+PRETRAIN_DEFAULTS: dict[str, dict[str, Any]] = {
+    "bert": {},
+    "modern": {"masking_rate": 0.3, "masking_rate_end": 0.15, "dropout": 0.0},
+}
+"""``pretrain`` options of each recipe (flat names, training options included)."""
+
+
+def check_recipe(name: str) -> str:
+    """``name`` if it is a recipe, else a ``ConfigError`` naming the choices."""
+    if name not in RECIPES:
+        raise ConfigError(f"unknown --recipe {name!r}; choose {' or '.join(RECIPES)}")
+    return name
+
+
+def with_recipe(options: Mapping[str, Any], defaults: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """``options`` with the defaults of their ``recipe`` (``bert`` when absent) under the options given."""
+    name = check_recipe(options.get("recipe") or "bert")
+    given = {key: value for key, value in options.items() if value is not None}
+    return {**defaults[name], **given, "recipe": name}
