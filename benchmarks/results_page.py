@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,8 +42,7 @@ def pct(share: float) -> str:
 
 
 def machine(info: dict, extra: dict | None = None) -> str:
-    """CPU, cores and threads (or the GPU and torch), load average (1 min) and commit, from whatever the file
-    recorded."""
+    """CPU, cores and threads (or the GPU and torch), from whatever the file recorded."""
     info = {**info, **(extra or {})}
     if info.get("gpu"):  # a GPU run: the card and the torch build are what matter, not the host's threads
         parts = [f"{info['gpu']}, torch {info.get('torch', '?')}"]
@@ -50,13 +50,6 @@ def machine(info: dict, extra: dict | None = None) -> str:
         parts = [f"{info.get('cpu', '?')}, {info.get('cores', '?')} cores"]
     if "torch_threads" in info and not info.get("gpu"):
         parts.append(f"{info['torch_threads']} thread(s)")
-    load_avg = info.get("load_average") or info.get("load_average_at_start")
-    if isinstance(load_avg, list):
-        parts.append(f"load {load_avg[0]:.1f}")
-    elif "load_average_1min" in info:
-        parts.append(f"load {info['load_average_1min']:.1f}")
-    if info.get("commit"):
-        parts.append(f"commit {str(info['commit'])[:7]}")
     return ", ".join(parts)
 
 
@@ -549,72 +542,32 @@ CONTEXT: dict[str, dict[str, str]] = {
         "command": "python benchmarks/bench_train_step.py --sizes mini small base --steps 8 "
         "--output benchmarks/results/train_step_cpu_quiet.json"
     },
-    "train_step_cpu_mini_at_5d433fb.json": {
-        "command": "python benchmarks/bench_train_step.py --sizes mini --steps 8 "
-        "--output benchmarks/results/train_step_cpu_mini_at_5d433fb.json"
-    },
-    "train_step_cpu_mini_at_8e8c7a0.json": {
-        "command": "python benchmarks/bench_train_step.py --sizes mini --steps 8 "
-        "--output benchmarks/results/train_step_cpu_mini_at_8e8c7a0.json"
-    },
-    "train_step_cpu_mini_compiled.json": {
-        "command": "python benchmarks/bench_train_step.py --sizes mini --compile --steps 8 "
-        "--output benchmarks/results/train_step_cpu_mini_compiled.json"
-    },
-    "train_step_cpu_mini_compiled_load9.json": {
-        "command": "python benchmarks/bench_train_step.py --sizes mini --compile --steps 8 "
-        "--output benchmarks/results/train_step_cpu_mini_compiled.json (an earlier run, at load 9)"
-    },
     "train_step_gpu_bf16_base.json": {
         "command": "python benchmarks/bench_train_step.py --device cuda --precision bf16 --sizes base --batch 128 "
         "--steps 30 --warmup 3 --output benchmarks/results/train_step_gpu_bf16_base.json"
-    },
-    "train_step_gpu_bf16_batch256.json": {
-        "command": "python benchmarks/bench_train_step.py --device cuda --precision bf16 --sizes base large --batch 256 "
-        "--steps 20 --warmup 3 --output benchmarks/results/train_step_gpu_bf16_batch256.json"
     },
     "train_step_gpu_bf16_large.json": {
         "command": "python benchmarks/bench_train_step.py --device cuda --precision bf16 --sizes large --batch 64 "
         "--steps 30 --warmup 3 --output benchmarks/results/train_step_gpu_bf16_large.json"
     },
-    "train_step_gpu_fp32_base.json": {
-        "command": "python benchmarks/bench_train_step.py --device cuda --precision fp32 --sizes base --batch 128 "
-        "--steps 30 --warmup 3 --output benchmarks/results/train_step_gpu_fp32_base.json"
-    },
-    "train_step_gpu_bf16_default_batch.json": {
-        "command": "python benchmarks/bench_train_step.py --device cuda --precision bf16 --sizes base large --steps 20 "
-        "--output benchmarks/results/train_step_gpu_bf16_default_batch.json"
-    },
-    **{
-        f"pretrain_gpu_small_{p}_metrics.jsonl": {
-            "what": f"`small` pre-trained end to end on `data/corpus` (tokenizer of 16,000, 61,461 sequences of 128), "
-            f"batch 128, {p}" + (" with loss scaling" if p == "fp16" else ""),
-            "command": f"bertkit pretrain --data D --model-config small --output R --precision {p} "
-            "--micro-batch-size 128 --max-steps 500 --eval-every 250 --no-progress",
-            "machine": "NVIDIA H200, torch 2.11.0+cu130, commit 51c9042 (the run's log; metrics.jsonl does not record it)",
-        }
-        for p in ("fp16", "bf16")
+    "pretrain_gpu_small_bf16_metrics.jsonl": {
+        "what": "`small` pre-trained end to end on `data/corpus` (tokenizer of 16,000, 61,461 sequences of 128), "
+        "batch 128, bf16",
+        "command": "bertkit pretrain --data D --model-config small --output R --precision bf16 "
+        "--micro-batch-size 128 --max-steps 500 --eval-every 250 --no-progress",
+        "machine": "NVIDIA H200, torch 2.11.0+cu130 (the run's log; metrics.jsonl does not record it)",
     },
     "inference.json": {"command": "python benchmarks/bench_inference.py --threads 1 --repeats 2 --rss"},
-    "inference_int8_qkv.json": {
-        "command": "git checkout b286ade && python benchmarks/bench_inference.py --threads 1 --repeats 2"
-    },
     "int8_quality.json": {
         "command": "python benchmarks/bench_int8_quality.py --sst2 runs/q/sst2 --conll runs/q/conll --squad runs/q/squad "
         "--squad-questions 500"
     },
-    **{
-        f"int8_quality_{engine}.json": {
-            "command": f"python benchmarks/bench_int8_quality.py --sst2 runs/q/sst2 --conll runs/q/conll --backend {engine} "
-            f"--output benchmarks/results/int8_quality_{engine}.json"
-        }
-        for engine in ("onnxruntime", "openvino")
+    "int8_quality_onnxruntime.json": {
+        "command": "python benchmarks/bench_int8_quality.py --sst2 runs/q/sst2 --conll runs/q/conll --backend onnxruntime "
+        "--output benchmarks/results/int8_quality_onnxruntime.json"
     },
     "serve_load.json": {"command": "python benchmarks/bench_serve_load.py"},
     "serve_engines.json": {"command": "python benchmarks/bench_serve_engines.py --requests 400 --max-seconds 100"},
-    "serve_load_int8.json": {
-        "command": "python benchmarks/bench_serve_load.py --quantize int8 --output benchmarks/results/serve_load_int8.json"
-    },
     "reliability_serve_abuse.json": {
         "command": "python benchmarks/bench_serve_abuse.py",
         "machine": "AMD EPYC, 2 cores (not recorded in the file)",
@@ -624,91 +577,59 @@ CONTEXT: dict[str, dict[str, str]] = {
 
 Extractor = Callable[[str], list[tuple[str, Row]]]
 
-AREAS: list[tuple[str, list[tuple[str, Extractor]]]] = [
+# The current claims, area by area: (result file, how its rows are read, which row). One row a claim, the
+# newest measurement of it; older files and the experiments that led here are in git's history.
+CLAIMS: list[tuple[str, list[tuple[str, Extractor, int]]]] = [
     (
         "Pre-training step",
-        [
-            ("train_step_cpu_quiet.json", train_step_rows),
-            ("train_step_cpu_mini_at_5d433fb.json", train_step_rows),
-            ("train_step_cpu_mini_at_8e8c7a0.json", train_step_rows),
-            ("train_step_cpu_mini_compiled.json", train_step_rows),
-            ("train_step_cpu_mini_compiled_load9.json", train_step_rows),
-        ],
+        [("train_step_cpu_quiet.json", train_step_rows, 0), ("train_step_cpu_quiet.json", train_step_rows, 2)],
     ),
     (
         "Pre-training on a GPU",
         [
-            ("train_step_gpu_bf16_base.json", train_step_rows),
-            ("train_step_gpu_bf16_batch256.json", train_step_rows),
-            ("train_step_gpu_bf16_large.json", train_step_rows),
-            ("train_step_gpu_fp32_base.json", train_step_rows),
-            ("train_step_gpu_bf16_default_batch.json", train_step_rows),
-            ("pretrain_gpu_small_fp16_metrics.jsonl", pretrain_metrics_rows),
-            ("pretrain_gpu_small_bf16_metrics.jsonl", pretrain_metrics_rows),
+            ("train_step_gpu_bf16_base.json", train_step_rows, 0),
+            ("train_step_gpu_bf16_large.json", train_step_rows, 0),
+            ("pretrain_gpu_small_bf16_metrics.jsonl", pretrain_metrics_rows, 0),
         ],
     ),
-    ("Data preparation", [("prepare_data.json", prepare_rows), ("prepare_data_x10.json", prepare_rows)]),
-    ("Tokenizer", [("tokenizer.json", tokenizer_rows)]),
+    ("Data preparation", [("prepare_data.json", prepare_rows, 0), ("prepare_data_x10.json", prepare_rows, 0)]),
+    ("Tokenizer", [("tokenizer.json", tokenizer_rows, 0)]),
     (
         "Fine-tuning speed and quality",
         [
-            (name, finetune_rows)
-            for name in [
-                "finetune.json",
-                "finetune_full_mrpc.json",
-                "finetune_full_rte.json",
-                "finetune_full_stsb.json",
-                "finetune_stsb_unpadded.json",
-                "finetune_stsb_poly_s1.json",
-                "finetune_stsb_poly_s2.json",
-                "finetune_stsb_random_batches.json",
-                "finetune_stsb_random_batches_s2.json",
-                "finetune_full_sst2.json",
-                "finetune_full_conll.json",
-                "finetune_full_conll_normalized.json",
-                "finetune_full_conll_s2.json",
-                "finetune_full_conll_s1_poly.json",
-                "finetune_full_conll_s2_poly.json",
-                "finetune_full_conll_s3_poly.json",
-                "finetune_full_squad_parity.json",
-                "finetune_full_squad.json",
-                "finetune_full_squad_b12_lr5e-5.json",
-                "finetune_full_squad_b12_lr1e-4.json",
-                "finetune_full_squad_lr1e-4.json",
-                "finetune_squad_half_parity.json",
-                "finetune_squad_speed.json",
-                "finetune_mrpc_40steps_at_5d433fb.json",
-                "finetune_mrpc_40steps_at_7ac376d.json",
-            ]
+            ("finetune_full_sst2.json", finetune_rows, 0),
+            ("finetune_full_mrpc.json", finetune_rows, 0),
+            ("finetune_full_rte.json", finetune_rows, 0),
+            ("finetune_stsb_unpadded.json", finetune_rows, 0),
+            ("finetune_full_conll.json", finetune_rows, 0),
+            ("finetune_full_squad_parity.json", finetune_rows, 0),
         ],
     ),
     (
         "Inference",
         [
-            ("inference.json", inference_rows),
-            ("inference_int8_qkv.json", inference_rows),
-            ("int8_quality.json", int8_quality_rows),
-            ("int8_quality_onnxruntime.json", int8_quality_rows),
-            ("int8_quality_openvino.json", int8_quality_rows),
-            *([(ENGINES_FILE, engines_rows)] if (RESULTS / ENGINES_FILE).is_file() else []),
+            ("inference.json", inference_rows, 0),
+            (ENGINES_FILE, engines_rows, 2),
+            (ENGINES_FILE, engines_rows, 5),
+            ("int8_quality.json", int8_quality_rows, 3),
+            ("int8_quality_onnxruntime.json", int8_quality_rows, 0),
         ],
     ),
     (
         "Serving",
         [
-            ("serve_load.json", serve_load_rows),
-            ("serve_load_int8.json", serve_load_rows),
-            # listed once benchmarks/bench_serve_engines.py has written it
-            *([("serve_engines.json", serve_engines_rows)] if (RESULTS / "serve_engines.json").is_file() else []),
+            ("serve_engines.json", serve_engines_rows, 0),
+            ("serve_engines.json", serve_engines_rows, 3),
+            ("serve_load.json", serve_load_rows, 0),
         ],
     ),
-    ("Reliability", [("reliability_serve_abuse.json", abuse_rows), ("reliability_fuzz.json", fuzz_rows)]),
+    ("Reliability", [("reliability_serve_abuse.json", abuse_rows, 0), ("reliability_fuzz.json", fuzz_rows, 0)]),
     (
         "Pre-training quality",
         [
-            ("pretrain_quality.json", pretrain_quality_rows),
-            ("pretraining_curve.json", curve_rows),
-            ("probe_demo_reviews.json", probe_rows),
+            ("pretrain_quality.json", pretrain_quality_rows, 0),
+            ("pretraining_curve.json", curve_rows, 0),
+            ("probe_demo_reviews.json", probe_rows, 0),
         ],
     ),
 ]
@@ -716,43 +637,35 @@ AREAS: list[tuple[str, list[tuple[str, Extractor]]]] = [
 INTRO = """\
 # Measured results
 
-Every table below is generated by `python benchmarks/results_page.py` from the raw result files in
-`benchmarks/results/` (each figure is read from the file named in its row; `make test` checks that this page
-matches them). Runs are on CPU (2 cores of an AMD EPYC, AVX2, Python 3.11, torch 2.13.0 CPU, fp32) except
-the section "Pre-training on a GPU": one NVIDIA H200, Python 3.12, torch 2.11.0+cu130, transformers 5.17.0
-(`benchmarks/GPU.md` says how it ran). Each benchmark runs bertkit and its peer in the same run on the same
-inputs. The development machine was shared with other jobs, so absolute speeds are noisy; the same-run ratios
-are the figures to read. Rows give the load average (1 minute) at the start where the result file records it.
-Where a training step's time goes, category by category, and the training-speed goals:
+The current claims, area by area, one each: the newest measurement, with its command, its machine and the raw
+result file it is read from. `python benchmarks/results_page.py` writes this page from `benchmarks/results/`, and
+`make test` checks that it matches them; older measurements are in git's history, the experiments that chose
+the defaults in [experiments.md](experiments.md), where a training step's time goes in
 [performance.md](performance.md).
 
-- The peer for fine-tuning is a plain PyTorch loop over `transformers` with the same recipe; the peer for
-  the pre-training step is `transformers.BertForPreTraining`. MFU is against the matmul peak measured in the
-  same run at the run's precision (TF32 for fp32 on the GPU), with the FLOPs each implementation executes
-  (bertkit skips the MLM projection at unmasked positions); GPU rows add the share of the datasheet peak
-  (989 TFLOP/s bf16, 494.5 TF32), which is what `bertkit pretrain` logs as `mfu` there. The H200's measured
-  bf16 peak was 655 to 664 TFLOP/s. Read off the GPU run's log: the fp16 run skipped no update and ended
-  at loss scale 65,536; `--compile` of `base` failed inside Inductor (an `AssertionError` in
-  `get_pw_red_splits`, torch 2.11), so no compiled GPU row exists.
-- Fine-tuning rows pool the seeds of a file: the main dev metric at each seed's best evaluation (the
-  checkpoint fine-tuning keeps), mean ± sample standard deviation. In `finetune_stsb_unpadded.json` seed 3's
-  peer shared the machine with test runs (3.39x); seeds 1-2 give 2.32x and 2.23x.
-- Results measured by hand: `bertkit demo --output runs/demo --threads 1` (the shipped demo on one thread,
-  `/usr/bin/time -v`) took 23 min 03 s wall-clock with 1.81 GB peak RSS while other jobs kept the load average
-  at 7 to 9 on the 2 cores. Its report, kept as `benchmarks/results/demo_report_loaded.md`: punctuation
-  restoration F1 0.388 ± 0.005 pre-trained against 0.185 ± 0.004 from random initialisation, polarity 0.763 ±
-  0.004 against 0.770 ± 0.002, all-MiniLM-L6-v2 0.828 against 0.686 from random initialisation (the
-  demo writes these to `runs/demo/report.md`). In `prepare_data.json` the peer ran under heavier load (8 to 13)
-  than bertkit (5); a check under light load, not kept as a file, pointed to about 21x rather than 32.9x.
-- Not reached: SQuAD v1.1 dev F1 70 with this training set (7,235 questions, a twelfth of the official one);
-  five recipes reach F1 43.6 to 65.1, and the peer on the same data and recipe is no higher
-  ([fine-tuning guide](finetuning.md)).
-- Correctness is checked by tests rather than measured here: token ids identical to `transformers.BertTokenizer`
-  on SST-2, CoNLL-2003, SQuAD, 2 MB of books and every Unicode code point (`tests/test_tokenizer_parity.py`);
-  all-MiniLM-L6-v2 outputs within 2.4e-6 of `transformers.BertModel` (`tests/test_parity_hf.py`); a Google
-  TensorFlow checkpoint read tensor for tensor (`tests/test_weights_tf.py`); a pre-training run killed with
-  SIGKILL and resumed ends with bit-identical weights (`tests/test_training_resume.py`).
+CPU runs are on 2 cores of an AMD EPYC (AVX2, no AVX-512), torch 2.13.0 CPU, fp32, unless the row says otherwise;
+GPU runs on one NVIDIA H200 (`benchmarks/GPU.md`). Each benchmark runs bertkit and its peer in the same run on
+the same inputs; the machine was shared with other jobs, so the same-run ratios are the figures to read. The peer
+for fine-tuning is a plain PyTorch loop over `transformers` with the same recipe, for the pre-training step
+`transformers.BertForPreTraining`; MFU is against the matmul peak measured in the same run (GPU rows add the
+share of the datasheet peak, 989 TFLOP/s bf16). Fine-tuning rows pool a file's seeds: mean ± sample standard
+deviation of the dev metric the kept checkpoint scored.
+
+Correctness is tested rather than measured here: token ids identical to `transformers.BertTokenizer`
+(`tests/test_tokenizer_parity.py`), all-MiniLM-L6-v2 outputs within 2.4e-6 of `transformers.BertModel`
+(`tests/test_parity_hf.py`), Google's TensorFlow checkpoints read tensor for tensor (`tests/test_weights_tf.py`),
+a run killed with SIGKILL and resumed ending with bit-identical weights (`tests/test_training_resume.py`).
 """
+
+
+def claim(name: str, extract: Extractor, index: int) -> list[str]:
+    """One claim as a list item: what, the ratio, both sides, the command, the machine and the raw file."""
+    what_and_command, (ours, peer, ratio, where) = extract(name)[index]
+    what, _, command = what_and_command.rpartition(" | `")
+    text = f"- **{what}**" + (f": {ratio}" if ratio else "") + f". bertkit: {ours}"
+    text += (f"; peer: {peer}" if peer else "") + f". `{command} on {where}"
+    text += f"; raw result [{name}](../benchmarks/results/{name})."
+    return textwrap.wrap(text, 116, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
 
 
 # ---- fine-tuning defaults (bench_finetune_defaults.py: one JSON line per run) ----
@@ -786,10 +699,10 @@ def defaults_section() -> list[str]:
         "\n## Fine-tuning defaults\n",
         "all-MiniLM-L6-v2 fine-tuned with batch 32 for 3 epochs (the paper's recipe, and the defaults before the",
         "size rule) and with nothing given (batch and epochs sized to the set: [finetuning.md](finetuning.md)),",
-        f"lr 5e-5, dev metric of the kept epoch, mean ± sd over seeds. Command: `{DEFAULTS_COMMAND}`.\n",
-        "| training set | metric | batch 32, 3 epochs | sized to the set | after - before | seconds before / after "
-        "| machine | raw result |",
-        "|---|---|---|---|---|---|---|---|",
+        f"lr 5e-5, dev metric of the kept epoch, mean ± sd over seeds. Command: `{DEFAULTS_COMMAND}`",
+        f"on {machine(runs[0]['machine'])}; raw result [{DEFAULTS_FILE}](../benchmarks/results/{DEFAULTS_FILE}).\n",
+        "| training set | metric | batch 32, 3 epochs | sized to the set | after - before | seconds before / after |",
+        "|---|---|---|---|---|---|",
     ]
     sets = list(dict.fromkeys(r["set"] for r in runs if r["recipe"] in ("fixed", "rule")))
     for name in sets:
@@ -812,14 +725,13 @@ def defaults_section() -> list[str]:
         )
         seconds = f"{num(statistics.mean(r['seconds'] for r in before), 0)} / {num(statistics.mean(r['seconds'] for r in after), 0)}"
         out.append(
-            f"| {DEFAULTS_SETS.get(name, name)} | {metric} | {cell(before)} | {cell(after)} | {gain} "
-            f"| {seconds} | {machine(after[0]['machine'])} | [{DEFAULTS_FILE}](../benchmarks/results/{DEFAULTS_FILE}) |"
+            f"| {DEFAULTS_SETS.get(name, name)} | {metric} | {cell(before)} | {cell(after)} | {gain} | {seconds} |"
         )
-    out.append(
-        "\nCoNLL-2003 (14,041) and SST-2 (67,349) keep batch 32 and 3 epochs under the rule (1,317 and 6,315 updates;"
+    paragraphs = [
+        "CoNLL-2003 (14,041) and SST-2 (67,349) keep batch 32 and 3 epochs under the rule (1,317 and 6,315 updates;"
         " `tests/test_finetune_defaults.py`), so their runs are the ones in the table above. Seconds include loading"
         " and the dev evaluations; two runs shared the 2 cores, one thread each."
-    )
+    ]
     for row in (r for r in runs if r["recipe"] == "search"):
         grid = ", ".join(f"{k} {'/'.join(f'{v:g}' for v in values)}" for k, values in row["grid"].items())
         tried = "; ".join(
@@ -833,26 +745,23 @@ def defaults_section() -> list[str]:
             if single
             else ""
         )
-        out.append(
-            f"\nSearch on {DEFAULTS_SETS.get(row['set'], row['set'])} (seed {row['seed']}, grid {grid}, batch sized to the"
+        paragraphs.append(
+            f"Search on {DEFAULTS_SETS.get(row['set'], row['set'])} (seed {row['seed']}, grid {grid}, batch sized to the"
             f" set; `python benchmarks/bench_finetune_defaults.py --sets {row['set']} --recipes search --grid "
             f"'{json.dumps(row['grid'])}'`): {tried}. Winner {row['winner']}, dev {row['best']:.3f}, the whole search "
             f"{row['seconds']:.0f} s ({machine(row['machine'])}).{against}"
         )
+    for paragraph in paragraphs:
+        out.extend(["", *textwrap.wrap(paragraph, 116, break_long_words=False, break_on_hyphens=False)])
     return out
 
 
 def render() -> str:
     out = [INTRO]
-    for area, sources in AREAS:
+    for area, claims in CLAIMS:
         out.append(f"\n## {area}\n")
-        out.append("| what | command | bertkit | peer (same run) | ratio | machine | raw result |")
-        out.append("|---|---|---|---|---|---|---|")
-        for name, extract in sources:
-            for what_and_command, row in extract(name):
-                cells = [c.replace("|", "\\|") for c in row]
-                raw = f"[{name}](../benchmarks/results/{name})"
-                out.append(f"| {what_and_command} | {' | '.join(cells)} | {raw} |")
+        for name, extract, index in claims:
+            out.extend(claim(name, extract, index))
         if area == "Fine-tuning speed and quality":
             out.extend(defaults_section())
     return "\n".join(out) + "\n"

@@ -29,29 +29,37 @@ def test_committed_results_page_equals_what_the_script_writes():
     assert page.main(["--check"]) == 0
 
 
-def test_every_row_links_an_existing_raw_result_and_reads_its_figures():
+def test_every_claim_links_an_existing_raw_result_and_reads_its_figures():
     page = load_script()
     text = page.render()
-    for area, sources in page.AREAS:
+    for area, claims in page.CLAIMS:
         assert f"## {area}" in text
-        for name, _ in sources:
+        assert len(set(claims)) == len(claims), f"{area}: a claim twice"
+        for name, extract, index in claims:
             assert (ROOT / "benchmarks" / "results" / name).is_file(), name
             assert f"(../benchmarks/results/{name})" in text
+            assert index < len(extract(name)), f"{name} has no row {index}"
     # A figure comes from its file: the train-step speed-up of the first size, as the JSON holds it.
     step = json.loads((ROOT / "benchmarks" / "results" / "train_step_cpu_quiet.json").read_text())
-    assert f"| {step['results'][0]['speedup']:.2f}x |" in text
+    assert f"AdamW**: {step['results'][0]['speedup']:.2f}x. bertkit: " in text
 
 
-def test_gpu_rows_name_the_card_and_add_the_datasheet_share():
+def test_the_page_reads_as_prose_a_screen_wide():
+    lines = load_script().render().splitlines()
+    assert not [line for line in lines if len(line) > 300]
+    assert "load " not in " ".join(lines) and "commit " not in " ".join(lines)  # no load averages, no hashes
+
+
+def test_gpu_claims_name_the_card_and_add_the_datasheet_share():
     page = load_script()
-    text = page.render()
+    text = " ".join(page.render().split())  # the claims wrap: compare with single spaces
     d = json.loads((ROOT / "benchmarks" / "results" / "train_step_gpu_bf16_base.json").read_text())
     r, ours = d["results"][0], d["results"][0]["bertkit"]
-    assert f"| {r['speedup']:.2f}x | {d['machine']['gpu']}, torch {d['machine']['torch']}, " in text
+    assert f"AdamW**: {r['speedup']:.2f}x. bertkit: " in text
+    assert f" on {d['machine']['gpu']}, torch {d['machine']['torch']}, measured bf16 matmul peak" in text
     assert (
         f"MFU {100 * ours['mfu']:.1f} % ({100 * ours['tokens_per_s'] * ours['flops_per_token'] / 989e12:.1f} %" in text
     )
-    assert "measured bf16 matmul peak" in text and "measured tf32 matmul peak" in text
 
 
 def test_step_peak_labels_a_cpu_run_by_its_dtype_without_a_datasheet():
