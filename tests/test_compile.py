@@ -115,7 +115,9 @@ def _mlm_inputs(batch: int, length: int) -> dict[str, torch.Tensor]:
 def test_compiled_layers_train_as_eager_and_share_one_graph(unpad):
     """The ``layers`` scope: every layer runs the same two compiled functions (graphs counted by a backend that
     only counts), lengths and layer counts reuse them, and the loss and gradients are the eager ones."""
-    eager, compiled = _twins(BertForPreTraining, num_hidden_layers=3, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    eager, compiled = _twins(
+        BertForPreTraining, num_hidden_layers=3, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0
+    )
     counter = CompileCounter()
     compile_model(compiled, scope="layers", backend=counter)
     assert is_compiled(compiled) and not is_compiled(eager)
