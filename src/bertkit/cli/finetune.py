@@ -7,7 +7,7 @@ metric, labels), the config file and the search switches are declared here.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -178,7 +178,8 @@ def _run_finetune(
     ] = None,
     **fields: Any,
 ) -> None:
-    from bertkit.training.finetune import FinetuneConfig, finetune
+    from bertkit.jobs import finetune_config as build_config
+    from bertkit.training.finetune import finetune
 
     show_library_warnings()
     given = task_options(
@@ -201,7 +202,7 @@ def _run_finetune(
         cache_mini_batch_size=cache_mini_batch_size,
         score_max=score_max,
     )
-    finetune_config = FinetuneConfig.from_file(config, task_options=given, **fields)
+    finetune_config = build_config(config=config, task_options=given, **fields)
     if search:
         _run_search(finetune_config, config, trials=search_trials, budget=search_budget)
         return
@@ -325,89 +326,37 @@ def evaluate_command(
     Example:
       bertkit evaluate --model runs/sst2 --input sst2/dev.tsv
     """
-    from bertkit.io import atomic_write_text, check_output_file
+    from bertkit.jobs import evaluate
 
     input = input or data
     if input is None:  # not required by typer, so that the message names the flag as every other does
         fail("give the labelled file to evaluate on with --input FILE")
-    if output is not None:
-        check_output_file(output, example="metrics.json")
-    retrieval_only = {
-        "--split": split,
-        "--query-prefix": query_prefix,
-        "--passage-prefix": passage_prefix,
-        "--ann": ann,
-    }
-    _check_flags_fit(task, retrieval_only, {"--predictions": predictions, "--quantize": quantize, "--backend": backend})
     show_library_warnings()
-    given = task_options(text_column, text_pair_column, label_column)
-    if task in ("retrieval", "sts"):
-        embedding = dict(split=split, query_prefix=query_prefix, passage_prefix=passage_prefix, ann=ann)
-        common = dict(format=format, header=header, max_length=max_seq_length, batch_size=batch_size, device=device)
-        scores = _evaluate_embeddings(model, input, task, given, embedding | common)
-    else:
-        given |= task_options(
-            None, None, None, tag_column=tag_column, long_text=long_text, max_query_length=max_query_length
-        )
-        settings = dict(max_seq_length=max_seq_length, batch_size=batch_size, device=device, format=format)
-        settings |= dict(
-            predictions_dir=predictions, header=header, quantize=quantize, compile=compile, backend=backend
-        )
-        scores = _evaluate_finetuned(model, input, task, given, settings)
-    print_json(scores)
-    if output is not None:
-        import json
-
-        atomic_write_text(output, json.dumps(scores, indent=1) + "\n")
-
-
-def _check_flags_fit(
-    task: str | None, retrieval_only: Mapping[str, object], finetuned_only: Mapping[str, object]
-) -> None:
-    """Refuse, in one line, a flag given to a task that would ignore it."""
-    if task != "retrieval":
-        for flag, value in retrieval_only.items():
-            if value:
-                fail(f"{flag} goes with --task retrieval")
-    if task in ("retrieval", "sts"):
-        for flag, value in finetuned_only.items():
-            if value:
-                fail(f"{flag} goes with a fine-tuned model's task, not --task {task}")
-
-
-def _evaluate_embeddings(
-    model: str, data: str, task: str, columns: dict[str, object], settings: dict[str, Any]
-) -> dict[str, float]:
-    """``evaluate --task retrieval|sts``: an embedding model on a BEIR folder or on scored pairs."""
-    from bertkit.retrieval import EmbeddingOptions, evaluate_retrieval, evaluate_sts
-
-    options = EmbeddingOptions(
-        query_prefix=settings["query_prefix"],
-        passage_prefix=settings["passage_prefix"],
-        batch_size=settings["batch_size"],
-        max_length=settings["max_length"],
-    )
-    if task == "retrieval":
-        return evaluate_retrieval(
-            model, data, split=settings["split"], options=options, ann=settings["ann"], device=settings["device"]
-        )
-    return evaluate_sts(
+    columns: dict[str, object] = dict(text_column=text_column, text_pair_column=text_pair_column)
+    columns |= dict(label_column=label_column)
+    if task not in ("retrieval", "sts"):  # the reading options of a fine-tuned model's task
+        columns |= dict(tag_column=tag_column, long_text=long_text, max_query_length=max_query_length)
+    scores = evaluate(
         model,
-        data,
-        task_options=columns,
-        format=settings["format"],
-        header=settings["header"],
-        options=options,
-        device=settings["device"],
+        input,
+        task=task,
+        output=output,
+        split=split,
+        query_prefix=query_prefix,
+        passage_prefix=passage_prefix,
+        ann=ann,
+        format=format,
+        header=header,
+        max_seq_length=max_seq_length,
+        batch_size=batch_size,
+        predictions=predictions,
+        device=device,
+        quantize=quantize,
+        compile=compile,
+        backend=backend,
+        **columns,
     )
-
-
-def _evaluate_finetuned(
-    model: str, data: str, task: str | None, options: dict[str, object], settings: dict[str, Any]
-) -> dict[str, float]:
-    from bertkit.inference import evaluate_model
-
-    return evaluate_model(model, data, task=task, task_options=options, **settings)
+    print_json(scores)
 
 
 @commands.command("predict", short_help="Write a fine-tuned model's predictions as JSON lines.", cls=ExampleLastCommand)

@@ -15,7 +15,6 @@ from bertkit.cli.program import fail
 from bertkit.cli.shared_options import (
     KeepBoilerplateOption,
     corpus_config_options,
-    corpus_options,
     generated_command,
 )
 
@@ -46,26 +45,14 @@ def _run_prepare_data(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
     **fields: Any,
 ) -> None:
-    from bertkit.data import PrepareConfig, prepare_dataset
+    from bertkit.jobs import prepare_data
 
     show_library_warnings("bertkit: warning: ")
-    block_mb = fields.pop("block_mb")
-    corpus = corpus_options(keep_gutenberg_boilerplate, fields)
-    options = {k: v for k, v in fields.items() if v is not None}
     for required in ("tokenizer", "output"):
-        if required not in options:
+        if fields.get(required) is None:
             fail(f"--{required} is required")
-    if block_mb is not None:
-        options["block_bytes"] = max(1, int(block_mb * (1 << 20)))
-    config = PrepareConfig(inputs=input, corpus=corpus, **options)
-    meta = prepare_dataset(config, progress=not quiet)
-    train, held = meta["splits"]["train"], meta["splits"]["eval"]
-    state = "complete" if meta["complete"] else f"{len(meta['blocks'])} of {meta['expected_blocks']} blocks so far"
-    print(
-        f"wrote {train['num_instances']} train + {held['num_instances']} eval instances "
-        f"({train['num_tokens'] + held['num_tokens']} tokens) to {config.output} ({state})",
-        file=sys.stderr,
-    )
+    prepared = prepare_data(input, keep_gutenberg_boilerplate=keep_gutenberg_boilerplate, progress=not quiet, **fields)
+    print(prepared.summary(), file=sys.stderr)
 
 
 @commands.command(

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from bertkit.cli.options import config_options, lazy_command
-from bertkit.cli.program import fail, stopped_by_signal
+from bertkit.cli.program import stopped_by_signal
 from bertkit.cli.shared_options import ConfigFileOption, generated_command
 
 commands = typer.Typer(rich_markup_mode=None)
@@ -34,15 +34,9 @@ def _run_pretrain(
     ] = None,
     **fields: Any,
 ) -> None:
-    from bertkit.training.pretrain import build_config, pretrain, read_config_file
+    from bertkit.jobs import pretrain
 
-    options = read_config_file(config) if config else {}
-    options.update({k: v for k, v in fields.items() if v is not None})
-    if resume and resume_from:
-        fail("give --resume or --resume-from, not both")
-    if resume or resume_from:
-        options["resume"] = resume_from or "auto"
-    result = pretrain(build_config(options))
+    result = pretrain(config=config, resume=resume, resume_from=resume_from, **fields)
     if result.stop_reason == "signal":
         stopped_by_signal(
             result.signal,
