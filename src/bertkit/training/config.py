@@ -304,7 +304,8 @@ class LoggingConfig(OptionGroup):
     """Show progress on stderr (main process only): a bar in a terminal, a plain line every 30 s when
     redirected to a file or a CI log."""
     tensorboard: bool = True
-    """Write TensorBoard event files (needs the ``tensorboard`` package; skipped with a notice if absent)."""
+    """An alias kept for existing scripts: ``--no-tensorboard`` is leaving ``tensorboard`` out of ``--report-to``
+    (the one switch for trackers), and wins over ``--report-to tensorboard``."""
     plot: bool = True
     """Write ``curves.png`` at the end (needs ``matplotlib``; skipped with a notice if absent)."""
     peak_flops: float | None = None
