@@ -6,10 +6,13 @@
 - ``tokenizer``: the ``Tokenizer`` class (build, encode, decode)
 - ``files``: ``vocab.txt``/``tokenizer.json``/``tokenizer_config.json`` read and written
 - ``special_tokens``: ``[PAD] [UNK] [CLS] [SEP] [MASK]`` and the rules of a vocabulary
+- ``any_json``: ``JsonTokenizer``, any other ``tokenizer.json`` (BPE, Unigram: ModernBERT's...) run as the file
+  says, with the special tokens its files name; ``Tokenizer.from_pretrained`` picks it for non-WordPiece files
 - ``training``: learning a vocabulary from text (``Tokenizer.train``); growing a trained model's vocabulary
   is ``bertkit.vocab``, a floor up, as it reads corpora and checkpoints
 """
 
+from bertkit.tokenizer.any_json import JsonTokenizer
 from bertkit.tokenizer.encoding import BatchEncoding, Encoding, collate_encodings
 from bertkit.tokenizer.files import SPECIAL_TOKENS_MAP_NAME, TOKENIZER_CONFIG_NAME, TOKENIZER_NAME, VOCAB_NAME
 from bertkit.tokenizer.normalization import CJK_RANGES
@@ -38,6 +41,7 @@ __all__ = [
     "VOCAB_NAME",
     "BatchEncoding",
     "Encoding",
+    "JsonTokenizer",
     "Padding",
     "Tokenizer",
     "Truncation",

@@ -15,7 +15,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,6 +36,10 @@ DEFAULT_MODEL_MAX_LENGTH = 512
 
 Truncation = bool | Literal["longest_first", "only_first", "only_second"]
 Padding = bool | Literal["longest", "max_length"]
+
+OTHER_FORMATS: list[Callable[[Path, dict[str, Any]], Tokenizer | None]] = []
+"""Readers of tokenizer files that are not BERT's WordPiece (``any_json``: any other ``tokenizer.json``), asked
+first by ``Tokenizer.from_pretrained``; each returns None for a path it does not take."""
 
 
 class Tokenizer:
@@ -134,6 +138,11 @@ class Tokenizer:
         ``max_input_chars_per_word``) win over the files. The pipeline is always rebuilt from the vocabulary
         and these options, so a checkpoint directory fully determines its tokenizer.
         """
+        if cls is Tokenizer:
+            for reader in OTHER_FORMATS:
+                other = reader(Path(path), overrides)
+                if other is not None:
+                    return other
         vocab, options = read_tokenizer_files(Path(path))
         unknown = set(overrides) - _OPTION_NAMES
         if unknown:

@@ -1,0 +1,104 @@
+"""Any tokenizer.json (here a tiny byte-level BPE built with the tokenizers library, as ModernBERT's is) against
+transformers' PreTrainedTokenizerFast on the same files: ids, masks, offsets, decode, and the special tokens
+taken from the files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer as Backend
+from tokenizers import decoders, models, pre_tokenizers, processors, trainers
+
+from bertkit.errors import TokenizerError
+from bertkit.tokenizer import JsonTokenizer, Tokenizer
+
+transformers = pytest.importorskip("transformers", reason="transformers is the reference tokenizer")
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "ModernBERT reads 8,192 tokens; BERT reads 512.",
+    "Ünïcode, émojis 🙂 and   spaces",
+    "[MASK] is a special token written in the text.",
+]
+
+
+def bpe_directory(tmp_path: Path, specials: tuple[str, ...], config: dict | None = None) -> Path:
+    """A byte-level BPE tokenizer.json trained on a few lines, with ``[CLS] A [SEP] (B [SEP])`` around the text
+    (ModernBERT's layout) and the given special tokens; ``config`` is written as tokenizer_config.json."""
+    cls, sep = specials[0], specials[1]
+    backend = Backend(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=list(specials),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())  # fmt: skip
+    backend.train_from_iterator(TEXTS * 20, trainer)
+    ids = {t: backend.token_to_id(t) for t in (cls, sep)}
+    backend.post_processor = processors.TemplateProcessing(
+        single=f"{cls}:0 $A:0 {sep}:0", pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1", special_tokens=list(ids.items())
+    )
+    directory = tmp_path / "tok"
+    directory.mkdir()
+    backend.save(str(directory / "tokenizer.json"))
+    if config is not None:
+        (directory / "tokenizer_config.json").write_text(json.dumps(config))
+    return directory
+
+
+MODERNBERT_NAMES = {"cls_token": "[CLS]", "sep_token": "[SEP]", "pad_token": "[PAD]", "mask_token": "[MASK]",
+                    "unk_token": "[UNK]", "model_max_length": 64, "tokenizer_class": "PreTrainedTokenizerFast"}  # fmt: skip
+
+
+def test_a_bpe_tokenizer_json_encodes_as_transformers_does(tmp_path: Path) -> None:
+    directory = bpe_directory(tmp_path, ("[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]"), MODERNBERT_NAMES)
+    ours = Tokenizer.from_pretrained(directory)
+    assert isinstance(ours, JsonTokenizer)
+    theirs = transformers.AutoTokenizer.from_pretrained(directory)
+    mine = ours(TEXTS, TEXTS[::-1], padding=True, return_offsets_mapping=True)
+    ref = theirs(TEXTS, TEXTS[::-1], padding=True, return_offsets_mapping=True)
+    for key in ("input_ids", "attention_mask", "offset_mapping"):
+        assert [list(map(tuple, r)) if key == "offset_mapping" else r for r in mine[key]] == [
+            list(map(tuple, r)) if key == "offset_mapping" else r for r in ref[key]
+        ], key
+    first = mine["input_ids"][0]
+    assert first[0] == ours.cls_id and ours.sep_id in first and ours.mask_id == theirs.mask_token_id
+    assert ours.pad_id == theirs.pad_token_id and ours.model_max_length == 64
+    assert ours.decode(first) == theirs.decode(first, skip_special_tokens=True)
+    truncated = ours(TEXTS[0], max_length=6)["input_ids"]
+    assert truncated == theirs(TEXTS[0], max_length=6, truncation=True)["input_ids"] and len(truncated) == 6
+
+
+def test_special_tokens_come_from_the_files_and_save_back(tmp_path: Path) -> None:
+    names = {"cls_token": "<s>", "sep_token": "</s>", "pad_token": "<pad>", "mask_token": "<mask>",
+             "unk_token": {"content": "<unk>", "special": True}}  # fmt: skip
+    directory = bpe_directory(tmp_path, ("<s>", "</s>", "<pad>", "<mask>", "<unk>"), names)
+    ours = Tokenizer.from_pretrained(directory)
+    assert isinstance(ours, JsonTokenizer)
+    assert ours.specials == {"cls": "<s>", "sep": "</s>", "pad": "<pad>", "mask": "<mask>", "unk": "<unk>"}
+    assert ours.special_ids == {ours.convert_tokens_to_ids(t) for t in ("<s>", "</s>", "<pad>", "<mask>", "<unk>")}
+    saved = tmp_path / "saved"
+    ours.save_pretrained(saved)
+    again = Tokenizer.from_pretrained(saved)
+    assert again.fingerprint == ours.fingerprint
+    theirs = transformers.AutoTokenizer.from_pretrained(saved)
+    assert theirs(TEXTS)["input_ids"] == again(TEXTS)["input_ids"]
+    assert theirs.mask_token == "<mask>" and theirs.pad_token_id == again.pad_id
+
+
+def test_without_config_the_usual_names_are_found_and_a_missing_role_is_named(tmp_path: Path) -> None:
+    directory = bpe_directory(tmp_path, ("[CLS]", "[SEP]", "[PAD]"))
+    ours = Tokenizer.from_pretrained(directory / "tokenizer.json")
+    assert ours.cls_id == ours.convert_tokens_to_ids("[CLS]")
+    with pytest.raises(TokenizerError, match="no mask token"):
+        _ = ours.mask_id
+    (directory / "tokenizer_config.json").write_text(json.dumps({"mask_token": "[NOPE]"}))
+    with pytest.raises(TokenizerError, match="not in the vocabulary"):
+        Tokenizer.from_pretrained(directory)
+
+
+def test_wordpiece_files_stay_berts(tmp_path: Path) -> None:
+    bert = Tokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world"])
+    bert.save_pretrained(tmp_path / "bert")
+    loaded = Tokenizer.from_pretrained(tmp_path / "bert" / "tokenizer.json")
+    assert type(loaded) is Tokenizer and loaded.fingerprint == bert.fingerprint
