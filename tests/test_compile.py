@@ -3,6 +3,8 @@ reuse the compiled graph, and training turns it on from its config."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 import torch
 from torch._dynamo.testing import CompileCounter
@@ -122,7 +124,7 @@ def test_compiled_layers_train_as_eager_and_share_one_graph(unpad):
     compile_model(compiled, scope="layers", backend=counter)
     assert is_compiled(compiled) and not is_compiled(eager)
     for model in (eager, compiled):
-        model.train().bert.unpad = unpad
+        cast(BertForPreTraining, model.train()).bert.unpad = unpad
     for length in (12, 17):
         inputs = _mlm_inputs(4, length)
         inputs["attention_mask"][1, 5:] = 0  # a third of a row padded: unpadded when asked
