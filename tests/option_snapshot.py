@@ -49,6 +49,7 @@ SAMPLES = {
     "--init-from": "d",
     "--long-text": "windows",
     "--loss": "cosent",
+    "--tag-column": "7",
     "--pooling": "cls",
     "--matryoshka-dims": "64,32",
     "--negative-columns": "negative_1,negative_2",

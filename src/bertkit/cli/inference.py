@@ -50,29 +50,33 @@ def _pipeline_inputs(texts: list[str] | None, input: str | None, *, keep_blank: 
 
 
 # ------------------------------------------------------------------------------------------------ embed
+EmbedInputOption = Annotated[
+    str | None,
+    typer.Option(
+        "--input",
+        "-i",
+        help="Text file, one text (or TAB-separated pair) per line, a blank line embedded as the empty text; "
+        "- for stdin.",
+    ),
+]
+EmbedOutputOption = Annotated[
+    str | None,
+    typer.Option(
+        "--output",
+        "-o",
+        help="Where to write the embeddings (.npy, float32, one row per input line) (default: one JSON "
+        'object per input on stdout, {"text": ..., "embedding": [...]}).',
+    ),
+]
+
+
 @commands.command("embed", short_help="Embed texts as vectors (feature extraction).", cls=ExampleLastCommand)
 def embed_command(
     texts: Annotated[list[str] | None, typer.Argument(help="Texts to embed (or --input FILE).")] = None,
     *,
     model: ModelOption,
-    input: Annotated[
-        str | None,
-        typer.Option(
-            "--input",
-            "-i",
-            help="Text file, one text (or TAB-separated pair) per line, a blank line embedded as the empty text; "
-            "- for stdin.",
-        ),
-    ] = None,
-    output: Annotated[
-        str | None,
-        typer.Option(
-            "--output",
-            "-o",
-            help="Where to write the embeddings (.npy, float32, one row per input line) (default: one JSON "
-            'object per input on stdout, {"text": ..., "embedding": [...]}).',
-        ),
-    ] = None,
+    input: EmbedInputOption = None,
+    output: EmbedOutputOption = None,
     pooling: Annotated[
         str | None,
         typer.Option(
@@ -120,10 +124,7 @@ def embed_command(
         --output vectors.npy --pooling mean --layers -1,-2
       bertkit embed --model ./minilm "A first text." "A second one."
     """
-    import numpy as np
-
     from bertkit.inference import embed_settings, load
-    from bertkit.io import atomic_path
 
     if output is not None:
         if not output.endswith(".npy"):
@@ -145,6 +146,15 @@ def embed_command(
         window_stride=window_stride,
         dimensions=dimensions,
     )
+    _write_embeddings(items, vectors, output)
+
+
+def _write_embeddings(items: list[TextInput], vectors: np.ndarray, output: str | None) -> None:
+    """The vectors as float32 into the .npy file ``output``, or one JSON object per input on stdout."""
+    import numpy as np
+
+    from bertkit.io import atomic_path
+
     if output is None:
         for item, vector in zip(items, vectors.astype(np.float32).tolist()):
             print_json({"text": list(item) if isinstance(item, tuple) else item, "embedding": vector})

@@ -91,10 +91,18 @@ LabelColumnOption = Annotated[
     str | None,
     typer.Option("--label-column", help="Classification: column of the label (GLUE names: label, score, Quality...)."),
 ]
+def _column_number_or_name(value: str) -> Any:
+    """``--tag-column``: a number stays a number (``7``), a name (``upos``) a name."""
+    return int(value) if value.strip().isdigit() else value
+
+
 TagColumnOption = Annotated[
-    int | None,
+    str | None,
     typer.Option(
-        help="ner: 0-based column of the tag (default: the last; evaluate: the one the model was trained on)."
+        help="ner: 0-based column of the tag, or for a CoNLL-U file its name: upos, xpos, deprel... (default: the "
+        "last; CoNLL-U: upos; evaluate: the one the model was trained on).",
+        parser=_column_number_or_name,
+        metavar="COLUMN",
     ),
 ]
 LongTextOption = Annotated[

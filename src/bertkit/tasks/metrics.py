@@ -3,6 +3,7 @@
 - GLUE: accuracy, binary F1, Matthews correlation, Pearson and Spearman correlation (numpy only).
 - NER: entity-level precision/recall/F1 with the chunk logic of CoNLL's ``conlleval`` script (exact span and
   type; IOB1, IOB2, IOE and BIOES tags all decode through the same start/end-of-chunk rules).
+- Tags that are not chunked (parts of speech): token accuracy, per-tag precision/recall/F1 and their macro mean.
 - SQuAD: exact match and F1 normalised and scored exactly as the official v1.1 and v2.0 evaluation scripts.
 
 Scores are fractions in [0, 1] except SQuAD's, which are percentages as the official scripts print them.
@@ -183,6 +184,53 @@ def entity_scores(predicted: Iterable[Sequence[str]], gold: Iterable[Sequence[st
             {f"precision_{type_}": p, f"recall_{type_}": r, f"f1_{type_}": f, f"support_{type_}": float(n_gold[type_])}
         )
     return scores
+
+
+_CHUNK_TAG = re.compile(r"[BIESLU]-.+")
+
+
+def is_chunked(tags: Iterable[str]) -> bool:
+    """Whether tags are chunk tags (IOB1, IOB2, IOE, BIOES/BILOU: ``O`` or a ``B-``/``I-``/``E-``/``S-`` prefix
+    on a type), so that entities and their F1 mean something; ``NOUN`` or ``VBZ`` are one label per word."""
+    return all(tag == "O" or _CHUNK_TAG.fullmatch(tag) for tag in tags)
+
+
+def token_scores(predicted: Iterable[Sequence[str]], gold: Iterable[Sequence[str]]) -> dict[str, float]:
+    """Word-level scores of tags that are not chunked (parts of speech): ``accuracy`` (the headline),
+    ``macro_f1`` over the gold tags, and per tag ``precision_NOUN``, ``recall_NOUN``, ``f1_NOUN`` and
+    ``support_NOUN`` (gold words), each word counted once, as scikit-learn's ``classification_report`` does."""
+    pairs = [
+        (p, g)
+        for sentence_pred, sentence_gold in zip(predicted, gold, strict=True)
+        for p, g in zip(sentence_pred, _same_length(sentence_pred, sentence_gold), strict=True)
+    ]
+    n_pred = collections.Counter(p for p, _ in pairs)
+    n_gold = collections.Counter(g for _, g in pairs)
+    correct = collections.Counter(g for p, g in pairs if p == g)
+    scores: dict[str, float] = {"accuracy": sum(correct.values()) / len(pairs) if pairs else 0.0}
+    per_tag_f1 = []
+    for tag in sorted(set(n_pred) | set(n_gold)):
+        precision = correct[tag] / n_pred[tag] if n_pred[tag] else 0.0
+        recall = correct[tag] / n_gold[tag] if n_gold[tag] else 0.0
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        if n_gold[tag]:
+            per_tag_f1.append(f1)
+        scores.update(
+            {
+                f"precision_{tag}": precision,
+                f"recall_{tag}": recall,
+                f"f1_{tag}": f1,
+                f"support_{tag}": float(n_gold[tag]),
+            }
+        )
+    scores["macro_f1"] = sum(per_tag_f1) / len(per_tag_f1) if per_tag_f1 else 0.0
+    return scores
+
+
+def _same_length(predicted: Sequence[str], gold: Sequence[str]) -> Sequence[str]:
+    if len(predicted) != len(gold):
+        raise ValueError(f"sentence with {len(gold)} gold tags got {len(predicted)} predictions")
+    return gold
 
 
 # ----------------------------------------------------------------------------------------------- SQuAD

@@ -1,9 +1,15 @@
-"""Named-entity recognition (token classification) on CoNLL-style column files.
+"""Token tagging (named entities, parts of speech, any word tags) on CoNLL-style column files.
 
 Input: one word per line, columns separated by spaces or tabs, the tag in the last column (CoNLL-2003:
 ``word POS chunk NER``); a blank line ends a sentence; ``-DOCSTART-`` lines are skipped. Every line of a file
-must have the same number of columns. Tags may follow IOB1, IOB2 or BIOES: the model learns the tags as they
-are written, and entities are decoded from them with ``conlleval``'s chunk rules (see ``metrics``).
+must have the same number of columns. Universal Dependencies CoNLL-U files (``.conllu``, or recognised by their
+ten tab-separated columns) are read by ``readers.conllu``: FORM and the column ``tag_column`` names (default
+UPOS). A tag ``_`` (an empty field) is an error, never a tag.
+
+Chunked tags (IOB1, IOB2, BIOES: every tag ``O`` or ``B-``/``I-``/``E-``/``S-`` + type) are learnt as written,
+entities are decoded from them with ``conlleval``'s chunk rules, and entity F1 is the headline. Tags that are
+not chunked (UPOS ``NOUN``, ``VERB``...) are scored per word: token accuracy is the headline, with per-tag
+precision, recall and F1 (see ``metrics.token_scores``).
 
 Word labels and sub-tokens: each word is WordPiece-tokenized on its own (the same pieces BERT's tokenizer
 gives inside the sentence, since it splits on whitespace first). Only the **first sub-token** of a word
@@ -37,12 +43,12 @@ from bertkit.tasks.base import (
     HeadTraining,
     LabelMap,
     Read,
-    only_format,
     pad_and_stack,
     to_numpy_rows,
     write_jsonl,
 )
 from bertkit.tasks.readers import ReadReport, read_text_file
+from bertkit.tasks.readers.conllu import looks_like_conllu, read_conllu, what_it_is
 
 IGNORE_INDEX = -100
 
@@ -73,17 +79,28 @@ def read_conll(
     path: str | os.PathLike,
     *,
     labeled: bool = True,
-    tag_column: int | None = None,
+    tag_column: int | str | None = None,
     report: ReadReport | None = None,
+    format: str | None = None,
 ) -> list[NerExample]:
     """Sentences of a CoNLL column file: the word first, the tag in the last column or in ``tag_column``
     (0-based). A line with a tab is split on tabs, any other on runs of spaces. With ``labeled=False`` only
     the first column (the word) is used, so a file of bare words (one column) can be tagged. ``report`` (when
     given) counts the lines used and the ``-DOCSTART-`` lines skipped.
+
+    A CoNLL-U file (``format="conllu"``, else its suffix or its lines tell) is read by ``readers.conllu``,
+    ``tag_column`` a column name (``upos``, ``xpos``...) or number; ``format="conll"`` refuses one.
     """
     path = Path(path)
-    lines = read_text_file(path).splitlines()
+    text = read_text_file(path)
     report = report if report is not None else ReadReport(str(path), "conll")
+    if format == "conllu" or (format is None and (_is_conllu_path(path) or looks_like_conllu(text))):
+        sentences = read_conllu(path, text, labeled=labeled, column=tag_column, report=report)
+        return [NerExample(words, tags, str(path), line) for words, tags, line in sentences]
+    if looks_like_conllu(text):
+        raise DataError(f"{what_it_is(path)}; leave --format out, or give --format conllu")
+    tag_column = _plain_column(tag_column, path)
+    lines = text.splitlines()
     report.format, report.unit = "conll", "lines"
     examples: list[NerExample] = []
     words: list[str] = []
@@ -127,6 +144,7 @@ def read_conll(
             first_line = number
         words.append(columns[0])
         tags.append(columns[-1] if tag_column is None or not labeled else columns[tag_column])
+        _refuse_empty_tag(tags[-1] if labeled else None, columns[0], f"{path}:{number}")
         report.used += 1
     flush()
     if not examples:
@@ -135,16 +153,42 @@ def read_conll(
     return examples
 
 
+def _is_conllu_path(path: Path) -> bool:
+    return ".conllu" in path.suffixes
+
+
+def _refuse_empty_tag(tag: str | None, word: str, where: str) -> None:
+    if tag == "_":
+        raise DataError(
+            f"{where}: the tag of {word!r} is '_' (an empty field), which is no tag; give --tag-column the "
+            f"0-based column that holds the tags"
+        )
+
+
+def _plain_column(tag_column: int | str | None, path: Path) -> int | None:
+    """A plain CoNLL file's tag column: a number (a name is for CoNLL-U)."""
+    if not isinstance(tag_column, str):
+        return tag_column
+    if not tag_column.isdigit():
+        raise DataError(
+            f"--tag-column {tag_column!r}: column names are for CoNLL-U files, and {path} is a plain CoNLL "
+            f"file; give the tag's 0-based column number"
+        )
+    return int(tag_column)
+
+
 @dataclass
 class NerTask(HeadTraining):
-    """Word-level tagging of CoNLL sentences; head ``BertForTokenClassification``."""
+    """Word-level tagging of CoNLL or CoNLL-U sentences; head ``BertForTokenClassification``."""
 
     window_stride: int = 128
     """Tokens between the starts of the windows of a sentence too long for one sequence."""
     label_map: LabelMap | None = None
     main_metric: str = "f1"
-    tag_column: int | None = None
-    """0-based column of the tag; ``None``: the last column."""
+    """``f1``: entity F1 for chunked tags; tags that are not chunked have none, and score ``accuracy`` instead."""
+    tag_column: int | str | None = None
+    """0-based column of the tag, or for CoNLL-U its name (``upos``, ``xpos``...); ``None``: the last column
+    (CoNLL-U: UPOS)."""
 
     name: str = field(default="ner", init=False)
     head: str = field(default="BertForTokenClassification", init=False)
@@ -166,13 +210,25 @@ class NerTask(HeadTraining):
         format: str | None = None,
         header: bool | None = None,
     ) -> Read[NerExample]:
-        """Sentences of a CoNLL file (the only format of this task)."""
-        only_format(format, "conll", "ner")
+        """Sentences of a CoNLL or CoNLL-U file (the formats of this task)."""
+        if format not in (None, "conll", "conllu"):
+            raise ConfigError(f"--format {format}: the ner task reads conll files only (and CoNLL-U: --format conllu)")
         report = ReadReport(str(path), "conll")
-        return Read(read_conll(path, labeled=labeled, tag_column=self.tag_column, report=report), report)
+        examples = read_conll(path, labeled=labeled, tag_column=self.tag_column, report=report, format=format)
+        return Read(examples, report)
 
     def fit_labels(self, examples: Sequence[NerExample]) -> None:
         self.label_map = LabelMap.fit(tag for e in examples for tag in (e.tags or ()))
+        self._headline_for_tags()
+
+    @property
+    def chunked(self) -> bool:
+        """Whether the tags are chunks (IOB, BIOES) that make entities, rather than one label per word."""
+        return metrics.is_chunked(self._fitted_label_map().labels)
+
+    def _headline_for_tags(self) -> None:
+        if self.main_metric == "f1" and not self.chunked:
+            self.main_metric = "accuracy"  # entity F1 means nothing for tags that do not make chunks
 
     def describe_labels(self, examples: Sequence[NerExample]) -> str:
         """One line on the fitted tags."""
@@ -196,6 +252,7 @@ class NerTask(HeadTraining):
         if not config.id2label:
             raise DataError("the model config has no id2label; it was not fine-tuned for tagging")
         self.label_map = LabelMap.from_id2label(config.id2label)
+        self._headline_for_tags()
 
     # ------------------------------------------------------------------------------------ features
 
@@ -290,10 +347,12 @@ class NerTask(HeadTraining):
         return predictions
 
     def evaluate(self, predictions: Sequence[NerPrediction], examples: Sequence[NerExample]) -> dict[str, float]:
-        """conlleval's entity-level precision/recall/F1 (overall and per type) and token accuracy."""
+        """Chunked tags: conlleval's entity-level precision/recall/F1 (overall and per type) and token accuracy.
+        Other tags: token accuracy and per-tag token-level precision/recall/F1 (``metrics.token_scores``)."""
         if len(predictions) != len(examples):
             raise ValueError(f"{len(predictions)} predictions for {len(examples)} sentences")
-        return metrics.entity_scores([p.tags for p in predictions], [_gold_tags(e) for e in examples])
+        scores = metrics.entity_scores if self.chunked else metrics.token_scores
+        return scores([p.tags for p in predictions], [_gold_tags(e) for e in examples])
 
     def word_scores(
         self, examples: Sequence[NerExample], features: Sequence[Feature], rows: Sequence[np.ndarray]

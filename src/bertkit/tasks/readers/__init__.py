@@ -14,7 +14,8 @@ detected (:func:`detect_header`) and the decision is written in the :class:`Read
 never dropped without a word.
 
 The rooms: ``table`` (the format and the dispatch), ``delimited`` (TSV/CSV and header detection), ``rows``
-(records to rows), ``hub`` (``hf:`` names), ``columns`` (which column plays a role), ``report``.
+(records to rows), ``hub`` (``hf:`` names), ``columns`` (which column plays a role), ``report``, and
+``conllu`` (Universal Dependencies files for the tagging task; the table readers name one they are given).
 """
 
 from bertkit.formats import read_text as read_text_file

@@ -19,6 +19,7 @@ from bertkit.formats import (
     read_text,
     split_suffix,
 )
+from bertkit.tasks.readers.conllu import looks_like_conllu, what_it_is
 from bertkit.tasks.readers.delimited import read_delimited
 from bertkit.tasks.readers.hub import HF_PREFIX, load_hub_split
 from bertkit.tasks.readers.report import ReadReport
@@ -48,6 +49,8 @@ def detect_format(path: str | os.PathLike) -> str:
     suffix = split_suffix(path)[1]
     if suffix in _BY_SUFFIX:
         return _BY_SUFFIX[suffix]
+    if suffix == ".conllu":
+        raise DataError(what_it_is(path))
     raise DataError(
         f"{path}: cannot tell the format from the suffix {suffix!r}; pass --format (format=) "
         f"{', '.join(f for f in FORMATS if f != 'hf')}"
@@ -90,6 +93,8 @@ def read_table(
         lines = text.splitlines()
         columns, rows = object_rows(((f"{path}:{n}", obj) for n, obj in json_lines(lines, path)), path)
         report.skip("blank lines", len(lines) - len(rows))
+    elif looks_like_conllu(text):
+        raise DataError(what_it_is(path))
     else:
         return read_delimited(path, text, format, header, names, report)
     report.used = len(rows)
