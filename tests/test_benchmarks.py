@@ -110,6 +110,16 @@ def check_finetune(out: Path, stdout: str) -> None:
     assert run["bertkit_main"] is not None and run["peer_main"] is not None and run["speedup_per_step"] > 0
 
 
+def check_distill(out: Path, stdout: str) -> None:
+    result = read(out)
+    assert set(result["families"]) == {"sst2", "conll", "squad_pairs"} and result["speed"]["speedup"] > 0
+    for family in result["families"].values():
+        models = family["models"]
+        assert set(models) == {"teacher", "1-distilled", "1-direct", "tiny-distilled", "tiny-direct"}
+        assert all(m[p]["examples_per_second"] > 0 for m in models.values() for p in ("float32", "int8"))
+    assert out.with_suffix(".png").is_file()
+
+
 def check_finetune_defaults(out: Path, stdout: str) -> None:
     rows = lines(out)
     assert [r["recipe"] for r in rows] == ["fixed", "rule", "search"] and all(r["updates"] > 0 for r in rows)
@@ -229,6 +239,7 @@ CHECKS: dict[str, tuple[str, Check]] = {
     "bench_embedding_eval": ("embedding_eval.json", check_embedding_eval),
     "bench_embedding_train": ("embedding_train.json", check_embedding_train),
     "bench_engines": ("engines.json", check_engines),
+    "bench_distill": ("distill.json", check_distill),
     "bench_finetune": ("finetune.json", check_finetune),
     "bench_finetune_defaults": ("finetune_defaults.jsonl", check_finetune_defaults),
     "bench_inference": ("inference.json", check_inference),

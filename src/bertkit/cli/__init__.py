@@ -4,7 +4,7 @@
 - ``tokenizer``: ``tokenize``, ``tokenizer train``, ``tokenizer extend``
 - ``inference``: ``embed``, ``fill-mask``, ``next-sentence``, ``classify``, ``tag``, ``answer``, ``attention``
 - ``serve_export_convert``: ``serve``, ``export onnx``, ``convert``
-- ``pretrain``; ``finetune`` (``finetune``, ``evaluate``, ``predict``); ``prepare_data``; ``demo``
+- ``pretrain``; ``finetune`` (``finetune``, ``evaluate``, ``predict``); ``distill``; ``prepare_data``; ``demo``
 - ``retrieval``: ``retrieval from-squad``, ``retrieval mine-negatives``
 
 Options: ``options`` generates them from the config dataclasses, so that a field is declared once;
@@ -13,6 +13,7 @@ Options: ``options`` generates them from the config dataclasses, so that a field
 
 from bertkit.cli import (
     demo,
+    distill,
     finetune,
     inference,
     prepare_data,
@@ -24,7 +25,7 @@ from bertkit.cli import (
 from bertkit.cli.program import app, main
 
 # In this order in `bertkit --help`.
-for _group in (tokenizer, inference, serve_export_convert, pretrain, finetune, retrieval, prepare_data, demo):
+for _group in (tokenizer, inference, serve_export_convert, pretrain, finetune, distill, retrieval, prepare_data, demo):
     app.add_typer(_group.commands)
 
 __all__ = ["app", "main"]

@@ -41,6 +41,7 @@ from bertkit.cli.shared_options import (
 
 if TYPE_CHECKING:  # the training package imports torch, which `bertkit --help` should not pay for
     from bertkit.training.finetune import FinetuneConfig
+    from bertkit.training.search import Runner
 
 commands = typer.Typer(rich_markup_mode=None)
 
@@ -178,37 +179,27 @@ def _run_finetune(
     ] = None,
     **fields: Any,
 ) -> None:
+    given = dict(locals())
+    run_training(given, given.pop("fields"))
+
+
+def run_training(options: dict[str, Any], fields: dict[str, Any], run: Runner | None = None) -> None:
+    """``finetune`` (or ``run``, distillation's) on the config the parsed ``options`` (``_run_finetune``'s own)
+    and generated ``fields`` describe, or the search over it with ``--search``; prints the dev metrics."""
     from bertkit.jobs import finetune_config as build_config
     from bertkit.training.finetune import finetune
 
     show_library_warnings()
-    given = task_options(
-        text_column,
-        text_pair_column,
-        label_column,
-        main_metric=main_metric,
-        doc_stride=doc_stride,
-        tag_column=tag_column,
-        label_names=label_names,
-        long_text=long_text,
-        max_query_length=max_query_length,
-        negative_columns=negative_columns,
-        loss=loss,
-        scale=scale,
-        symmetric=symmetric,
-        matryoshka_dims=matryoshka_dims,
-        pooling=pooling,
-        normalize=normalize,
-        cache_mini_batch_size=cache_mini_batch_size,
-        score_max=score_max,
-    )
+    config, search = options.pop("config"), options.pop("search")
+    search_trials, search_budget = options.pop("search_trials"), options.pop("search_budget")
+    given = task_options(**options)
     finetune_config = build_config(config=config, task_options=given, **fields)
     if search:
-        _run_search(finetune_config, config, trials=search_trials, budget=search_budget)
+        _run_search(finetune_config, config, trials=search_trials, budget=search_budget, run=run)
         return
     if search_trials is not None or search_budget is not None:
         fail("--search-trials and --search-budget go with --search")
-    result = finetune(finetune_config)
+    result = (run or finetune)(finetune_config)
     if result.output is None:
         stopped_by_signal(
             result.train.signal,
@@ -218,7 +209,9 @@ def _run_finetune(
         print_json(result.metrics)
 
 
-def _run_search(config: FinetuneConfig, config_file: str | None, *, trials: int | None, budget: str | None) -> None:
+def _run_search(
+    config: FinetuneConfig, config_file: str | None, *, trials: int | None, budget: str | None, run: Runner | None
+) -> None:
     from bertkit.training.search import SearchConfig, search, search_table
 
     settings = (
@@ -226,7 +219,7 @@ def _run_search(config: FinetuneConfig, config_file: str | None, *, trials: int 
         if config_file
         else SearchConfig(trials=trials, budget=budget)
     )
-    result = search(config, settings)
+    result = search(config, settings, run=run)
     if result.output is None:
         stopped_by_signal(
             result.signal, "stopped by a signal; continue the search with the same command plus --resume."

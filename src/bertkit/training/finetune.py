@@ -122,11 +122,17 @@ class FinetuneResult:
 
 
 # ------------------------------------------------------------------------------------------ fine-tuning
-def finetune(config: FinetuneConfig, *, env: distributed.DistEnv | None = None) -> FinetuneResult:
-    """Fine-tune ``config.model`` on ``config.train_file`` and write ``config.output``; see the module doc."""
+def finetune(
+    config: FinetuneConfig,
+    *,
+    env: distributed.DistEnv | None = None,
+    adapt_task: Callable[[Task], Task] | None = None,
+) -> FinetuneResult:
+    """Fine-tune ``config.model`` on ``config.train_file`` and write ``config.output``; see the module doc.
+    ``adapt_task`` wraps the task before anything is read (distillation's ``DistillTask``)."""
     model_dir = _model_dir(config)
     output = _check_output(config)
-    data = read_data(config, model_dir)
+    data = read_data(config, model_dir, adapt_task)
     env = env or distributed.setup(config.train.distributed.device)
     settled, sizing = size_batches(config, data, env)
     model = load_and_check_model(settled, model_dir, data)
@@ -161,10 +167,14 @@ class FinetuneData:
     """What was read of ``train`` and ``dev``: rows read, used, skipped by reason, truncated examples."""
 
 
-def read_data(config: FinetuneConfig, model_dir: Path) -> FinetuneData:
+def read_data(
+    config: FinetuneConfig, model_dir: Path, adapt_task: Callable[[Task], Task] | None = None
+) -> FinetuneData:
     """Read, check and featurize the training and dev data (every bad-input error comes before any writing);
     one report line per file, from the first process only (the loop's environment comes later)."""
     task = make_task(config.task, config.task_options)
+    if adapt_task is not None:
+        task = adapt_task(task)
     tokenizer = _load_tokenizer(model_dir)
     quiet = os.environ.get("RANK", "0") != "0"
     reading: dict[str, Any] = {"format": config.format, "header": config.header, "quiet": quiet}

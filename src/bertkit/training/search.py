@@ -27,7 +27,7 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,8 +37,11 @@ from bertkit.io import atomic_write_text
 from bertkit.notices import notice
 from bertkit.training.checkpoint import latest_valid_checkpoint, read_trainer_state
 from bertkit.training.config import parse_duration, read_options_file
-from bertkit.training.finetune import FinetuneConfig, finetune
+from bertkit.training.finetune import FinetuneConfig, FinetuneResult, finetune
 from bertkit.training.finetune_defaults import unset_defaults
+
+Runner = Callable[[FinetuneConfig], FinetuneResult]
+"""What trains one point of the search: ``finetune``, or a distillation."""
 
 PAPER_GRID: dict[str, list[Any]] = {"micro_batch_size": [16, 32], "lr": [5e-5, 3e-5, 2e-5], "epochs": [2, 3, 4]}
 """The BERT paper's fine-tuning grid (section A.3): 18 runs."""
@@ -178,9 +181,10 @@ class _Journal:
 
 
 # ------------------------------------------------------------------------------------------ search
-def search(config: FinetuneConfig, settings: SearchConfig | None = None) -> SearchResult:
+def search(config: FinetuneConfig, settings: SearchConfig | None = None, *, run: Runner | None = None) -> SearchResult:
     """Fine-tune ``config`` at every point of ``settings.grid`` (or ``trials`` sampled points) and keep the best
-    run on dev in ``config.output``; see the module doc."""
+    run on dev in ``config.output``; see the module doc. ``run`` trains one point (default ``finetune``;
+    distillation passes its own)."""
     settings = settings or SearchConfig()
     if config.dev_file is None:
         raise ConfigError("--search picks the best run on dev: give --dev")
@@ -196,7 +200,7 @@ def search(config: FinetuneConfig, settings: SearchConfig | None = None) -> Sear
     points = _Points(settings, runs, interrupted)
     budget = parse_duration(settings.budget)
     notice(f"search: {points.describe()}; the best run on dev is kept in {output}")
-    stop_reason = _run_points(config, points, journal, work, budget, standing, interrupted)
+    stop_reason = _run_points(config, points, journal, work, budget, standing, interrupted, run)
     best = standing.best
     if stop_reason == "signal":
         return SearchResult(None, runs, best, _main_metric(runs), "signal", signal=standing.signal)
@@ -258,6 +262,7 @@ def _run_points(
     budget: float | None,
     standing: _Standing,
     interrupted: Run | None,
+    runner: Runner | None,
 ) -> str:
     """Run the points in turn until they are done, the budget is spent or a signal stops a run; the reason."""
     for name, params in points:
@@ -268,7 +273,7 @@ def _run_points(
         interrupted = None
         left = budget - standing.spent if budget is not None else None
         notice(f"search: {name} of {points.total}: {_show(params)}")
-        run = _train(config, Run(name, params), work, left)
+        run = _train(config, Run(name, params), work, left, runner)
         if isinstance(run, int):
             standing.signal = run
             return "signal"
@@ -283,7 +288,7 @@ def _run_points(
     return "done"
 
 
-def _train(config: FinetuneConfig, run: Run, work: Path, budget_left: float | None) -> Run | int:
+def _train(config: FinetuneConfig, run: Run, work: Path, budget_left: float | None, runner: Runner | None) -> Run | int:
     """Fine-tune one point into ``work/<name>`` and fill in ``run``; the signal's number when one stopped it.
 
     An interrupted run continues from its last checkpoint, or starts again from nothing without one; with a
@@ -302,7 +307,7 @@ def _train(config: FinetuneConfig, run: Run, work: Path, budget_left: float | No
     if resume:
         notice(f"search: {run.name} continues from its last checkpoint")
     started = time.perf_counter()
-    result = finetune(run_config)
+    result = (runner or finetune)(run_config)
     if result.output is None:
         return result.train.signal or signal.SIGTERM
     run.main_metric = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))["main_metric"]

@@ -1,0 +1,96 @@
+"""``bertkit distill``: a fine-tuned teacher into a smaller student (``bertkit.training.distill``).
+
+The options are ``finetune``'s (generated from ``FinetuneConfig`` and ``TrainConfig``, the task options and
+``--search`` declared in ``cli.finetune``) with ``--model`` replaced by those of ``DistillConfig``
+(``--teacher``, ``--student``, the loss weights, ``--unlabeled``). The task, its options and the sequence
+length default to the teacher's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import typer
+
+from bertkit.cli import finetune as finetune_cli
+from bertkit.cli.options import config_options, lazy_command
+from bertkit.cli.program import fail
+from bertkit.cli.shared_options import generated_command
+
+commands = typer.Typer(rich_markup_mode=None)
+
+
+def _distill_function() -> Callable[..., None]:
+    from bertkit.training.config import TrainConfig
+    from bertkit.training.distill import DistillConfig
+    from bertkit.training.finetune import FinetuneConfig
+
+    options = config_options(
+        [DistillConfig, FinetuneConfig, TrainConfig],
+        exclude={"best_metric", "best_mode", "model"},
+        defaults={"task": "the teacher's", "max_seq_length": "the teacher's"},
+        flags={
+            "teacher": ("--teacher",),
+            "student": ("--student",),
+            "unlabeled_file": ("--unlabeled",),
+            "task": ("--task", "-t"),
+            "train_file": ("--train",),
+            "dev_file": ("--dev",),
+            "output": ("--output", "-o"),
+            "group_by_length": ("--group-by-length/--random-batches",),
+        },
+    )
+    return generated_command("distill", distill_command.__doc__, options, _run_distill)
+
+
+def _run_distill(**given: Any) -> None:
+    from bertkit.hub import resolve_model
+    from bertkit.training.distill import DistillConfig, distill, teacher_settings
+
+    own = {f.name for f in dataclasses.fields(DistillConfig)}
+    if given.get("teacher") is None:
+        fail("--teacher is required: the fine-tuned model to distil")
+    settings = DistillConfig(**{name: given.pop(name) for name in own if given.get(name) is not None})
+    given = {name: value for name, value in given.items() if name not in own}
+    task, task_options, max_seq_length = teacher_settings(resolve_model(settings.teacher))
+    options = {name: given.pop(name) for name in _OPTION_NAMES}
+    for name, value in task_options.items():
+        if options.get(name) is None and name in options:
+            options[name] = value
+    given["task"] = given.get("task") or task
+    given["max_seq_length"] = given.get("max_seq_length") or max_seq_length
+    given["model"] = settings.teacher
+    finetune_cli.run_training(options, given, functools.partial(distill, settings=settings))
+
+
+# the keyword-only options ``finetune`` declares by hand (task options, --config, --search): distill takes them too
+_OPTION_NAMES = [
+    p.name
+    for p in inspect.signature(finetune_cli._run_finetune, eval_str=True).parameters.values()
+    if p.kind is p.KEYWORD_ONLY
+]
+_run_distill.__signature__ = inspect.signature(finetune_cli._run_finetune, eval_str=True)  # type: ignore[attr-defined]
+
+
+@commands.command(
+    "distill",
+    short_help="Distil a fine-tuned model into a smaller, faster student.",
+    cls=lazy_command(_distill_function),
+)
+def distill_command() -> None:
+    """Distil a fine-tuned teacher (classification, regression, NER, QA, or a sentence-embedding model) into a
+    student: --student 3 keeps 3 of the teacher's layers (spread from first to last), --student mini is a
+    narrower preset initialised at random, --student DIR any model with the teacher's vocabulary. The student
+    learns the teacher's soft targets at --temperature and the labels with weight --alpha (embeddings: the
+    teacher's vectors); --hidden-weight and --attention-weight add TinyBERT's layer transfer. The output is an
+    ordinary fine-tuned model directory (predict, evaluate, serve, export, --quantize int8).
+
+    \b
+    Example:
+      bertkit distill --teacher runs/sst2 --student 3 \\
+        --train sst2/train.tsv --dev sst2/dev.tsv --output runs/sst2-3l --epochs 2
+    """
