@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Iterator
 
 import torch
@@ -54,6 +55,42 @@ def no_host_sync(device: torch.device) -> Iterator[None]:
         setattr(torch.Tensor, name, refuse(name))
     try:
         yield
+    finally:
+        for name, original in originals.items():
+            setattr(torch.Tensor, name, original)
+
+
+@contextlib.contextmanager
+def host_reads(device: torch.device) -> Iterator[list[str]]:
+    """Record the host synchronisations inside the block: the list yielded gets one entry per read (on CUDA,
+    ``set_sync_debug_mode("warn")``'s warnings; on the CPU, the reads of ``SYNCING``)."""
+    seen: list[str] = []
+    if device.type == "cuda":
+        previous = torch.cuda.get_sync_debug_mode()
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                yield seen
+        finally:
+            torch.cuda.set_sync_debug_mode(previous)
+        seen += [str(w.message) for w in caught if "synchroniz" in str(w.message)]
+        return
+    originals = {name: getattr(torch.Tensor, name) for name in SYNCING}
+
+    def counting(name: str):
+        original = originals[name]
+
+        def reader(self: torch.Tensor, *args, **kwargs):
+            seen.append(name)
+            return original(self, *args, **kwargs)
+
+        return reader
+
+    for name in SYNCING:
+        setattr(torch.Tensor, name, counting(name))
+    try:
+        yield seen
     finally:
         for name, original in originals.items():
             setattr(torch.Tensor, name, original)

@@ -303,27 +303,43 @@ class Trainer:
                 for name, value in self.hooks.output_metrics(output, batch).items():
                     self.window.add(name, value)
         grad_norm = self.clip_gradients()
-        loss = float(loss_sum) / self.step_accum
-        finite_loss = math.isfinite(loss)
-        finite = finite_loss and bool(torch.isfinite(grad_norm))
+        mean_loss = loss_sum / self.step_accum
         scaler = self.precision.scaler
         if scaler is not None:
             scaler.step(self.optimizer)  # skips the update itself on inf/nan gradients
             scaler.update()
-        elif finite:
-            self.optimizer.step()
+        else:
+            self.step_unless_non_finite(torch.isfinite(mean_loss) & torch.isfinite(grad_norm))
         self.optimizer.zero_grad(set_to_none=True)
+        # The update's one host synchronisation, once all of its work is queued on the device.
+        loss, norm = torch.stack([mean_loss, grad_norm.double()]).tolist()
+        finite_loss = math.isfinite(loss)
+        finite = finite_loss and math.isfinite(norm)
         self.tokens += update_tokens * self.env.world_size
         self.window.tokens += update_tokens
         if not finite:
-            self.skip_update(loss, float(grad_norm), counts_as_failure=scaler is None or not finite_loss)
+            self.skip_update(loss, norm, counts_as_failure=scaler is None or not finite_loss)
             return False
         self.step += 1
         self.bad_in_a_row = 0
         self.window.add("loss", loss)
-        self.window.add("grad_norm", float(grad_norm))
+        self.window.add("grad_norm", norm)
         self.window.updates += 1
         return True
+
+    def step_unless_non_finite(self, finite: torch.Tensor) -> None:
+        """The optimizer's update, skipped when ``finite`` (a 0-dim bool on the device) is False. A fused Adam(W)
+        reads ``found_inf`` and skips on the device, so the host does not wait for the backward pass before
+        queueing the update; other optimizers need the answer on the host first."""
+        optimizer = self.optimizer
+        if isinstance(optimizer, torch.optim.Adam | torch.optim.AdamW) and optimizer.defaults.get("fused"):
+            optimizer.found_inf = (~finite).float()  # type: ignore[attr-defined]
+            try:
+                optimizer.step()
+            finally:
+                del optimizer.found_inf  # type: ignore[attr-defined]
+        elif bool(finite):
+            optimizer.step()
 
     def learning_rate(self) -> float:
         config = self.config
