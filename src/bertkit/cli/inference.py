@@ -414,8 +414,13 @@ def _one_question(question: str | None, context: str | None, context_file: str |
         if not Path(context_file).is_file():
             fail(f"context file {context_file} does not exist")
         context = read_text(context_file)
-    if not question or not context:
+    if question is None or context is None:
         fail("give --question and --context (or --context-file), or --input FILE of JSON lines")
+    if not context.strip():
+        where = f"the context file {context_file}" if context_file else "--context"
+        fail(f"{where} is empty: give the text the answer is to be found in")
+    if not question.strip():
+        fail("--question is empty: give the question to answer")
     return question, context
 
 

@@ -39,13 +39,41 @@ def fail(message: str) -> NoReturn:
     raise BertkitError(message)
 
 
+# Options whose --help welcomes globs: an unquoted `-i books/*.txt` reaches us as `-i a.txt b.txt c.txt`.
+_PATH_LISTS = {
+    ("prepare-data",): ("--input", "-i"),
+    ("tokenizer", "train"): ("--input", "-i"),
+    ("tokenizer", "extend"): ("--corpus",),
+}
+
+
+def spread_paths(argv: list[str]) -> list[str]:
+    """``argv`` with the paths a shell expanded from one glob each given their own flag: ``-i a b`` ->
+    ``-i a -i b``, for the commands of ``_PATH_LISTS`` (they take no positional arguments, so a bare word
+    after their path option's value can only be one more path)."""
+    for command, flags in _PATH_LISTS.items():
+        if tuple(argv[: len(command)]) != command:
+            continue
+        out, flag = list(argv[: len(command)]), None
+        for arg in argv[len(command) :]:
+            if arg.startswith("-"):
+                flag = arg if arg in flags else None
+                out.append(arg)
+            elif flag is not None and out[-1] != flag:
+                out += [flag, arg]
+            else:
+                out.append(arg)
+        return out
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
     from bertkit.notices import show_on_stderr
 
     show_on_stderr(warning_prefix="")  # the library logs; the command shows it as bertkit: lines
     try:
         # Outside standalone mode click returns a command's ``typer.Exit`` code instead of raising it.
-        code = app(args=argv, standalone_mode=False)
+        code = app(args=spread_paths(sys.argv[1:] if argv is None else list(argv)), standalone_mode=False)
     except BertkitError as exc:
         print(f"bertkit: error: {exc}", file=sys.stderr)
         return 2

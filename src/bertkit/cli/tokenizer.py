@@ -10,6 +10,7 @@ import typer
 
 from bertkit.cli.console import read_lines
 from bertkit.cli.options import ExampleLastCommand, lazy_command
+from bertkit.cli.program import fail
 from bertkit.cli.shared_options import (
     KeepBoilerplateOption,
     corpus_config_options,
@@ -84,11 +85,18 @@ def _run_tokenizer_train(
     **fields: Any,
 ) -> None:
     from bertkit.data.corpus import CorpusStats, corpus_texts
+    from bertkit.errors import TokenizerError
     from bertkit.tokenizer import Tokenizer
 
     stats = CorpusStats()
     texts = corpus_texts(input, corpus_options(keep_gutenberg_boilerplate, fields), stats)
-    tok = Tokenizer.train(texts, vocab_size=vocab_size, min_frequency=min_frequency, lowercase=lowercase)
+    try:
+        tok = Tokenizer.train(texts, vocab_size=vocab_size, min_frequency=min_frequency, lowercase=lowercase)
+    except TokenizerError:
+        if stats.skipped:  # nothing was read because every file was skipped: say why, not "empty"
+            more = f" (and {len(stats.skipped) - 1} more)" if len(stats.skipped) > 1 else ""
+            fail(f"no text to learn from: skipped {stats.skipped[0]}{more}")
+        raise
     corpus_warnings(stats)
     tok.save_pretrained(output)
     print(f"wrote a {tok.vocab_size}-token vocabulary to {output} (fingerprint {tok.fingerprint})", file=sys.stderr)

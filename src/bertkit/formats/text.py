@@ -43,9 +43,30 @@ def decode_utf8(data: bytes, source: str | os.PathLike, error: type[BertkitError
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
+        kind = not_text_kind(data[:4096])
+        if kind is not None:
+            raise error(f"{source}: {kind}") from None
         line = data.count(b"\n", 0, exc.start) + 1
         byte = exc.start - data.rfind(b"\n", 0, exc.start)  # 1-based within the line
         raise error(
             f"{source}: not UTF-8 text (line {line}, byte {byte}: {exc.reason}); convert it to UTF-8 "
             f"(e.g. iconv -f latin1 -t utf-8) and try again"
         ) from None
+
+
+UTF16 = "UTF-16 text, not UTF-8: convert it first (iconv -f utf-16 -t utf-8 FILE > FILE.utf8)"
+BINARY = "a binary file, not text (it has NUL and control bytes): give a UTF-8 text file"
+
+
+def not_text_kind(head: bytes) -> str | None:
+    """What the first bytes of a file that is not UTF-8 are, with the fix: UTF-16 text (a byte-order mark, or
+    a NUL in every other byte) or binary (NUL or many control bytes); ``None`` for text in another 8-bit
+    encoding (Latin-1, cp1252)."""
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return UTF16
+    if len(head) >= 8 and (head[1::2].count(0) > 0.9 * len(head[1::2]) or head[0::2].count(0) > 0.9 * len(head[::2])):
+        return UTF16
+    controls = sum(byte < 32 and byte not in b"\t\n\r\f" for byte in head)
+    if b"\x00" in head or controls > 0.1 * len(head):
+        return BINARY
+    return None

@@ -100,6 +100,12 @@ def check_labels(path: str | os.PathLike, column: str, labels: Sequence[str], re
     (``regression=False``), or a column whose values are nearly all distinct (see ``MANY_CLASSES``)."""
     if not labels:
         return
+    listed = next((label for label in labels if label.startswith("[") and label.endswith("]")), None)
+    if listed is not None:
+        raise DataError(
+            f"{path}: label column {column!r} holds lists ({_shorten(listed)}), which would each become one class; "
+            f'give one label per row as a plain value ("pos", not ["pos"])'
+        )
     is_scores = scores(labels)
     if is_scores and regression is False:
         examples = ", ".join(dict.fromkeys(label for label in labels if float(label) != int(float(label))))

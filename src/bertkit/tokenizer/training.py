@@ -57,6 +57,12 @@ def learn_vocabulary(
     vocab = backend.get_vocab(with_added_tokens=False)
     if len(vocab) <= len(SPECIAL_TOKENS):
         raise TokenizerError("the training text is empty: no WordPieces were learned; pass non-empty text files")
+    if not any(len(token.removeprefix("##")) > 1 for token in vocab if token not in SPECIAL_TOKENS):
+        raise TokenizerError(
+            f"a vocabulary of {vocab_size} leaves no room for words: the special tokens and the corpus's single "
+            f"characters (with their ## forms) already take {len(vocab)}; ask for more (--vocab-size, vocab_size=): "
+            f"a few thousand for a small corpus, BERT's is 30522"
+        )
     return vocab
 
 

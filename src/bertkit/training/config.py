@@ -492,8 +492,31 @@ def _known(options: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------ options
+_OTHER_NAMES = {
+    "learning_rate": "lr",
+    "num_train_epochs": "epochs",
+    "num_epochs": "epochs",
+    "per_device_train_batch_size": "micro_batch_size",
+    "train_batch_size": "global_batch_size",
+    "batch_size": "micro_batch_size",
+    "gradient_accumulation_steps": "grad_accum_steps",
+    "max_grad_norm": "clip_grad_norm",
+    "lr_scheduler_type": "schedule",
+    "adam_epsilon": "adam_eps",
+    "num_warmup_steps": "warmup_steps",
+    "max_seq_len": "max_seq_length",
+    "logging_steps": "log_every",
+    "save_steps": "save_every",
+    "eval_steps": "eval_every",
+}
+"""Keys other trainers (Hugging Face's ``TrainingArguments``, Google's BERT flags) spell differently."""
+
+
 def _did_you_mean(key: str, known: Iterable[str]) -> str:
-    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
+    names = list(known)
+    if _OTHER_NAMES.get(key) in names:
+        return f" (did you mean {_OTHER_NAMES[key]!r}?)"
+    close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 

@@ -51,8 +51,17 @@ def _directory_files(root: Path) -> list[Path]:
     return sorted(
         p
         for p in root.rglob("*")
-        if p.is_file() and not _hidden(p.relative_to(root)) and not _saved_dataset_metadata(p)
+        if p.is_file()
+        and not _hidden(p.relative_to(root))
+        and not _saved_dataset_metadata(p)
+        and not _manifest(p)
     )
+
+
+def _manifest(path: Path) -> bool:
+    """Whether ``path`` is a folder's list of its files (``MANIFEST.tsv``, ``manifest.json``...), not text to
+    learn; named on the command line, it is read as any file."""
+    return path.stem.lower() == "manifest" and path.suffix.lower() in (".tsv", ".csv", ".json", ".jsonl", ".txt", "")
 
 
 def _saved_dataset_metadata(path: Path) -> bool:

@@ -39,6 +39,7 @@ class CorpusStats:
     bytes: int = 0
     documents: int = 0
     binary_files: int = 0
+    utf16_files: int = 0
     empty_files: int = 0
     invalid_utf8_lines: int = 0
     bad_jsonl_records: int = 0
@@ -63,6 +64,8 @@ class CorpusStats:
         out = []
         if self.binary_files:
             out.append(f"skipped {self.binary_files} binary file(s)")
+        if self.utf16_files:
+            out.append(f"skipped {self.utf16_files} UTF-16 file(s): convert them to UTF-8 (iconv -f utf-16 -t utf-8)")
         if self.empty_files:
             out.append(f"skipped {self.empty_files} empty file(s)")
         if self.invalid_utf8_lines:

@@ -17,6 +17,7 @@ from bertkit.data.corpus.documents import PARAGRAPHS, SENTENCES, DocumentBuilder
 from bertkit.data.corpus.options import CorpusOptions, CorpusStats
 from bertkit.data.corpus.records import jsonl_documents
 from bertkit.formats import open_decompressed
+from bertkit.formats.text import UTF16, not_text_kind
 
 _SNIFF_LINES = 1000
 _BINARY_SNIFF = 8192
@@ -32,6 +33,10 @@ def text_documents(path: Path, format: str, options: CorpusOptions, stats: Corpu
     if not head.strip():
         stats.empty_files += 1
         stats.skip(path, "empty")
+        return
+    if not_text_kind(head) == UTF16:
+        stats.utf16_files += 1
+        stats.skip(path, UTF16)
         return
     if b"\x00" in head:
         stats.binary_files += 1

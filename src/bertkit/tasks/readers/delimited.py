@@ -53,6 +53,12 @@ def _records(path: Path, text: str, format: str, report: ReadReport) -> list[tup
     if format == "tsv":
         reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE, strict=True)
     else:
+        first = text.lstrip("\ufeff").split("\n", 1)[0]
+        if ";" in first and "," not in first:
+            raise DataError(
+                f"{path}: the fields are separated by ';', not ',' (a spreadsheet's European CSV); save it as "
+                f"comma-separated CSV or as tab-separated .tsv"
+            )
         reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     records: list[tuple[int, list[str]]] = []
     try:

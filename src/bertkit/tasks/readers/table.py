@@ -87,6 +87,11 @@ def read_table(
     text = read_text(path)
     if not text.strip():
         raise DataError(f"{path}: the file is empty")
+    if format == "json" and _is_squad(text):
+        raise DataError(
+            f"{path} is a SQuAD file (data, paragraphs, qas), not a table: fine-tune question answering with --task "
+            f"qa, or make (question, passage) pairs for --task embedding with: bertkit retrieval from-squad"
+        )
     if format == "json" and text.lstrip().startswith("["):
         columns, rows = object_rows(_json_array_records(path, text), path)
     elif format in ("jsonl", "json"):
@@ -99,6 +104,17 @@ def read_table(
         return read_delimited(path, text, format, header, names, report)
     report.used = len(rows)
     return columns, rows
+
+
+def _is_squad(text: str) -> bool:
+    """Whether a JSON text is SQuAD's ``{"data": [{"paragraphs": [...]}]}``."""
+    if not text.lstrip().startswith("{"):
+        return False
+    try:
+        data = json.loads(text).get("data")
+    except (json.JSONDecodeError, AttributeError):
+        return False
+    return isinstance(data, list) and bool(data) and isinstance(data[0], dict) and "paragraphs" in data[0]
 
 
 def _json_array_records(path: Path, text: str) -> list[tuple[str, Any]]:
