@@ -51,10 +51,7 @@ def _directory_files(root: Path) -> list[Path]:
     return sorted(
         p
         for p in root.rglob("*")
-        if p.is_file()
-        and not _hidden(p.relative_to(root))
-        and not _saved_dataset_metadata(p)
-        and not _manifest(p)
+        if p.is_file() and not _hidden(p.relative_to(root)) and not _saved_dataset_metadata(p) and not _manifest(p)
     )
 
 
