@@ -51,9 +51,9 @@ def dirs(tmp_path_factory, tokenizer):
 
 
 @pytest.fixture()
-def loaded(dirs):
-    """A fresh ``Loaded`` per test (tests change head biases)."""
-    return lambda name: inference.load(dirs[name])
+def loaded(dirs, device):
+    """A fresh ``Loaded`` per test (tests change head biases), on the device of the test mode."""
+    return lambda name: inference.load(dirs[name], device=device)
 
 
 # ---------------------------------------------------------------------------------------------- loading

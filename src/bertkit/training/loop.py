@@ -29,7 +29,7 @@ from torch import nn
 from bertkit.compiling import compile_model
 from bertkit.data.batches import BatchSource
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.model import PreTrainedMixin
+from bertkit.model import EncoderLayer, PreTrainedMixin
 from bertkit.notices import notice
 from bertkit.quantize import refuse_training
 from bertkit.training import distributed
@@ -194,7 +194,11 @@ class Trainer:
             self.resume(resume_from, state)
         self.ddp = self._data_parallel()
         if self.config.compile:
-            compile_model(self.bare)
+            # On a GPU only the layers' position-wise steps are compiled: attention keeps its own kernels, and
+            # Inductor has failed on the whole model's softmax there (benchmarks/GPU.md); on a CPU the whole model.
+            compile_model(
+                self.bare, scope="layers" if self.device.type == "cuda" and _has_layers(self.bare) else "model"
+            )
         self.bare.train()
         self.params = [p for p in self.bare.parameters() if p.requires_grad]
         return state.get("history") if resume_from is not None else None
@@ -620,6 +624,10 @@ def sharding() -> ModuleType:
     """:mod:`bertkit.training.sharding`, imported when first needed: FSDP's modules take half a second to
     import, and only sharded runs and the checkpoints they wrote need them."""
     return importlib.import_module("bertkit.training.sharding")
+
+
+def _has_layers(model: nn.Module) -> bool:
+    return any(isinstance(m, EncoderLayer) for m in model.modules())
 
 
 def _to_device(batch: Any, device: torch.device) -> Any:
