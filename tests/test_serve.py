@@ -43,8 +43,8 @@ def dirs(tmp_path_factory, tokenizer):
 
 
 @pytest.fixture(scope="module")
-def pretraining(dirs):
-    return inference.load(dirs["pretraining"])
+def pretraining(dirs, device):
+    return inference.load(dirs["pretraining"], device=device)
 
 
 def call(app, method: str, path: str, **kwargs) -> httpx.Response:
