@@ -43,7 +43,7 @@ bench: $(STAMP)
 
 # infinity-emb, the serving peer of benchmarks/bench_serve_engines.py, in a virtual environment of its own
 # (never part of `install`: it pins its own fastapi, transformers and sentence-transformers).
-INFINITY_VENV ?= /work/infinity-venv
+INFINITY_VENV ?= .peers/infinity-venv
 peers-serving:
 	test -x $(INFINITY_VENV)/bin/python || $(PYTHON) -m venv $(INFINITY_VENV)
 	$(INFINITY_VENV)/bin/pip install -q torch==2.13.0

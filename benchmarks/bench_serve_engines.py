@@ -13,14 +13,12 @@ the server). Records per server and level: texts/s, p50/p99 latency, non-200 ans
 and the server's peak resident memory (sampled every 0.2 s).
 
     .venv/bin/python benchmarks/bench_serve_engines.py [--requests 1000] [--concurrency 1,8,32,128]
-        [--engines bertkit,bertkit-onnx,bertkit-int8,infinity] [--infinity /work/infinity-venv/bin/infinity_emb]
+        [--engines bertkit,bertkit-onnx,bertkit-int8,infinity] [--infinity .peers/infinity-venv/bin/infinity_emb]
 
-infinity-emb is installed in a virtual environment of its own, so that it cannot change bertkit's
-(``make peers-serving`` runs exactly this)::
+infinity-emb is installed in a virtual environment of its own, inside the repository and git-ignored, so that
+it cannot change bertkit's::
 
-    python3.11 -m venv /work/infinity-venv
-    /work/infinity-venv/bin/pip install torch==2.13.0
-    /work/infinity-venv/bin/pip install "infinity-emb[server,torch]==0.0.78"
+    make peers-serving        # python3.11 -m venv .peers/infinity-venv (git-ignored), torch, infinity-emb 0.0.78
 
 Without its executable (``--infinity``), its rows are skipped with one line. Writes
 ``benchmarks/results/serve_engines.json`` (``--output`` to choose) and prints a markdown table.
@@ -47,7 +45,7 @@ from bench_serve_load import sentences
 from harness import RESULTS, SHARED, add_options, output_path, scratch_folder, smoke_folder, write_json
 from machine_info import record
 
-DEFAULT_INFINITY = Path("/work/infinity-venv/bin/infinity_emb")
+DEFAULT_INFINITY = Path(__file__).resolve().parents[1] / ".peers" / "infinity-venv" / "bin" / "infinity_emb"
 ROUTE = "/v1/embeddings"
 
 

@@ -125,6 +125,13 @@ def check_finetune_defaults(out: Path, stdout: str) -> None:
     assert [r["recipe"] for r in rows] == ["fixed", "rule", "search"] and all(r["updates"] > 0 for r in rows)
 
 
+def check_process(out: Path, stdout: str) -> None:
+    result = read(out)
+    assert result["lines"] == 40 and len(result["seconds"]["bertkit"]) == len(result["seconds"]["script"]) == 1
+    assert result["script_over_bertkit"] > 0 and result["min_cosine_between_the_two"] > 0.99
+    assert "cpu" in result["machine"] and "script/bertkit" in stdout
+
+
 def check_inference(out: Path, stdout: str) -> None:
     result = read(out)
     assert {"transformers", "bertkit"} <= set(result["sides"]) and "bertkit_compiled" in result["skipped"]
@@ -246,6 +253,7 @@ CHECKS: dict[str, tuple[str, Check]] = {
     "bench_int8_quality": ("int8_quality.json", check_int8_quality),
     "bench_prepare_data": ("prepare_data.json", check_prepare_data),
     "bench_pretrain_quality": ("pretrain_quality.json", check_pretrain_quality),
+    "bench_process": ("process.json", check_process),
     "bench_serve_abuse": ("serve_abuse.json", check_serve_abuse),
     "bench_serve_embeddings": ("serve_embeddings.json", check_serve_embeddings),
     "bench_serve_engines": ("serve_engines.json", check_serve_engines),

@@ -65,7 +65,7 @@ def prepare_data_command() -> None:
 
     \b
     Example:
-      bertkit prepare-data --input ../shared/data/gutenberg/books \\
+      bertkit prepare-data --input data/books \\
         --tokenizer ./tok --output ./data128 --max-seq-length 128 \\
         --dupe-factor 5 --masking static --seed 1 --workers 8
     """

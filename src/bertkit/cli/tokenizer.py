@@ -112,7 +112,7 @@ def tokenizer_train_command() -> None:
 
     \b
     Example:
-      bertkit tokenizer train --input ../shared/data/gutenberg/books \\
+      bertkit tokenizer train --input data/books \\
         --vocab-size 8000 --output ./tok
     """
 
