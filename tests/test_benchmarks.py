@@ -236,6 +236,17 @@ def check_serve_startup(out: Path, stdout: str) -> None:
     assert "| case |" in stdout
 
 
+def check_time_to_quality(out: Path, stdout: str) -> None:
+    result = read(out)
+    assert set(result["results"]) == {"bertkit-bert", "bertkit-modern", "hf-pretraining", "hf-mlm"}
+    for (run,) in result["results"].values():
+        accuracies = [point["mlm_acc"] for point in run["curve"]]
+        assert run["steps"] > 0 and all(0 <= a <= 1 for a in accuracies) and run["final"] == accuracies[-1]
+    assert result["heldout"]["masked"] > 0 and "machine" in result and result["command"].startswith("python")
+    assert set(result["table"]["goals"]) == {"bertkit-modern vs hf-mlm", "bertkit-bert vs hf-pretraining"}
+    assert out.with_suffix(".png").is_file()
+
+
 def check_reliability_tables(out: Path, stdout: str) -> None:
     page = out.read_text(encoding="utf-8")
     assert "<!-- table: soak -->" in page and "<!-- table: startup -->" in page and "| command |" in page
@@ -261,6 +272,7 @@ CHECKS: dict[str, tuple[str, Check]] = {
     "bench_serve_soak": ("serve_soak.json", check_serve_soak),
     "bench_serve_startup": ("serve_startup.json", check_serve_startup),
     "bench_tokenizer": ("tokenizer.json", check_tokenizer),
+    "bench_time_to_quality": ("time_to_quality.json", check_time_to_quality),
     "performance_page": ("performance.md", check_performance_page),
     "profile_train": ("profile.json", check_profile_train),
     "bench_train_step": ("train_step.json", check_train_step),

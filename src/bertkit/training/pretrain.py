@@ -255,8 +255,14 @@ def _read_json_or_none(path: Path) -> Any:
         return None
 
 
-def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) -> TrainResult:
-    """Run (or resume) pre-training as ``config`` says; see the module docstring."""
+def pretrain(
+    config: PretrainConfig,
+    *,
+    env: distributed.DistEnv | None = None,
+    evaluate: Callable[[torch.nn.Module], dict[str, float]] | None = None,
+) -> TrainResult:
+    """Run (or resume) pre-training as ``config`` says; see the module docstring. ``evaluate`` replaces the
+    held-out evaluation on the dataset's ``eval`` split (a benchmark scoring every run on one set of its own)."""
     from bertkit.data import PretrainingLoader, open_dataset
 
     env = env or distributed.setup(config.train.distributed.device)
@@ -278,11 +284,8 @@ def pretrain(config: PretrainConfig, *, env: distributed.DistEnv | None = None) 
         pin_memory=env.device.type == "cuda",
         masking_rate=_masking_rate(config, 1),
     )
-    evaluate = (
-        make_evaluator(config.data, config.train.batch.micro_batch_size, config.eval_batches, env.device)
-        if env.is_main
-        else None
-    )
+    if evaluate is None and env.is_main:
+        evaluate = make_evaluator(config.data, config.train.batch.micro_batch_size, config.eval_batches, env.device)
     settings = meta["settings"]
     flops = pretraining_flops_per_token(model.config, settings["max_seq_length"], settings["max_predictions_per_seq"])
     config.train = config.train.for_epoch(len(loader), env.world_size)

@@ -1,0 +1,558 @@
+"""Time to quality: held-out masked-LM accuracy against wall-clock seconds, for bertkit's recipes and for the
+``transformers`` peers, on the same corpus, vocabulary, model size, seed, threads and time budget.
+
+    python benchmarks/bench_time_to_quality.py --budget 150 --threads 1 \
+        --output benchmarks/results/time_to_quality.json
+    python benchmarks/bench_time_to_quality.py --ablation --budget 60 --seeds 1 2 3 --threads 1 \
+        --output benchmarks/results/recipe_ablation.json
+
+The corpus is ``data/books`` (the demo's second half) less one book, ``--heldout-book``, whose sentences,
+packed into blocks of ``--seq`` tokens and masked once at 15 % with a fixed seed, are the one held-out set
+every side is scored on (the same masked positions for all). The vocabulary is a WordPiece learned from the
+training books. The sides:
+
+- ``bertkit-bert``, ``bertkit-modern``: ``prepare-data`` and ``pretrain`` with ``--recipe bert|modern``;
+- ``hf-pretraining``: ``transformers.BertForPreTraining`` with ``TextDatasetForNextSentencePrediction`` and
+  ``DataCollatorForLanguageModeling`` through ``Trainer`` (the paper's recipe, as transformers ships it);
+- ``hf-mlm``: ``BertForMaskedLM`` with ``DataCollatorForLanguageModeling`` through ``Trainer`` on the text
+  concatenated and cut into blocks (what ``run_mlm.py`` does).
+
+Every side gets the same optimizer settings (AdamW, ``--lr``, weight decay 0.01, eps 1e-6, clipping 1.0,
+linear warmup over 10 %), micro-batch ``--batch`` and the budget. A schedule needs the run's length in
+updates, so each side first runs ``--calibrate`` seconds to measure its pace, then runs ``pace x budget``
+updates, stopped at the budget in any case. The clock starts when training is called (data preparation and
+tokenisation are outside it, for every side); the weights are copied at every tenth of the budget and scored
+after the run, outside the clock. ``--ablation`` runs the paper's recipe and each option alone (bertkit only)
+over ``--seeds``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gzip
+import json
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bertkit.config import BertConfig
+from bertkit.data import CorpusOptions, CorpusStats, PrepareConfig, expand_inputs, prepare_dataset, read_documents
+from bertkit.data.corpus.documents import document_sentences
+from bertkit.data.instances import full_sentence_blocks
+from bertkit.data.masking import MaskingSpec, mask_tokens
+from bertkit.tokenizer import Tokenizer
+from bertkit.training.pretrain import build_config, pretrain
+from harness import RESULTS, ROOT, add_options, output_path, scratch_folder, set_threads, write_json
+from machine_info import machine
+
+EVAL_EVERY = 5
+"""bertkit's updates between looks at the clock."""
+SIDES = ("bertkit-bert", "bertkit-modern", "hf-pretraining", "hf-mlm")
+ABLATION: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "bert (paper)": ({}, {}),
+    "masking 30%": ({"masking": "dynamic"}, {"masking_rate": 0.3}),
+    "masking 30%->15%": ({"masking": "dynamic"}, {"masking_rate": 0.3, "masking_rate_end": 0.15}),
+    "no NSP, full sentences": ({"nsp": False}, {}),
+    "dropout off": ({}, {"dropout": 0.0}),
+    "warmup-stable-decay": ({}, {"schedule": "wsd"}),
+    "one-cycle": ({}, {"schedule": "onecycle", "warmup_ratio": 0.3}),
+    "batch warmup 8->32": ({}, {"micro_batch_size": 8, "global_batch_size": 32, "batch_warmup_ratio": 0.2}),
+}
+"""Each option alone on top of the paper's recipe: (prepare-data options, pretrain options)."""
+
+
+@dataclasses.dataclass
+class Setup:
+    """What every side shares."""
+
+    work: Path
+    books: list[Path]
+    heldout: torch.Tensor  # masked input ids [N, L]
+    positions: torch.Tensor  # [N, P]
+    labels: torch.Tensor  # [N, P], -100 in unused slots
+    tokenizer_dir: Path
+    model_config: Path
+    sentences_file: Path  # one sentence a line, a blank line between documents (transformers' NSP format)
+    args: argparse.Namespace
+    data: dict[str, Path] = dataclasses.field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------------------ the shared setup
+def documents_of(paths: list[Path], limit: int | None) -> list[list[str]]:
+    """The sentences of each document of ``paths``, as bertkit's corpus reader cleans and splits them."""
+    docs = [document_sentences(doc) for doc in read_documents(paths, CorpusOptions(), CorpusStats())]
+    if limit:  # smoke: a slice of each
+        docs = [doc[:limit] for doc in docs]
+    return [doc for doc in docs if doc]
+
+
+def make_setup(args: argparse.Namespace) -> Setup:
+    work = scratch_folder("bertkit-ttq-")
+    books = sorted(expand_inputs([str(ROOT / "data" / "books")]))
+    held = [b for b in books if b.name.startswith(args.heldout_book)]
+    train = [b for b in books if b not in held]
+    limit = 200 if args.smoke else None
+    if args.smoke:  # a slice of two books: a few hundred sentences
+        train = train[:2]
+        train = [_slice(path, work / path.name.replace(".gz", ""), 60_000) for path in train]
+    train_docs = documents_of(train, limit)
+    tokenizer = Tokenizer.train((s for doc in train_docs for s in doc), vocab_size=args.vocab_size)
+    tokenizer.save_pretrained(work / "tokenizer")
+    sentences_file = work / "sentences.txt"
+    sentences_file.write_text("\n\n".join("\n".join(doc) for doc in train_docs) + "\n", encoding="utf-8")
+    model_config = BertConfig.preset(args.model, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_id)
+    config_path = model_config.save(work / "model-config")
+    heldout, positions, labels = heldout_set(held, tokenizer, args)
+    setup = Setup(work, train, heldout, positions, labels, work / "tokenizer", config_path, sentences_file, args)
+    return setup
+
+
+def _slice(path: Path, out: Path, chars: int) -> Path:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        out.write_text(handle.read()[: chars * 4][chars:], encoding="utf-8")  # past the licence header
+    return out
+
+
+def heldout_set(books: list[Path], tokenizer: Tokenizer, args: argparse.Namespace) -> tuple[torch.Tensor, ...]:
+    """Blocks of ``seq`` tokens of the held-out book, masked once at 15 % (seeded): ids, positions, labels."""
+    sentences = [s for doc in documents_of(books, 100 if args.smoke else None) for s in doc]
+    ids = [s for s in tokenizer.ids_batch(sentences) if s]
+    blocks = list(full_sentence_blocks([ids], args.seq - 2, tokenizer.sep_id))[: args.heldout_blocks]
+    width = round(args.seq * 0.15)
+    spec = MaskingSpec(
+        mask_id=tokenizer.mask_id,
+        vocab_size=tokenizer.vocab_size,
+        special_ids=frozenset({tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id}),
+        masked_lm_prob=0.15,
+        max_predictions_per_seq=width,
+    )
+    rng = random.Random(2024)
+    inputs = torch.full((len(blocks), args.seq), tokenizer.pad_id, dtype=torch.long)
+    positions = torch.zeros((len(blocks), width), dtype=torch.long)
+    labels = torch.full((len(blocks), width), -100, dtype=torch.long)
+    for row, block in enumerate(blocks):
+        masked = mask_tokens([tokenizer.cls_id, *block, tokenizer.sep_id], spec, rng)
+        inputs[row, : len(masked.tokens)] = torch.tensor(masked.tokens)
+        positions[row, : len(masked.positions)] = torch.tensor(masked.positions)
+        labels[row, : len(masked.labels)] = torch.tensor(masked.labels)
+    return inputs, positions, labels
+
+
+@torch.no_grad()
+def score(model: torch.nn.Module, setup: Setup) -> float:
+    """Held-out MLM accuracy: the argmax at each masked position against the original token."""
+    model.eval()
+    correct = total = 0
+    for start in range(0, len(setup.heldout), 64):
+        ids = setup.heldout[start : start + 64]
+        out = model(input_ids=ids, attention_mask=(ids != 0).long(), token_type_ids=torch.zeros_like(ids))
+        logits = next(
+            getattr(out, name) for name in ("prediction_logits", "mlm_logits", "logits") if hasattr(out, name)
+        )
+        positions, labels = setup.positions[start : start + 64], setup.labels[start : start + 64]
+        picked = logits.gather(1, positions.unsqueeze(-1).expand(-1, -1, logits.shape[-1])).argmax(-1)
+        real = labels != -100
+        correct += int(((picked == labels) & real).sum())
+        total += int(real.sum())
+    model.train()
+    return correct / max(total, 1)
+
+
+# ------------------------------------------------------------------------------------------ the clock
+class Snapshots:
+    """Copies of the weights at every tenth of the budget, timed by a clock that starts with training."""
+
+    def __init__(self, budget: float, points: int = 10):
+        self.budget, self.every = budget, budget / points
+        self.start = time.perf_counter()
+        self.paused = 0.0
+        self.taken: list[tuple[float, int, dict[str, torch.Tensor]]] = []
+        self.seen: list[tuple[float, int]] = []  # the first and the latest (seconds, step) observed
+
+    def pace(self) -> float:
+        """Updates per second between the first and the last observation (start-up left out)."""
+        (t0, s0), (t1, s1) = self.seen[0], self.seen[-1]
+        return (s1 - s0) / (t1 - t0) if t1 > t0 else 0.0
+
+    def seconds(self) -> float:
+        return time.perf_counter() - self.start - self.paused
+
+    def maybe(self, model: torch.nn.Module, step: int, force: bool = False) -> None:
+        """Copy the weights when the clock passed the next point (or ``force``); the copy is off the clock."""
+        now = self.seconds()
+        self.seen[1:] = [(now, step)] if self.seen else []
+        if not self.seen:
+            self.seen.append((now, step))
+        if force or now >= len(self.taken) * self.every:
+            began = time.perf_counter()
+            state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            self.taken.append((now, step, state))
+            self.paused += time.perf_counter() - began
+
+    def curve(self, model: torch.nn.Module, setup: Setup) -> list[dict[str, float]]:
+        points = []
+        for seconds, step, state in self.taken:
+            model.load_state_dict(state)
+            points.append({"seconds": round(seconds, 2), "step": step, "mlm_acc": round(score(model, setup), 5)})
+        return points
+
+
+# ------------------------------------------------------------------------------------------ bertkit
+def bertkit_data(setup: Setup, prepare: dict[str, Any]) -> Path:
+    """The dataset of these prepare-data options (made once)."""
+    key = json.dumps(prepare, sort_keys=True)
+    if key not in setup.data:
+        output = setup.work / f"data-{len(setup.data)}"
+        config = PrepareConfig(
+            inputs=[str(p) for p in setup.books],
+            output=str(output),
+            tokenizer=str(setup.tokenizer_dir),
+            max_seq_length=setup.args.seq,
+            dupe_factor=setup.args.dupe_factor,
+            eval_fraction=0.0,
+            seed=setup.args.seed,
+            workers=1,
+            **prepare,
+        )
+        prepare_dataset(config, progress=False)
+        setup.data[key] = output
+    return setup.data[key]
+
+
+def run_bertkit(
+    setup: Setup, prepare: dict[str, Any], options: dict[str, Any], budget: float, steps: int | None, seed: int
+) -> tuple[Snapshots, int, torch.nn.Module]:
+    data = bertkit_data(setup, prepare)
+    options = dict(options)
+    ratio = options.pop("batch_warmup_ratio", None)
+    if ratio and steps:
+        options["batch_warmup_steps"] = max(1, int(ratio * steps))
+    options.setdefault("micro_batch_size", setup.args.batch)
+    if "warmup_ratio" not in options:
+        options["warmup_ratio"] = 0.1
+    output = setup.work / f"run-{time.monotonic_ns()}"
+    snaps = Snapshots(budget)
+    calls = [0]
+
+    def evaluate(model: torch.nn.Module) -> dict[str, float]:
+        calls[0] += 1
+        snaps.maybe(model, EVAL_EVERY * calls[0])
+        return {}
+
+    config = build_config(
+        dict(model_config=str(setup.model_config), data=str(data), output=str(output), lr=setup.args.lr,
+             max_time=budget, max_steps=steps or 10**7, seed=seed, eval_every=EVAL_EVERY, log_every=10**6, save_every=0,
+             progress=False, tensorboard=False, plot=False, precision="fp32", peak_flops=1e12, **options)
+    )  # fmt: skip
+    snaps.start = time.perf_counter()
+    result = pretrain(config, evaluate=evaluate)
+    assert result.model is not None
+    snaps.maybe(result.model, result.step, force=True)
+    return snaps, result.step, result.model
+
+
+# ------------------------------------------------------------------------------------------ transformers
+def hf_side(setup: Setup, kind: str, budget: float, steps: int | None, seed: int) -> tuple[Snapshots, int, Any]:
+    import transformers
+    from transformers import BertTokenizerFast, DataCollatorForLanguageModeling, Trainer, TrainingArguments
+
+    transformers.logging.set_verbosity_error()
+    tokenizer = BertTokenizerFast(str(setup.tokenizer_dir / "vocab.txt"), do_lower_case=True)
+    config = transformers.BertConfig.from_pretrained(setup.model_config)
+    torch.manual_seed(seed)
+    if kind == "hf-pretraining":
+        model: Any = transformers.BertForPreTraining(config)
+        dataset: Any = hf_nsp_dataset(tokenizer, setup)
+    else:
+        model = transformers.BertForMaskedLM(config)
+        dataset = hf_blocks(tokenizer, setup)
+    collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15)
+    snaps = Snapshots(budget)
+
+    class Clock(transformers.TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+            snaps.maybe(model, state.global_step)
+            if snaps.seconds() >= budget:
+                control.should_training_stop = True
+            return control
+
+    arguments = TrainingArguments(
+        output_dir=str(setup.work / f"hf-{time.monotonic_ns()}"), per_device_train_batch_size=setup.args.batch,
+        learning_rate=setup.args.lr, weight_decay=0.01, adam_epsilon=1e-6, warmup_ratio=0.1,
+        lr_scheduler_type="linear", max_steps=steps or 10**7, logging_strategy="no", save_strategy="no",
+        report_to=[], seed=seed, use_cpu=True, dataloader_num_workers=0, disable_tqdm=True, max_grad_norm=1.0,
+    )  # fmt: skip
+    trainer = Trainer(model=model, args=arguments, train_dataset=dataset, data_collator=collator, callbacks=[Clock()])
+    snaps.start = time.perf_counter()
+    trainer.train()
+    snaps.maybe(model, trainer.state.global_step, force=True)
+    return snaps, trainer.state.global_step, model
+
+
+_HF_DATA: dict[str, Any] = {}
+
+
+def hf_nsp_dataset(tokenizer: Any, setup: Setup) -> Any:
+    """transformers' NSP pairs from the sentence file (one sentence a line, documents between blank lines)."""
+    if "nsp" not in _HF_DATA:
+        import warnings
+
+        from transformers import TextDatasetForNextSentencePrediction
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _HF_DATA["nsp"] = TextDatasetForNextSentencePrediction(
+                tokenizer, str(setup.sentences_file), block_size=setup.args.seq, overwrite_cache=True
+            )
+    return _HF_DATA["nsp"]
+
+
+def hf_blocks(tokenizer: Any, setup: Setup) -> list[dict[str, list[int]]]:
+    """run_mlm.py's ``group_texts``: every line tokenised with its specials, concatenated, cut into blocks."""
+    if "mlm" not in _HF_DATA:
+        lines = [line for line in setup.sentences_file.read_text(encoding="utf-8").splitlines() if line.strip()]
+        ids = [t for row in tokenizer(lines)["input_ids"] for t in row]
+        size = setup.args.seq
+        _HF_DATA["mlm"] = [{"input_ids": ids[i : i + size]} for i in range(0, len(ids) - size + 1, size)]
+    return _HF_DATA["mlm"]
+
+
+# ------------------------------------------------------------------------------------------ running sides
+Runner = Callable[[float, int | None, int], tuple[Snapshots, int, Any]]
+
+
+def runner(setup: Setup, side: str) -> Runner:
+    if side.startswith("hf-"):
+        return lambda budget, steps, seed: hf_side(setup, side, budget, steps, seed)
+    if side.startswith("bertkit-"):
+        recipe = side.split("-", 1)[1]
+        return lambda budget, steps, seed: run_bertkit(
+            setup, {"recipe": recipe}, {"recipe": recipe}, budget, steps, seed
+        )
+    prepare, options = ABLATION[side]
+    return lambda budget, steps, seed: run_bertkit(setup, prepare, options, budget, steps, seed)
+
+
+def measure(setup: Setup, side: str, seed: int, pace: dict[str, float]) -> dict[str, Any]:
+    """One side: its pace (measured once), then the budgeted run and its held-out curve."""
+    run = runner(setup, side)
+    args = setup.args
+    if side not in pace:
+        calibration, _, _ = run(args.calibrate, None, seed)
+        pace[side] = calibration.pace()
+    steps = max(10, int(pace[side] * args.budget))
+    snaps, done, model = run(args.budget, steps, seed)
+    curve = snaps.curve(model, setup)
+    print(f"{side} seed {seed}: {done} updates, held-out MLM accuracy {curve[-1]['mlm_acc']:.4f}", flush=True)
+    return {"seed": seed, "planned_steps": steps, "steps": done, "curve": curve, "final": curve[-1]["mlm_acc"]}
+
+
+def time_to(curve: list[dict[str, float]], target: float) -> float | None:
+    """Seconds at which the curve first reaches ``target`` (linear between points); None if never."""
+    previous = None
+    for point in curve:
+        if point["mlm_acc"] >= target:
+            if previous is None or point["mlm_acc"] == previous["mlm_acc"]:
+                return point["seconds"]
+            share = (target - previous["mlm_acc"]) / (point["mlm_acc"] - previous["mlm_acc"])
+            return round(previous["seconds"] + share * (point["seconds"] - previous["seconds"]), 2)
+        previous = point
+    return None
+
+
+def table(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Time of each side to reach the final accuracy of the transformers MLM run, and the two goals."""
+    out: dict[str, Any] = {}
+    for reference in ("hf-mlm", "hf-pretraining"):
+        if reference not in results:
+            continue
+        target = results[reference][0]["final"]
+        out[reference] = {
+            "target_mlm_acc": target,
+            "seconds": {side: time_to(runs[0]["curve"], target) for side, runs in results.items()},
+        }
+    goals = {}
+    for mine, peer, share in (("bertkit-modern", "hf-mlm", 1 / 4), ("bertkit-bert", "hf-pretraining", 1 / 3)):
+        if mine in results and peer in out:
+            own, theirs = out[peer]["seconds"][mine], out[peer]["seconds"][peer]
+            ratio = own / theirs if own is not None and theirs else None
+            goals[f"{mine} vs {peer}"] = {"ratio": ratio, "goal": share, "met": ratio is not None and ratio <= share}
+    out["goals"] = goals
+    return out
+
+
+def summary(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Mean and sd over seeds of the final accuracy, and the mean curve, per variant."""
+    out = {}
+    for side, runs in results.items():
+        finals = [r["final"] for r in runs]
+        out[side] = {
+            "final_mean": round(statistics.mean(finals), 5),
+            "final_sd": round(statistics.stdev(finals), 5) if len(finals) > 1 else 0.0,
+            "steps_mean": round(statistics.mean(r["steps"] for r in runs), 1),
+        }
+    return out
+
+
+def plot(results: dict[str, list[dict[str, Any]]], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for side, runs in results.items():
+        for i, run in enumerate(runs):
+            xs = [p["seconds"] for p in run["curve"]]
+            ys = [p["mlm_acc"] for p in run["curve"]]
+            ax.plot(xs, ys, marker=".", label=side if i == 0 else None, color=f"C{list(results).index(side)}")
+    ax.set_xlabel("seconds of training")
+    ax.set_ylabel("held-out MLM accuracy (15 % masked)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------------ the docs section
+DOC = ROOT / "docs" / "pretraining.md"
+BEGIN, END = "<!-- recipes: begin (python benchmarks/bench_time_to_quality.py --doc) -->", "<!-- recipes: end -->"
+
+
+def _seconds(value: float | None) -> str:
+    return "not reached" if value is None else f"{value:.0f} s"
+
+
+def _where(result: dict[str, Any]) -> str:
+    info = result["machine"]
+    load = ", ".join(f"{x:.1f}" for x in info.get("load_average") or [])
+    return f"`{result['command']}` on {info['cpu']} ({info['cpu_features']}), load average {load} at the end; {result['note']}"
+
+
+def render_section(ttq: dict[str, Any] | None, ablation: dict[str, Any] | None) -> str:
+    """The recipes section of docs/pretraining.md, from the two result files."""
+    lines = [BEGIN, ""]
+    if ttq is not None:
+        table_ = ttq["table"]
+        lines += [
+            f"Held-out MLM accuracy against seconds of training, every side with the same corpus, vocabulary, "
+            f"`{ttq['settings']['model']}` model, seed, {ttq['settings']['threads']} thread(s) and a budget of "
+            f"{ttq['settings']['budget']:g} s ({ttq['heldout']['masked']} masked positions of one held-out book). "
+            f"Measured with {_where(ttq)}.",
+            "",
+            "| side | updates | final accuracy | time to the transformers MLM run's final | "
+            "time to BertForPreTraining's final |",
+            "|---|---|---|---|---|",
+        ]
+        for side, (run, *_) in ttq["results"].items():
+            to_mlm = table_.get("hf-mlm", {}).get("seconds", {}).get(side)
+            to_nsp = table_.get("hf-pretraining", {}).get("seconds", {}).get(side)
+            lines.append(f"| {side} | {run['steps']} | {run['final']:.4f} | {_seconds(to_mlm)} | {_seconds(to_nsp)} |")
+        lines.append("")
+        for name, goal in table_["goals"].items():
+            ratio = "never reached" if goal["ratio"] is None else f"{goal['ratio']:.2f} of the peer's time"
+            lines.append(f"- {name}: {ratio} (goal at most {goal['goal']:.2f}): {'met' if goal['met'] else 'missed'}.")
+        lines += ["", "![time to quality](../benchmarks/results/time_to_quality.png)", ""]
+    if ablation is not None:
+        summary_ = ablation["summary"]
+        base = summary_.get("bert (paper)")
+        lines += [
+            f"Each option alone on top of the paper's recipe, {ablation['settings']['budget']:g} s a run, seeds "
+            f"{', '.join(map(str, ablation['settings']['seeds']))}: final held-out MLM accuracy, mean ± sd. Measured "
+            f"with {_where(ablation)}.",
+            "",
+            "| recipe | updates (mean) | final accuracy | vs the paper's recipe |",
+            "|---|---|---|---|",
+        ]
+        for side, row in summary_.items():
+            delta = "" if base is None or side == "bert (paper)" else f"{row['final_mean'] - base['final_mean']:+.4f}"
+            lines.append(
+                f"| {side} | {row['steps_mean']:g} | {row['final_mean']:.4f} ± {row['final_sd']:.4f} | {delta} |"
+            )
+        lines += ["", "![recipe ablation](../benchmarks/results/recipe_ablation.png)", ""]
+    return "\n".join([*lines, END])
+
+
+def write_doc(check: bool) -> int:
+    """Put the section between its markers in docs/pretraining.md (``check``: exit 1 if it differs)."""
+    results = [RESULTS / "time_to_quality.json", RESULTS / "recipe_ablation.json"]
+    ttq, ablation = (json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None for p in results)
+    text = DOC.read_text(encoding="utf-8")
+    head, _, rest = text.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    new = head + render_section(ttq, ablation) + tail
+    if check:
+        return int(new != text)
+    DOC.write_text(new, encoding="utf-8")
+    print(f"wrote {DOC}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=float, default=150.0, help="seconds of training per side")
+    parser.add_argument("--calibrate", type=float, default=15.0, help="seconds of the pace-measuring run")
+    parser.add_argument("--sides", nargs="+", default=None, help=f"default: {' '.join(SIDES)}")
+    parser.add_argument("--ablation", action="store_true", help="the paper's recipe and each option alone")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1])
+    parser.add_argument("--seed", type=int, default=1, help="data preparation seed")
+    parser.add_argument("--model", default="tiny")
+    parser.add_argument("--seq", type=int, default=64)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--dupe-factor", type=int, default=3)
+    parser.add_argument("--heldout-book", default="pg174", help="the book left out of training (file name start)")
+    parser.add_argument("--heldout-blocks", type=int, default=300)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--note", default="shared machine: other engineers' jobs ran on the same 2 cores")
+    parser.add_argument("--doc", action="store_true", help="write the recipes section of docs/pretraining.md")
+    parser.add_argument("--check", action="store_true", help="with --doc: exit 1 if the section is out of date")
+    add_options(parser)
+    args = parser.parse_args(argv)
+    if args.doc:
+        return write_doc(args.check)
+    if args.smoke:
+        args.budget, args.calibrate, args.vocab_size, args.heldout_blocks, args.dupe_factor = 3.0, 1.5, 400, 16, 1
+        args.seeds = args.seeds[:1]
+        if args.ablation:
+            args.sides = args.sides or ["bert (paper)", "masking 30%->15%"]
+    set_threads(args.threads)
+    sides = args.sides or (list(ABLATION) if args.ablation else list(SIDES))
+    setup = make_setup(args)
+    pace: dict[str, float] = {}
+    results = {side: [measure(setup, side, seed, pace) for seed in args.seeds] for side in sides}
+    name = "recipe_ablation.json" if args.ablation else "time_to_quality.json"
+    path = output_path(args, RESULTS / name)
+    payload = {
+        "command": "python benchmarks/bench_time_to_quality.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "machine": machine(),
+        "note": args.note,
+        "settings": {k: v for k, v in vars(args).items() if k not in ("output", "smoke")},
+        "heldout": {"blocks": len(setup.heldout), "masked": int((setup.labels != -100).sum())},
+        "pace_updates_per_s": {k: round(v, 2) for k, v in pace.items()},
+        "summary": summary(results),
+        "table": table(results) if not args.ablation else None,
+        "results": results,
+    }
+    write_json(path, payload)
+    title = f"{args.model}, {args.threads} thread(s), {args.budget:g} s a side"
+    plot(results, path.with_suffix(".png"), title)
+    print(json.dumps(payload["summary"], indent=1))
+    if payload["table"]:
+        print(json.dumps(payload["table"], indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
