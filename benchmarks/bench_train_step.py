@@ -13,6 +13,10 @@ MFU = achieved FLOP/s / measured peak, where the peak is a large fp32 ``torch.mm
 FLOPs are those each implementation executes per token (bertkit: sparse MLM head; peer: dense head).
 
     python benchmarks/bench_train_step.py --sizes mini small base --seq-len 128 [--compile]
+
+``--packed`` draws sequences of random lengths (a quarter of ``--seq-len`` to all of it; MLM only) and adds
+bertkit on the same sequences packed into rows (``bertkit.data.packing``) with ``--attn`` (varlen by default).
+Tokens per second count real tokens only, on every side.
 """
 
 from __future__ import annotations
@@ -23,10 +27,12 @@ import sys
 import time
 
 import torch
+import torch.nn.functional as F
 
 from bertkit.checkpoint_files import load_hf_state_dict
 from bertkit.compiling import compile_model
 from bertkit.config import BertConfig
+from bertkit.data.packing import pack_batch
 from bertkit.model import BertForPreTraining
 from bertkit.training.metrics import measure_matmul_peak, pretraining_flops_per_token
 from bertkit.training.optim import param_groups
@@ -36,23 +42,31 @@ from machine_info import git_commit, machine
 BATCH = {"tiny": 32, "mini": 32, "small": 16, "medium": 16, "base": 8, "large": 4}
 
 
-def make_batch(config: BertConfig, batch: int, seq: int, device: torch.device, seed: int = 0) -> tuple[dict, dict]:
-    """The same data in both label formats: sparse positions (bertkit) and dense labels (transformers)."""
+def make_batch(
+    config: BertConfig, batch: int, seq: int, device: torch.device, seed: int = 0, varied: bool = False
+) -> tuple[dict, dict]:
+    """The same data in both label formats: sparse positions (bertkit) and dense labels (transformers).
+
+    ``varied``: sequences of random lengths between a quarter of ``seq`` and ``seq`` (right-padded, 15 % of each
+    one's tokens masked), and no next-sentence task, so that the batch can also be packed."""
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(5, config.vocab_size, (batch, seq), generator=g)
+    lengths = torch.randint(max(4, seq // 4), seq + 1, (batch,), generator=g) if varied else torch.full((batch,), seq)
+    mask = (torch.arange(seq) < lengths[:, None]).long()
     predictions = max(1, round(0.15 * seq))
     positions = torch.stack(
         [torch.randperm(seq - 2, generator=g)[:predictions].sort().values + 1 for _ in range(batch)]
     )
-    labels_sparse = torch.gather(ids, 1, positions)
+    labels_sparse = torch.gather(ids, 1, positions).masked_fill(torch.gather(mask, 1, positions) == 0, -100)
     dense = torch.full_like(ids, -100).scatter_(1, positions, labels_sparse)
-    masked = ids.clone().scatter_(1, positions, 4)  # [MASK]
+    masked = ids.clone().scatter_(1, positions, 4).masked_fill(mask == 0, 0)  # [MASK]; [PAD] after the end
     common = {
         "input_ids": masked,
-        "token_type_ids": (torch.arange(seq) >= seq // 2).long().expand(batch, -1).clone(),
-        "attention_mask": torch.ones(batch, seq, dtype=torch.long),
-        "next_sentence_label": torch.randint(0, 2, (batch,), generator=g),
+        "token_type_ids": ((torch.arange(seq) >= lengths[:, None] // 2).long() * mask),
+        "attention_mask": mask,
     }
+    if not varied:
+        common["next_sentence_label"] = torch.randint(0, 2, (batch,), generator=g)
     ours = {**common, "masked_positions": positions, "masked_labels": labels_sparse}
     theirs = {**common, "labels": dense}
     return {k: v.to(device) for k, v in ours.items()}, {k: v.to(device) for k, v in theirs.items()}
@@ -79,7 +93,11 @@ class Stepper:
             else torch.autocast(self.device.type, enabled=False)
         )
         with ctx:
-            loss = self.model(**self.batch).loss
+            out = self.model(**self.batch)
+            loss = out.loss
+            if loss is None:  # transformers' BertForPreTraining without next_sentence_label: its MLM loss
+                logits = out.prediction_logits
+                loss = F.cross_entropy(logits.flatten(0, 1).float(), self.batch["labels"].flatten(), ignore_index=-100)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         self.optimizer.step()
@@ -104,19 +122,43 @@ def pair(size: str) -> tuple[BertConfig, BertForPreTraining, torch.nn.Module]:
     return config, ours, peer
 
 
+def twin_of(model: BertForPreTraining, config: BertConfig, attn: str) -> BertForPreTraining:
+    """A copy of ``model`` with another attention implementation (dropout off where the kernel has none)."""
+    if attn in ("flex", "varlen"):
+        config = BertConfig.from_dict({**config.to_dict(), "attention_probs_dropout_prob": 0.0})
+    twin = BertForPreTraining(config, attn_implementation=attn)
+    twin.load_state_dict(model.state_dict())
+    return twin
+
+
+def packed_sides(config: BertConfig, ours: BertForPreTraining, batch: dict, seq: int, args, device) -> dict:
+    """``--packed``: the same sequences packed into rows of ``seq`` tokens, with ``--attn``, eager and compiled."""
+    packed = {k: v.to(device) for k, v in pack_batch({k: v.cpu() for k, v in batch.items()}, seq).items()}
+    sides = {"bertkit_packed": Stepper(twin_of(ours, config, args.attn), packed, args.precision, device)}
+    if args.compile:
+        model = compile_model(twin_of(ours, config, args.attn), scope=args.compile_scope)
+        sides["bertkit_packed_compiled"] = Stepper(model, packed, args.precision, device)
+    return sides
+
+
 def bench_size(size: str, seq: int, batch: int, args: argparse.Namespace, device: torch.device) -> dict:
     config, ours, peer = pair(size)
-    ours_batch, peer_batch = make_batch(config, batch, seq, device)
+    ours_batch, peer_batch = make_batch(config, batch, seq, device, varied=args.packed)
     runners = {
         "bertkit": Stepper(ours, ours_batch, args.precision, device),
         "transformers": Stepper(peer, peer_batch, args.precision, device),
     }
     compile_s = None
     if args.compile:
-        twin = BertForPreTraining(config)
-        twin.load_state_dict(ours.state_dict())
-        runners["bertkit_compiled"] = Stepper(compile_model(twin), ours_batch, args.precision, device)
+        twin = compile_model(twin_of(ours, config, "sdpa"), scope=args.compile_scope)
+        runners["bertkit_compiled"] = Stepper(twin, ours_batch, args.precision, device)
         compile_s = runners["bertkit_compiled"].step()  # the first step compiles forward and backward
+    if args.packed:
+        runners.update(packed_sides(config, ours, ours_batch, seq, args, device))
+        for name in runners:
+            if name.startswith("bertkit_packed"):
+                runners[name].step()  # compiles, or warms the packed shapes
+    real_tokens = int(ours_batch["attention_mask"].sum())
     for _ in range(args.warmup):
         for runner in runners.values():
             runner.step()
@@ -130,21 +172,51 @@ def bench_size(size: str, seq: int, batch: int, args: argparse.Namespace, device
         # dense head: transform + decoder on every token
         "transformers": pretraining_flops_per_token(config, seq, seq),
     }
-    flops["bertkit_compiled"] = flops["bertkit"]
+    for name in runners:
+        flops.setdefault(name, flops["bertkit"])
     result: dict = {"size": size, "seq_len": seq, "batch": batch, "precision": args.precision, "steps": args.steps}
+    result.update(packed=args.packed, real_tokens=real_tokens, attn=args.attn, compile_scope=args.compile_scope)
     for name, values in times.items():
         median = statistics.median(values)
         result[name] = {
             "step_s_median": median,
             "step_s_all": values,
-            "tokens_per_s": batch * seq / median,
+            "tokens_per_s": real_tokens / median,  # real tokens: padding is work no model needed
             "flops_per_token": flops[name],
         }
     result["speedup"] = result["bertkit"]["tokens_per_s"] / result["transformers"]["tokens_per_s"]
     if args.compile:
         result["bertkit_compiled"]["first_step_s"] = compile_s
         result["speedup_compiled"] = result["bertkit_compiled"]["tokens_per_s"] / result["transformers"]["tokens_per_s"]
+    if args.profile:
+        side = args.profile if args.profile in runners else "bertkit"
+        result["profile"] = {"side": side, "top_kernels": top_kernels(runners[side], device)}
+    for name in runners:
+        if name.startswith("bertkit_packed"):
+            result[f"speedup_{name[len('bertkit_') :]}"] = (
+                result[name]["tokens_per_s"] / result["transformers"]["tokens_per_s"]
+            )
     return result
+
+
+def top_kernels(runner: Stepper, device: torch.device, steps: int = 3, top: int = 15) -> list[dict]:
+    """``torch.profiler`` over ``steps`` steps of ``runner``: the operators (CPU) or kernels (CUDA) with the most
+    self time, in milliseconds per step."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            runner.step()
+    events = [e for e in prof.key_averages() if (e.device_type.name == "CUDA") == (device.type == "cuda")]
+    attr = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    events.sort(key=lambda e: getattr(e, attr), reverse=True)
+    rows = [
+        {"name": e.key, "self_ms_per_step": getattr(e, attr) / 1000 / steps, "calls": e.count} for e in events[:top]
+    ]
+    for row in rows:
+        print(f"  {row['self_ms_per_step']:9.3f} ms  {row['calls']:6d}x  {row['name'][:90]}", file=sys.stderr)
+    return rows
 
 
 def print_table(results: list[dict]) -> None:
@@ -162,6 +234,11 @@ def print_table(results: list[dict]) -> None:
                 f"{'  compiled':<13}{c['tokens_per_s']:>15.0f}{c['mfu']:>7.1%}{'':>22}{r['speedup_compiled']:>6.2f}x"
                 f"  (first step, compiling: {c['first_step_s']:.0f}s)"
             )
+        for name in ("bertkit_packed", "bertkit_packed_compiled"):
+            if name in r:
+                c, label = r[name], "  " + name[len("bertkit_") :].replace("_", " ")
+                speedup = r[f"speedup_{name[len('bertkit_') :]}"]
+                print(f"{label:<13}{c['tokens_per_s']:>15.0f}{c['mfu']:>7.1%}{'':>22}{speedup:>6.2f}x  ({r['attn']})")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -174,9 +251,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--compile", action="store_true", help="also time bertkit under torch.compile")
+    parser.add_argument(
+        "--compile-scope", choices=["model", "layers"], default=None, help="what --compile compiles [cuda: layers]"
+    )
+    parser.add_argument(
+        "--packed", action="store_true", help="sequences of random lengths, no NSP; also time them packed"
+    )
+    parser.add_argument(
+        "--profile", nargs="?", const="bertkit", default=None, help="also profile one side's steps (top kernels)"
+    )
+    parser.add_argument("--attn", choices=["sdpa", "flex", "varlen"], default="varlen", help="the packed side's")
     parser.add_argument("--peak-seconds", type=float, default=2.0, help="length of each matmul peak sample")
     add_options(parser, "JSON path (default benchmarks/results/train_step_<device>.json)")
     args = parser.parse_args(argv)
+    args.compile_scope = args.compile_scope or ("layers" if args.device.startswith("cuda") else "model")
     if args.smoke:
         args.sizes, args.seq_len, args.batch, args.steps, args.warmup, args.peak_seconds = ["tiny"], 16, 2, 1, 1, 0.05
     return args
@@ -205,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
     )
     for r in results:
-        for name in ("bertkit", "transformers", "bertkit_compiled"):
+        for name in ("bertkit", "transformers", "bertkit_compiled", "bertkit_packed", "bertkit_packed_compiled"):
             if name in r:
                 r[name]["mfu"] = r[name]["tokens_per_s"] * r[name]["flops_per_token"] / peak
     print_table(results)
