@@ -19,14 +19,17 @@ from torch import nn
 from bertkit import quantize as quantization
 from bertkit.checkpoint_files import load_hf_state_dict, read_pretrained, to_hf_state_dict, write_pretrained
 from bertkit.compiling import compile_model
-from bertkit.config import BertConfig
+from bertkit.config import CONFIG_NAME, BertConfig, ModernBertConfig, model_type_of
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.hub import resolve_model
 from bertkit.model import HEAD_CLASSES, BertModel
+from bertkit.models.modernbert import MODERNBERT_CLASSES, ModernBertPreTrained
+from bertkit.models.modernbert import load_state as load_modernbert_state
+from bertkit.models.modernbert import read_checkpoint as read_modernbert
 from bertkit.sentence_config import SentenceConfig, read_sentence_config, write_sentence_config
 from bertkit.tokenizer import Tokenizer
 
-__all__ = ["convert_checkpoint", "encoder_and_prefix", "load_model", "save_pretrained"]
+__all__ = ["convert_checkpoint", "encoder_and_prefix", "is_modernbert", "load_model", "save_pretrained"]
 
 logger = logging.getLogger("bertkit.weights")
 
@@ -50,6 +53,16 @@ def save_pretrained(
     ``sentence`` (e.g. ``SentenceConfig("mean", normalize=True, max_seq_length=256)``) also writes the
     sentence-transformers files (``modules.json``...), so the directory loads in ``SentenceTransformer`` as it
     is and ``embed`` uses that pooling by default; its ``max_seq_length`` defaults to the model's positions."""
+    if isinstance(model, ModernBertPreTrained):
+        directory = model.save_pretrained(directory)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(directory)
+        if sentence is not None:
+            length = sentence.max_seq_length or model.config.max_position_embeddings
+            write_sentence_config(
+                directory, dataclasses.replace(sentence, max_seq_length=length), model.config.hidden_size
+            )
+        return directory
     bert, _ = encoder_and_prefix(model)
     tensors = None
     if quantization.is_quantized(model):  # int8 weights with their scales beside them (see bertkit.quantize)
@@ -100,6 +113,11 @@ def load_model(
     frozen into the graph (``bertkit.compiling``; to train compiled, use ``TrainConfig.compile``).
     """
     quantize_scheme = quantization.check_scheme(quantize)
+    if is_modernbert(path):
+        if quantize_scheme:
+            raise ConfigError("int8 quantization is for BERT models; run a ModernBERT model in float32 or bfloat16")
+        model = load_modernbert(path, head, ignore_mismatched_sizes, config_overrides)
+        return compile_model(model, frozen=True) if compile else model
     pretrained = read_pretrained(path, config_overrides)
     cls = _resolve_head(head, pretrained.config)
     pretrained.check_sizes()
@@ -116,6 +134,39 @@ def load_model(
         quantization.quantize_model(model, quantize_scheme)
     model.eval()
     return compile_model(model, frozen=True) if compile else model
+
+
+def is_modernbert(path: str | os.PathLike) -> bool:
+    """Whether ``path`` (a model directory, its weights file or a hub id) holds a ModernBERT model."""
+    directory = resolve_model(path)
+    directory = directory if directory.is_dir() else directory.parent
+    return (directory / CONFIG_NAME).is_file() and model_type_of(directory) == "modernbert"
+
+
+def modernbert_class(head: str | type | None, config: ModernBertConfig) -> type[ModernBertPreTrained]:
+    """The ModernBERT class for ``head``: its own name, or the BERT class of the same role
+    (``BertForSequenceClassification`` -> ``ModernBertForSequenceClassification``); None: ``architectures``."""
+    if isinstance(head, type):
+        head = head.__name__
+    if head is None:
+        known = [n for n in config.architectures or [] if n in MODERNBERT_CLASSES]
+        head = known[0] if known else "ModernBertModel"
+    name = head if head in MODERNBERT_CLASSES else "Modern" + head
+    if name == "ModernBertForPreTraining":
+        name = "ModernBertForMaskedLM"  # ModernBERT pre-trains with masked LM only
+    if name not in MODERNBERT_CLASSES:
+        raise ConfigError(f"unknown ModernBERT class {head!r}; choose one of {', '.join(MODERNBERT_CLASSES)}")
+    return MODERNBERT_CLASSES[name]
+
+
+def load_modernbert(
+    path: str | os.PathLike, head: str | type | None, ignore_mismatched_sizes: bool, overrides: dict[str, Any]
+) -> nn.Module:
+    """``load_model`` of a ModernBERT directory (``bertkit.models.modernbert``), in eval mode."""
+    config, state, weights = read_modernbert(path, overrides)
+    model = modernbert_class(head, config)(config)
+    load_modernbert_state(model, state, ignore_mismatched_sizes=ignore_mismatched_sizes, source=str(weights))
+    return model.eval()
 
 
 def convert_checkpoint(

@@ -26,6 +26,7 @@ from bertkit.config import BertConfig
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.hub import resolve_model
 from bertkit.model import HEAD_CLASSES
+from bertkit.models.modernbert import MODERNBERT_CLASSES, ModernBertPreTrained
 from bertkit.notices import notice
 from bertkit.quantize import is_quantized
 from bertkit.sentence_config import SentenceConfig, read_sentence_config
@@ -88,10 +89,21 @@ class Settings:
         return Settings(task or self.task, options, max_seq_length or self.max_seq_length)
 
 
+MODERNBERT_HEAD_TENSORS = {"fill_mask": ("head.dense.weight",), "answer": ("classifier.weight",)}
+"""Tensors a ModernBERT checkpoint has for a head whose names differ from BERT's (``PIPELINES``)."""
+
+
 def head_name(model: torch.nn.Module) -> str | None:
     """The Hugging Face class name of a model (``BertForSequenceClassification``...); for a subclass, that of
-    the nearest bertkit class it derives from."""
-    return next((cls.__name__ for cls in type(model).__mro__ if HEAD_CLASSES.get(cls.__name__) is cls), None)
+    the nearest bertkit class it derives from. A ModernBERT class answers with the BERT class of the same role
+    (``ModernBertForTokenClassification`` -> ``BertForTokenClassification``): the head, tasks and pipelines
+    are the same."""
+    for cls in type(model).__mro__:
+        if HEAD_CLASSES.get(cls.__name__) is cls:
+            return cls.__name__
+        if MODERNBERT_CLASSES.get(cls.__name__) is cls:
+            return cls.__name__.removeprefix("Modern")
+    return None
 
 
 def restore_task(model: torch.nn.Module, settings: Settings) -> Task | None:
@@ -183,17 +195,24 @@ class Loaded:
 
     @property
     def encoder(self) -> torch.nn.Module:
-        """The ``BertModel`` inside the head (or the model itself)."""
-        encoder: torch.nn.Module = getattr(self.model, "bert", self.model)
+        """The ``BertModel`` inside the head (or the model itself; a ModernBERT head's ``ModernBertModel``)."""
+        inner = getattr(self.model, "model", None) if isinstance(self.model, ModernBertPreTrained) else None
+        encoder: torch.nn.Module = (
+            inner if isinstance(inner, torch.nn.Module) else getattr(self.model, "bert", self.model)
+        )
         return encoder
 
     def supports(self, pipeline: str) -> bool:
         """Whether the model has a trained head for ``pipeline`` (``embed`` and ``attention``: always)."""
+        if pipeline == "attention" and isinstance(self.model, ModernBertPreTrained):
+            return False  # ModernBERT never forms attention probabilities
         if pipeline in ("embed", "attention"):
             return True
         classes, names, _ = PIPELINES[pipeline]
-        if not isinstance(self.model, tuple(HEAD_CLASSES[c] for c in classes)):
+        if head_name(self.model) not in classes:
             return False
+        if isinstance(self.model, ModernBertPreTrained):
+            names = MODERNBERT_HEAD_TENSORS.get(pipeline, names)
         return self.checkpoint_names is None or all(name in self.checkpoint_names for name in names)
 
     @property

@@ -45,6 +45,7 @@ from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.hub import resolve_model
 from bertkit.io import atomic_write_text
 from bertkit.model import PreTrainedMixin
+from bertkit.models.modernbert import ModernBertPreTrained
 from bertkit.notices import notice, quiet_libraries
 from bertkit.tasks import Task
 from bertkit.tasks.base import Feature
@@ -232,7 +233,9 @@ def size_batches(
     return settled, sizing
 
 
-def load_and_check_model(config: FinetuneConfig, model_dir: Path, data: FinetuneData) -> PreTrainedMixin:
+def load_and_check_model(
+    config: FinetuneConfig, model_dir: Path, data: FinetuneData
+) -> PreTrainedMixin | ModernBertPreTrained:
     """The starting model with the task's head (a fresh head seeded by ``train.seed``), checked against the
     sequence length and the tokenizer, with the task's settings in its config, in training mode."""
     from bertkit.weights import load_model
@@ -246,7 +249,7 @@ def load_and_check_model(config: FinetuneConfig, model_dir: Path, data: Finetune
         model = load_model(model_dir, head=task.head, ignore_mismatched_sizes=True, **task.config_updates())
     if resuming and os.environ.get("RANK", "0") == "0":
         notice(f"{task.head}: every weight, the task head's too, is restored from the checkpoint")
-    assert isinstance(model, PreTrainedMixin)  # load_model builds bertkit's model classes
+    assert isinstance(model, PreTrainedMixin | ModernBertPreTrained)  # load_model builds bertkit's model classes
     max_seq_length = config.max_seq_length
     assert max_seq_length is not None  # FinetuneConfig fills it in from the task's defaults
     if max_seq_length > model.config.max_position_embeddings:
