@@ -8,6 +8,7 @@ import shutil
 from typing import Any
 
 import pytest
+import torch
 from safetensors.torch import load_file
 
 from bertkit.data import PrepareConfig
@@ -144,6 +145,14 @@ def test_without_nsp_the_model_has_no_nsp_head_and_no_nsp_loss(full_sentences, t
     assert {r["split"] for r in result.history if "mlm_acc" in r} == {"train", "eval"}
     exported = load_file(tmp_path / "run" / "final" / "model.safetensors")
     assert not any("pooler" in k or "seq_relationship" in k for k in exported)
+    transformers = pytest.importorskip("transformers")
+    from bertkit.weights import load_model
+
+    ours = load_model(tmp_path / "run" / "final").eval()
+    theirs = transformers.BertForMaskedLM.from_pretrained(tmp_path / "run" / "final").eval()
+    ids = torch.randint(5, 60, (2, 12))
+    with torch.no_grad():
+        assert torch.allclose(ours(ids).logits, theirs(input_ids=ids).logits, atol=1e-4)
 
 
 # ------------------------------------------------------------------------------------------ dropout, recipe

@@ -1,11 +1,11 @@
 """Pre-training recipes: named sets of defaults for ``prepare-data`` and ``pretrain`` (``--recipe``).
 
 ``bert`` is the paper's recipe and changes nothing: next-sentence pairs, static masks at 15 %, dropout 0.1,
-linear warmup and decay. ``modern`` is the set measured best per hour of compute on a small model
-(docs/pretraining.md, "Recipes"): RoBERTa's full-sentence blocks without next-sentence prediction, masks
-drawn afresh for every pass at a rate that decays from 30 % to 15 % (Wettig et al. 2023), no dropout
-(Cramming), and the learning-rate and batch schedules of the table. A recipe fills only the options that
-were not given: a flag or a config-file key always wins.
+linear warmup and decay. ``modern`` takes what the recent encoders found to buy quality per hour of
+compute: RoBERTa's full-sentence blocks without next-sentence prediction, masks drawn afresh for every pass
+at a rate that decays from 30 % to 15 % (Wettig et al. 2023), no dropout (Cramming). docs/pretraining.md
+("Recipes") has the measurements of ``benchmarks/bench_time_to_quality.py``. A recipe fills only the
+options that were not given: a flag or a config-file key always wins.
 """
 
 from __future__ import annotations

@@ -73,8 +73,8 @@ class PretrainConfig:
     num_workers: int = 0
     """Data-loader worker processes per training process (masks and order do not depend on it)."""
     recipe: RecipeName = "bert"
-    """``bert`` (the paper's recipe) or ``modern`` (the best measured per hour of compute: masking 30 % decayed
-    to 15 %, no dropout, the schedules of docs/pretraining.md); fills only the options not given."""
+    """``bert`` (the paper's recipe) or ``modern`` (masking 30 % decayed to 15 % on full-sentence data, no
+    dropout: docs/pretraining.md, "Recipes"); fills only the options not given."""
     masking_rate: float | None = None
     """Rate of dynamic masking at the start of the run (needs data prepared with ``--masking dynamic``);
     default: the recipe's (``bert``: the dataset's ``--masked-lm-prob``; ``modern``: 0.3)."""
