@@ -102,7 +102,7 @@ def _sentences(source: Path, target: Path, n: int) -> Path:
 def _pairs(source: Path, target: Path, n: int) -> Path:
     """SQuAD questions with their paragraph: ``anchor``/``positive`` rows; beside them (``.squad.json``) the
     SQuAD file of the articles they come from, for retrieval."""
-    rows = []
+    rows: list[dict[str, str]] = []
     articles = json.loads(source.read_text(encoding="utf-8"))["data"]
     kept = []
     for article in articles:
@@ -363,6 +363,42 @@ def plot(results: dict[str, Any], path: Path) -> None:
     figure.savefig(path, dpi=110)
 
 
+def table(results: dict[str, Any]) -> str:
+    """Markdown: per family and student, the dev score against the teacher's and against the same student
+    fine-tuned directly, and the throughput against the teacher's (float32 and int8, ONNX Runtime)."""
+    lines = []
+    for family, entry in results["families"].items():
+        metric, models = entry["metric"], entry["models"]
+        teacher = models["teacher"]
+        base_score = teacher["float32"]["metrics"][metric]
+        base_speed = teacher["float32"]["examples_per_second"]
+        lines += [
+            f"**{family}** ({entry['train_examples']} training examples, {entry['epochs']} epoch(s); dev "
+            f"{metric} on {teacher['float32']['examples']} examples; teacher {base_score:.3f} at {base_speed}/s)",
+            "",
+            f"| student | {metric} distilled | of teacher | direct fine-tuning | gain (points) | ex/s float32 | "
+            "x teacher | ex/s int8 | x teacher |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for name in [n.rsplit("-", 1)[0] for n in models if n.endswith("-distilled")]:
+            ours, direct = models[f"{name}-distilled"], models[f"{name}-direct"]
+            score, plain = ours["float32"]["metrics"][metric], direct["float32"]["metrics"][metric]
+            speed, int8 = ours["float32"]["examples_per_second"], ours["int8"]["examples_per_second"]
+            lines.append(
+                f"| {name} | {score:.3f} | {score / base_score if base_score else float('nan'):.1%} | {plain:.3f} | {100 * (score - plain):+.1f} | "
+                f"{speed} | {speed / base_speed:.2f} | {int8} | {int8 / base_speed:.2f} |"
+            )
+        lines.append("")
+    speed = results.get("speed")
+    if speed:
+        lines.append(
+            f"Speed per epoch ({speed['examples']} SST-2 examples, student {speed['student']}): bertkit "
+            f"{speed['bertkit_seconds']} s, the transformers loop {speed['transformers_seconds']} s "
+            f"({speed['speedup']}x)."
+        )
+    return "\n".join(lines) + "\n"
+
+
 def merge_and_plot(args: argparse.Namespace) -> int:
     """``--plot-only``: the families of ``--merge`` added to ``--output``'s result, and the plot of them all."""
     out = output_path(args, Path(ROOT / "benchmarks" / "results" / "distill.json"))
@@ -373,6 +409,7 @@ def merge_and_plot(args: argparse.Namespace) -> int:
             results["families"][family] = {**entry, "machine": other["machine"]}
         write_json(out, results)
     plot(results, Path(args.plot))
+    print(table(results), end="")
     return 0
 
 
@@ -406,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     out = output_path(args, Path(ROOT / "benchmarks" / "results" / "distill.json"))
     write_json(out, results)
     plot(results, out.with_suffix(".png") if args.smoke else Path(args.plot))
-    print(json.dumps(results.get("speed", {})))
+    print(table(results), end="")
     return 0
 
 
