@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -127,3 +128,25 @@ def test_a_corpus_folders_manifest_is_not_a_book(tmp_path):
     (tmp_path / "MANIFEST.tsv").write_text("file\ttitle\n11-0.txt\tAlice\n", encoding="utf-8")
     assert expand_inputs([tmp_path]) == [tmp_path / "books" / "11-0.txt"]
     assert expand_inputs([tmp_path / "MANIFEST.tsv"]) == [tmp_path / "MANIFEST.tsv"]  # named, it is read
+
+
+# ------------------------------------------------------------------------------------------ small things
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_docs_and_help_name_paths_a_user_has(capsys):
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        assert "../shared/data" not in page.read_text(encoding="utf-8"), page.name
+    for command in (["tokenizer", "train"], ["prepare-data"], ["embed"]):
+        assert main([*command, "--help"]) == 0
+        assert "../shared" not in capsys.readouterr().out
+
+
+def test_the_serving_peers_install_inside_the_repository_and_git_ignores_them():
+    import subprocess
+
+    default = next(line for line in (ROOT / "Makefile").read_text().splitlines() if line.startswith("INFINITY_VENV"))
+    folder = default.split("?=")[1].strip()
+    assert not Path(folder).is_absolute() and ".." not in Path(folder).parts
+    ignored = subprocess.run(["git", "check-ignore", "-q", f"{folder}/bin/python"], cwd=ROOT, check=False)
+    assert ignored.returncode == 0
