@@ -22,7 +22,7 @@ def test_demo_runs_and_reports_the_comparison(tmp_path):
         output=str(tmp_path / "demo"),
         vocab_size=2000,
         model="tiny",
-        pretrain_time="3s",
+        pretrain_time="60s",  # the cap of 10 updates ends it first, even on a loaded machine
         finetune_examples=64,
         finetune_seeds=(1, 2),
         finetune_epochs=1.0,
@@ -34,9 +34,11 @@ def test_demo_runs_and_reports_the_comparison(tmp_path):
         punctuation_examples=48,
         punctuation_epochs=1.0,
         pretrain_eval_every=5,
+        recipe="modern",
         scale=DemoScale.smoke(),
     )
     report = run_demo(config).read_text(encoding="utf-8")
+    assert "pre-training recipe `modern`" in report
     assert "## Fill-mask, before and after pre-training" in report
     assert "## Fine-tuning on sentence polarity: pre-trained vs random initialisation" in report
     assert "64 labeled training sentences" in report
@@ -52,6 +54,7 @@ def test_demo_runs_and_reports_the_comparison(tmp_path):
 
     pretrained = json.loads((tmp_path / "demo" / "pretrain" / "final" / "config.json").read_text())
     assert pretrained["hidden_dropout_prob"] == pretrained["attention_probs_dropout_prob"] == 0.0
+    assert pretrained["architectures"] == ["BertForMaskedLM"]  # the modern recipe: no next-sentence head
     for stage in ("pre-train", "fine-tune (pre-trained, seed 1)", "fine-tune (random init, seed 2)"):
         assert stage in config.timings
     # Punctuation restoration, built from books the pre-training did not read, the same two starts.
@@ -65,7 +68,7 @@ def test_demo_runs_and_reports_the_comparison(tmp_path):
     # Fine-tuning starts from the checkpoint with the best held-out loss, exported with its tokenizer.
     assert (tmp_path / "demo" / "pretrain" / "best" / "vocab.txt").is_file()
     assert "Fine-tuning starts from the checkpoint with the best held-out loss" in report
-    assert "stopped by the 3s time budget" in report or "stopped by the cap of" in report
+    assert "stopped by the 60s time budget" in report or "stopped by the cap of" in report
     assert "stopped by the cap of 10 updates" in report  # the smoke scale's cap ended it
     # The reference pair: all-MiniLM-L6-v2 (a dev dependency) against its architecture at random init.
     assert "all-MiniLM-L6-v2" in reference_part and "32 labeled training sentences, 1 epoch," in reference_part

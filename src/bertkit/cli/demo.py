@@ -19,6 +19,7 @@ _OPTIONS = (
     "output",
     "model",
     "pretrain_time",
+    "recipe",
     "task_text",
     "finetune_examples",
     "finetune_epochs",

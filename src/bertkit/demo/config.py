@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bertkit.data.recipes import PRETRAIN_DEFAULTS, check_recipe
 from bertkit.errors import BertkitError
 
 
@@ -57,6 +58,10 @@ class DemoConfig:
     masking: str = "dynamic"
     """``dynamic``: masks drawn afresh for every pass (RoBERTa), so that a small corpus read many times is
     not memorised with fixed blanks; ``static``: drawn once when preparing (the original BERT)."""
+    recipe: str = "bert"
+    """Pre-training recipe: ``bert`` (the paper's: next-sentence pairs, masking 15 %, dropout 0.1) or ``modern``
+    (full-sentence blocks without NSP, masking decayed from 30 % to 15 %, no dropout: docs/pretraining.md,
+    "Recipes"). The report says which one ran."""
     pretrain_time: str = "11m"
     """Wall-clock budget of pre-training."""
     pretrain_epochs: float = 6.0
@@ -130,6 +135,9 @@ class DemoConfig:
             self.corpus = (self.corpus,)
         if not self.corpus:
             raise BertkitError("the demo needs a corpus to pre-train on: pass --corpus")
+        check_recipe(self.recipe)
+        if self.recipe == "modern" and self.pretrain_dropout is None:  # both fine-tuning starts get the same network
+            self.pretrain_dropout = PRETRAIN_DEFAULTS["modern"]["dropout"]
         if self.masking not in ("static", "dynamic"):
             raise BertkitError(f"masking must be 'static' or 'dynamic', got {self.masking!r}")
         if not self.pretrain_epochs > 0:

@@ -53,6 +53,7 @@ def prepare_data(config: DemoConfig, vocabulary: Vocabulary, output: Path) -> di
                 max_seq_length=config.max_seq_length,
                 dupe_factor=config.dupe_factor,
                 masking=config.masking,
+                recipe=config.recipe,
                 seed=config.seed,
                 eval_fraction=0.05,
                 workers=config.threads,
@@ -88,6 +89,7 @@ def pretrain_model(config: DemoConfig, data: Path, model_config: Path, output: P
                 data=str(data),
                 output=str(output),
                 model_config=str(model_config),
+                recipe=config.recipe,
                 eval_batches=config.scale.eval_batches,
                 train=TrainConfig.from_options(
                     max_time=parse_duration(config.pretrain_time),

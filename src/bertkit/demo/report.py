@@ -38,7 +38,7 @@ def _header(config: DemoConfig, pretraining: Pretraining) -> list[str]:
         "",
         f"Corpus {', '.join(f'`{c}`' for c in config.corpus)}; vocabulary {vocab_size} WordPieces; model `{config.model}` "
         f"({model_parameters:,} encoder parameters); "
-        f"pre-training budget {config.pretrain_time} on {threads} CPU thread{'' if threads == 1 else 's'}.",
+        f"pre-training recipe `{config.recipe}`, budget {config.pretrain_time} on {threads} CPU thread{'' if threads == 1 else 's'}.",
         "",
     ]
 
