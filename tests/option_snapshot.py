@@ -54,6 +54,7 @@ SAMPLES = {
     "--matryoshka-dims": "64,32",
     "--negative-columns": "negative_1,negative_2",
     "--report-to": "tensorboard",
+    "--threads": "1",
 }
 """Sample values where a type's sample would not be a valid choice."""
 
@@ -64,7 +65,7 @@ NEEDS["--shard-index"] = ["--num-shards", "8"]
 NOT_KEYS = {"resume_from", "text_column", "text_pair_column", "label_column", "label_names", "main_metric"}
 NOT_KEYS |= {"doc_stride", "tag_column", "long_text", "max_query_length"}
 NOT_KEYS |= {"negative_columns", "loss", "scale", "symmetric", "matryoshka_dims", "pooling", "normalize"}
-NOT_KEYS |= {"cache_mini_batch_size", "score_max"}
+NOT_KEYS |= {"cache_mini_batch_size", "score_max", "threads"}
 """Flags that are no config-file key (task options sit in a ``[task_options]`` table)."""
 
 TYPE_SAMPLES: dict[Any, str] = {int: "7", float: "0.25"}

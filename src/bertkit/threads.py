@@ -4,7 +4,8 @@ The count, first given first: ``--threads`` (:func:`use_threads`'s argument), th
 environment variable, ``OMP_NUM_THREADS``, else :func:`default_threads`: the cores this process may use, that
 is the CPUs of its affinity mask (``os.sched_getaffinity``: ``taskset``, ``docker --cpuset-cpus``) capped by
 its cgroup's CPU quota (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us`` / ``cpu.cfs_period_us``: ``docker --cpus``,
-a Kubernetes CPU limit), rounded down and at least 1. torch alone counts the host's cores and ignores quotas.
+a Kubernetes CPU limit), rounded down, and further capped by how many of those CPUs were idle over a fifth
+of a second (``/proc/stat``), at least 1. torch alone counts the host's cores and ignores quotas and load.
 
 How idle threads wait matters as much as how many there are. torch's OpenMP workers spin after each parallel
 region (GNU OpenMP's active wait), so on cores other processes also use, each thread burns the time slice
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from pathlib import Path
 
 from bertkit.errors import ConfigError
@@ -27,6 +29,9 @@ ENV = "BERTKIT_THREADS"
 """The environment variable that sets the thread count of every command (``--threads`` wins)."""
 CGROUP = Path("/sys/fs/cgroup")
 PROC_CGROUP = Path("/proc/self/cgroup")
+PROC_STAT = Path("/proc/stat")
+IDLE_WINDOW_S = 0.2
+"""How long :func:`idle_cpus` watches the CPUs."""
 
 
 def affinity_cores() -> int:
@@ -92,12 +97,57 @@ def cgroup_cpus(root: Path = CGROUP, proc_cgroup: Path = PROC_CGROUP) -> float |
     return min(found) if found else None
 
 
-def default_threads(root: Path = CGROUP, proc_cgroup: Path = PROC_CGROUP) -> int:
-    """The cores this process may use: its affinity mask capped by its cgroup CPU quota, rounded down, >= 1."""
+def cpu_times(text: str) -> dict[int, tuple[int, int]]:
+    """``/proc/stat``'s per-CPU lines: CPU number -> (idle ticks, idle + iowait; all ticks)."""
+    times = {}
+    for line in text.splitlines():
+        name, *fields = line.split()
+        if name.startswith("cpu") and name[3:].isdigit() and len(fields) >= 4:
+            ticks = [int(f) for f in fields[:8]]
+            idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+            times[int(name[3:])] = (idle, sum(ticks))
+    return times
+
+
+def idle_between(before: str, after: str, cpus: set[int] | None = None) -> float | None:
+    """How many of ``cpus`` (default: all) sat idle between two readings of ``/proc/stat``, in CPUs (1.5: one
+    and a half); None where the readings say nothing (no per-CPU lines, no time passed)."""
+    first, second = cpu_times(before), cpu_times(after)
+    idle = 0.0
+    seen = False
+    for cpu in sorted(set(first) & set(second) & (cpus if cpus is not None else set(second))):
+        total = second[cpu][1] - first[cpu][1]
+        if total > 0:
+            idle += (second[cpu][0] - first[cpu][0]) / total
+            seen = True
+    return idle if seen else None
+
+
+def idle_cpus(stat: Path = PROC_STAT, window: float = IDLE_WINDOW_S) -> float | None:
+    """The CPUs of this process's affinity mask left idle over ``window`` seconds (None where unknown)."""
+    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    try:
+        before = stat.read_text()
+        time.sleep(window)
+        after = stat.read_text()
+    except OSError:
+        return None
+    return idle_between(before, after, cpus)
+
+
+def default_threads(
+    root: Path = CGROUP, proc_cgroup: Path = PROC_CGROUP, stat: Path = PROC_STAT, window: float = IDLE_WINDOW_S
+) -> int:
+    """The cores this process may use (its affinity mask capped by its cgroup CPU quota, rounded down) that other
+    processes leave idle (``idle_cpus``, rounded to the nearest), at least 1. One thread per core that others
+    keep busy would make every parallel region wait for a thread the kernel has set aside."""
     cores = affinity_cores()
     quota = cgroup_cpus(root, proc_cgroup)
     if quota is not None:
         cores = min(cores, max(1, math.floor(quota)))
+    idle = idle_cpus(stat, window) if cores > 1 else None
+    if idle is not None:
+        cores = min(cores, max(1, math.floor(idle + 0.5)))
     return cores
 
 

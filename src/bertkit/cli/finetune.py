@@ -35,9 +35,11 @@ from bertkit.cli.shared_options import (
     TagColumnOption,
     TaskOption,
     TextColumnOption,
+    ThreadsOption,
     generated_command,
     task_options,
 )
+from bertkit.threads import use_threads
 
 if TYPE_CHECKING:  # the training package imports torch, which `bertkit --help` should not pay for
     from bertkit.training.finetune import FinetuneConfig
@@ -177,6 +179,7 @@ def _run_finetune(
         str | None,
         typer.Option(help="With --search: wall-clock limit (30m, 2h); the best run so far wins when it ends."),
     ] = None,
+    threads: ThreadsOption = None,
     **fields: Any,
 ) -> None:
     given = dict(locals())
@@ -189,6 +192,7 @@ def run_training(options: dict[str, Any], fields: dict[str, Any], run: Runner | 
     from bertkit.jobs import finetune_config as build_config
     from bertkit.training.finetune import finetune
 
+    use_threads(options.pop("threads", None))
     show_library_warnings()
     config, search = options.pop("config"), options.pop("search")
     search_trials, search_budget = options.pop("search_trials"), options.pop("search_budget")
@@ -310,6 +314,7 @@ def evaluate_command(
     quantize: QuantizeOption = None,
     compile: CompileOption = None,
     backend: BackendOption = None,
+    threads: ThreadsOption = None,
 ) -> None:
     """Print a fine-tuned model's metrics on a labelled file as JSON; with --task retrieval or sts, an embedding
     model's retrieval metrics on a BEIR folder (nDCG@10, MRR@10, recall@1/10/100, MAP@100) or its Spearman and
@@ -319,6 +324,7 @@ def evaluate_command(
     Example:
       bertkit evaluate --model runs/sst2 --input sst2/dev.tsv
     """
+    use_threads(threads)
     from bertkit.jobs import evaluate
 
     input = input or data
@@ -372,6 +378,7 @@ def predict_command(
     quantize: QuantizeOption = None,
     compile: CompileOption = None,
     backend: BackendOption = None,
+    threads: ThreadsOption = None,
 ) -> None:
     """Write one JSON line per input row, sentence or question, with the predicted label/tags/answer and scores.
 
@@ -380,6 +387,7 @@ def predict_command(
       bertkit predict --model runs/sst2 --input sst2/test.tsv \\
         --output predictions.jsonl
     """
+    use_threads(threads)
     from bertkit.inference import predict
 
     show_library_warnings()

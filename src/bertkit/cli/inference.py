@@ -19,9 +19,11 @@ from bertkit.cli.shared_options import (
     JsonOption,
     ModelOption,
     QuantizeOption,
+    ThreadsOption,
 )
 from bertkit.formats import read_text
 from bertkit.io import check_output_file
+from bertkit.threads import use_threads
 
 if TYPE_CHECKING:  # the inference package imports torch, which `bertkit --help` should not pay for
     import numpy as np
@@ -114,6 +116,7 @@ def embed_command(
     quantize: QuantizeOption = None,
     compile: CompileOption = None,
     backend: BackendOption = None,
+    threads: ThreadsOption = None,
 ) -> None:
     """Extract contextual embeddings (feature extraction): one vector per text or per input line (blank lines
     included), into a .npy file or as JSON lines on stdout.
@@ -124,6 +127,7 @@ def embed_command(
         --output vectors.npy --pooling mean --layers -1,-2
       bertkit embed --model ./minilm "A first text." "A second one."
     """
+    use_threads(threads)
     from bertkit.inference import embed_settings, load
 
     if output is not None:
@@ -221,6 +225,7 @@ def fill_mask_command(
     top_k: Annotated[int, typer.Option("--top-k", "-k", help="Candidates per mask.")] = 5,
     quantize: QuantizeOption = None,
     compile: CompileOption = None,
+    threads: ThreadsOption = None,
 ) -> None:
     """Predict the words hidden behind [MASK] (needs a model with its masked-LM head).
 
@@ -228,6 +233,7 @@ def fill_mask_command(
     Example:
       bertkit fill-mask --model ./bert "Paris is the [MASK] of France."
     """
+    use_threads(threads)
     from bertkit.inference import fill_mask, load
 
     items = _pipeline_inputs(texts, input)
@@ -252,6 +258,7 @@ def next_sentence_command(
     input: InputOption = None,
     as_json: JsonOption = False,
     batch_size: BatchOption = 32,
+    threads: ThreadsOption = None,
 ) -> None:
     """Probability that sentence B follows sentence A (needs a pre-training model with its NSP head).
 
@@ -261,6 +268,7 @@ def next_sentence_command(
     Example:
       bertkit next-sentence --model ./bert "I went home." "Then I slept."
     """
+    use_threads(threads)
     from bertkit.inference import next_sentence
 
     if first is not None and second is None:
@@ -288,6 +296,7 @@ def classify_command(
     input: InputOption = None,
     as_json: JsonOption = False,
     batch_size: BatchOption = 32,
+    threads: ThreadsOption = None,
 ) -> None:
     """Label texts or text pairs with a fine-tuned classifier (or score them, for regression).
 
@@ -295,6 +304,7 @@ def classify_command(
     Example:
       bertkit classify --model ./sst2-model --input reviews.txt --json
     """
+    use_threads(threads)
     from bertkit.inference import classify
 
     items = [_text_or_pair(line) for line in _pipeline_inputs(texts, input)]
@@ -324,6 +334,7 @@ def tag_command(
     input: InputOption = None,
     as_json: JsonOption = False,
     batch_size: BatchOption = 32,
+    threads: ThreadsOption = None,
 ) -> None:
     """Find entities (or any word tags) with a fine-tuned token classifier; offsets are characters.
 
@@ -332,6 +343,7 @@ def tag_command(
       bertkit tag --model ./ner-model \\
         "George Washington lived in Mount Vernon."
     """
+    use_threads(threads)
     from bertkit.inference import tag
 
     items = _pipeline_inputs(texts, input)
@@ -362,6 +374,7 @@ def answer_command(
     allow_no_answer: Annotated[
         bool, typer.Option(help="SQuAD v2 models: answer nothing when no span is likely.")
     ] = False,
+    threads: ThreadsOption = None,
 ) -> None:
     """Answer questions from a context with a fine-tuned extractive QA model (long contexts are windowed).
 
@@ -370,6 +383,7 @@ def answer_command(
       bertkit answer --model ./squad-model -q "Who led the army?" \\
         --context-file history.txt
     """
+    use_threads(threads)
     from bertkit.inference import answer
 
     rows = _question_rows(input) if input else [_one_question(question, context, context_file)]
@@ -432,6 +446,7 @@ def attention_command(
     layer: Annotated[int, typer.Option(help="Layer (Python index, -1 = last).")] = -1,
     head: Annotated[int | None, typer.Option(help="Head (default: the mean over heads).")] = None,
     top: Annotated[int, typer.Option(help="Most attended tokens to list per token.")] = 3,
+    threads: ThreadsOption = None,
 ) -> None:
     """Show where each token attends in one layer (all layers and heads with --json).
 
@@ -440,6 +455,7 @@ def attention_command(
       bertkit attention --model ./bert --layer 5 \\
         --head 2 "The cat sat on the mat."
     """
+    use_threads(threads)
     from bertkit.inference import attentions
 
     maps = attentions(text, model)

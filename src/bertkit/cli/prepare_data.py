@@ -14,6 +14,7 @@ from bertkit.cli.options import ConfigOption, config_options, lazy_command
 from bertkit.cli.program import fail
 from bertkit.cli.shared_options import (
     KeepBoilerplateOption,
+    ThreadsOption,
     corpus_config_options,
     generated_command,
 )
@@ -43,9 +44,15 @@ def _run_prepare_data(
     input: Annotated[list[str], typer.Option("--input", "-i", help="Files, directories or globs (repeatable).")],
     keep_gutenberg_boilerplate: KeepBoilerplateOption = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+    threads: ThreadsOption = None,
     **fields: Any,
 ) -> None:
     from bertkit.jobs import prepare_data
+    from bertkit.threads import use_threads
+
+    count = use_threads(threads)
+    if threads is not None and fields.get("workers") is None:  # --threads N: N worker processes too
+        fields["workers"] = count
 
     show_library_warnings("bertkit: warning: ")
     for required in ("tokenizer", "output"):

@@ -10,7 +10,7 @@ import typer
 
 from bertkit.cli.options import config_options, lazy_command
 from bertkit.cli.program import stopped_by_signal
-from bertkit.cli.shared_options import ConfigFileOption, generated_command
+from bertkit.cli.shared_options import ConfigFileOption, ThreadsOption, generated_command
 
 commands = typer.Typer(rich_markup_mode=None)
 
@@ -32,10 +32,13 @@ def _run_pretrain(
     resume_from: Annotated[
         str | None, typer.Option("--resume-from", help="Continue from this checkpoint directory.")
     ] = None,
+    threads: ThreadsOption = None,
     **fields: Any,
 ) -> None:
     from bertkit.jobs import pretrain
+    from bertkit.threads import use_threads
 
+    use_threads(threads)
     result = pretrain(config=config, resume=resume, resume_from=resume_from, **fields)
     if result.stop_reason == "signal":
         stopped_by_signal(

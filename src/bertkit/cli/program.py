@@ -68,6 +68,9 @@ def spread_paths(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from bertkit.threads import passive_wait
+
+    passive_wait()  # before torch loads OpenMP: idle threads sleep instead of spinning (bertkit.threads)
     from bertkit.notices import show_on_stderr
 
     show_on_stderr(warning_prefix="")  # the library logs; the command shows it as bertkit: lines
