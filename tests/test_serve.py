@@ -85,7 +85,10 @@ def test_health_info_and_only_supported_endpoints(app):
         "/next-sentence",
         "/embed",
         "/v1/embeddings",
+        "/similarity",
+        "/embed_all",
         "/attention",
+        "/",
     }
     response = call(app, "POST", "/classify", json={"texts": ["a"]})
     assert response.status_code == 404 and response.json()["error"]

@@ -19,7 +19,7 @@ def serve(model: Path, *flags: str) -> subprocess.CompletedProcess:
         [sys.executable, "-m", "bertkit", "serve", "--model", str(model), *flags],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
 

@@ -123,6 +123,69 @@ AnyEmbedRequest = Annotated[
 """``POST /embed`` takes bertkit's body (``texts``) or TEI's (``inputs``); the keys decide."""
 
 
+class _TeiTruncation(_Strict):
+    truncate: bool | None = Field(None, description="Cut inputs longer than the model's length (default: refuse).")
+    truncation_direction: Literal["right", "left", "Right", "Left"] = Field(
+        "right", description="Which end of a long input is kept: right keeps the start, left the end."
+    )
+    prompt_name: str | None = Field(None, description="Not supported: bertkit models have no prompts.")
+
+
+class EmbedAllRequest(_TeiTruncation):
+    """text-embeddings-inference's ``/embed_all``: every token's vector of the last layer."""
+
+    inputs: Inputs = Field(description="A text, a list of texts, token ids, or a list of token-id lists.")
+
+    @field_validator("inputs", mode="before")
+    @classmethod
+    def _inputs(cls, value: Any) -> Any:
+        return check_inputs(value, "inputs")
+
+
+class SimilarityInput(_Strict):
+    source_sentence: Text = Field(description="The text the others are compared with.")
+    sentences: list[Text] = Field(min_length=1, description="The texts compared with source_sentence.")
+
+
+class SimilarityRequest(_Strict):
+    """text-embeddings-inference's ``/similarity`` (Hugging Face's sentence-similarity task)."""
+
+    inputs: SimilarityInput
+    parameters: _TeiTruncation | None = Field(None, description="truncate, truncation_direction, prompt_name.")
+
+
+class TextClassificationParameters(_Strict):
+    """Hugging Face's text-classification parameters, as ``InferenceClient.text_classification`` sends them."""
+
+    function_to_apply: Literal["softmax"] | None = Field(None, description="Only softmax: scores are probabilities.")
+    top_k: int | None = Field(None, ge=1, description="Keep the k most probable labels.")
+
+
+PredictInput = Text | list[Text]
+"""A text, or a ``[text, text_pair]`` pair."""
+
+
+class PredictRequest(_Strict):
+    """text-embeddings-inference's ``/predict``. ``inputs``: a text, a pair ``[a, b]``, or a list of those (a
+    list of exactly two texts is one pair, as in TEI)."""
+
+    inputs: Text | list[PredictInput] = Field(description="A text, a [text, text_pair] pair, or a list of those.")
+    truncate: bool | None = Field(None, description="Cut inputs longer than the model's length (default: refuse).")
+    truncation_direction: Literal["right", "Right"] = Field("right", description="Only right (keep the start).")
+    raw_scores: bool = Field(False, description="Not supported: the scores are probabilities.")
+    parameters: TextClassificationParameters | None = None
+
+    @field_validator("inputs")
+    @classmethod
+    def _shape(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            if not value:
+                raise ValueError("inputs is an empty list: give a text")
+            if any(isinstance(v, list) and len(v) != 2 for v in value):
+                raise ValueError("inputs: a pair is a list of exactly two texts")
+        return value
+
+
 class RerankRequest(_Strict):
     """text-embeddings-inference's rerank request."""
 
@@ -266,6 +329,11 @@ class OpenAIEmbeddingResponse(BaseModel):
     data: list[OpenAIEmbedding]
     model: str
     usage: OpenAIUsage
+
+
+class Prediction(BaseModel):
+    score: float
+    label: str
 
 
 class RankOut(BaseModel):

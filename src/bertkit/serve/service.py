@@ -105,11 +105,22 @@ class Service:
             "model_dtype": "int8" if is_quantized(self.loaded.model) or quantization == "int8" else "float32",
             "backend": engine,
             "model_type": self._model_type(settings),
-            "max_input_length": self.max_tokens,
+            "max_input_length": self.tei_max_input_length,
             "max_client_batch_size": self.limits.max_items,
             "auto_truncate": False,
             "version": __version__,
         }
+
+    @property
+    def tei_max_input_length(self) -> int:
+        """The most tokens TEI's routes take (``/info``'s ``max_input_length``): an embedding model's embedding
+        length (its sentence-transformers ``max_seq_length``, say), else the server's ``max_tokens``."""
+        if self.loaded.supports("classify"):
+            return self.max_tokens
+        try:
+            return min(embed_settings(self.loaded).max_length, self.max_tokens)
+        except BertkitError:  # sentence-transformers modules bertkit does not run
+            return self.max_tokens
 
     def _model_type(self, settings: EmbedSettings | None) -> dict[str, Any]:
         """TEI's ``model_type``: ``reranker`` (a cross-encoder), ``classifier``, else ``embedding``."""

@@ -1,5 +1,5 @@
 """The service's endpoints, module-level functions listed as :class:`Route` s: a pipeline's endpoint goes in
-``pipelines.PIPELINE_ROUTES``, one every app has in ``site``; :func:`add_routes` puts them on an app."""
+``pipelines.PIPELINE_ROUTES`` (text-embeddings-inference's others in ``tei``), one every app has in ``site``; :func:`add_routes` puts them on an app."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from fastapi.staticfiles import StaticFiles
 from bertkit.inference import Loaded
 from bertkit.serve.routes.pipelines import PIPELINE_ROUTES, available
 from bertkit.serve.routes.site import PAGE_ROUTE, STATIC, STATUS_ROUTES
+from bertkit.serve.routes.tei import ROOT_ROUTE, TEI_ROUTES
 
 __all__ = ["add_routes"]
 
@@ -18,10 +19,12 @@ def add_routes(app: FastAPI, loaded: Loaded) -> None:
     the web page and its static files."""
     for route in STATUS_ROUTES:
         route.add_to(app)
-    for pipeline, routes in PIPELINE_ROUTES.items():
-        if available(loaded, pipeline):
-            for route in routes:
-                route.add_to(app)
+    for table in (PIPELINE_ROUTES, TEI_ROUTES):
+        for pipeline, routes in table.items():
+            if available(loaded, pipeline):
+                for route in routes:
+                    route.add_to(app)
+    ROOT_ROUTE.add_to(app)
     if STATIC.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC), name="static")
         PAGE_ROUTE.add_to(app)

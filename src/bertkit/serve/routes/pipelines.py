@@ -127,7 +127,8 @@ async def _tei_embed(request: TeiEmbedRequest, service: ServiceDep) -> Any:
         if request.truncation_direction.lower() == "left":
             rows = _keep_the_end(service, rows, settings.max_length)
     else:
-        rows = await _rows(service, inputs, settings, settings.max_length, "shorten it, or send truncate: true")
+        limit = min(settings.max_length, service.max_tokens)  # /info's max_input_length, for an embedding model
+        rows = await _rows(service, inputs, settings, limit, "shorten it, or send truncate: true")
     vectors = await _vectors(service, rows, settings, request.dimensions)
     return _json(vectors.tolist())
 
