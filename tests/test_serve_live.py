@@ -11,6 +11,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -95,7 +96,7 @@ def test_tei_client_feature_extraction_and_sentence_similarity(minilm):
     np.testing.assert_allclose(client.sentence_similarity(TEXTS[0], TEXTS[1:]), cosines, atol=1e-5)
 
 
-def post(url: str, body: object) -> tuple[int, object]:
+def post(url: str, body: object) -> tuple[int, Any]:
     request = urllib.request.Request(
         url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
     )
