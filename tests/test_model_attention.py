@@ -203,3 +203,18 @@ def test_a_packed_step_with_its_cu_seqlens_makes_no_host_sync(device):
     batch = on(packed, device)
     with no_host_sync(device):
         model(**batch).loss.backward()
+
+
+@pytest.mark.parametrize("implementation", ["varlen", "flex"])
+def test_gpu_kernels_in_bf16_match_sdpa(implementation, device):
+    """On CUDA in bf16, varlen runs FlashAttention's varlen kernel and flex its compiled kernel (fp32 takes the
+    portable paths the tests above check): a packed training step close to the padded one, to bf16 tolerance."""
+    if device.type != "cuda":
+        pytest.skip("the bf16 kernels run on CUDA (pytest --device cuda)")
+    batch = padded(lengths=(40, 17, 33, 8, 25, 40))
+    packed = pack_batch(batch, row_length=64)
+    reference = twin(BertForMaskedLM, "sdpa", device).train()
+    model = twin(BertForMaskedLM, implementation, device).train()
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        got, want = step(model, on(packed, device)), step(reference, on(batch, device))
+    torch.testing.assert_close(got[0], want[0], atol=3e-2, rtol=3e-2)
