@@ -332,3 +332,35 @@ def test_a_smoke_run_never_writes_into_the_results_folder(benchmarks_importable:
     elsewhere = harness.output_path(args, harness.RESULTS / "x.json")
     elsewhere.parent.rmdir()
     assert elsewhere.name == "x.json" and not elsewhere.resolve().is_relative_to(harness.RESULTS)
+
+
+@pytest.mark.slow  # nine processes that each import torch (and most transformers): minutes on a busy CPU
+def test_the_gpu_check_dry_run_runs_every_step(tmp_path: Path) -> None:
+    """``benchmarks/gpu_check.sh --dry-run``: every step of the device check at smoke size on the CPU, each
+    ending well, the three files in ``$OUT`` named after the device, every result inside the archive."""
+    import os
+    import subprocess
+    import tarfile
+
+    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        ["bash", str(BENCHMARKS / "gpu_check.sh"), "--dry-run"], env=env, capture_output=True, text=True, timeout=1800
+    )
+    summary = (tmp_path / "gpu_check_cpu-dry-run_summary.txt").read_text(encoding="utf-8")
+    assert done.returncode == 0, summary + (tmp_path / "gpu_check_cpu-dry-run_log.txt").read_text(encoding="utf-8")
+    steps = [line.split()[0] for line in summary.splitlines() if " rc=" in line]
+    assert steps[:5] == [
+        "device_tests",
+        "train_step_128",
+        "train_step_128_packed",
+        "train_step_512_packed",
+        "profile_base_128",
+    ]
+    assert {"finetune", "embedding_train"} <= set(steps) and "failed steps: 0" in summary
+    with tarfile.open(tmp_path / "gpu_check_cpu-dry-run.tar.gz") as archive:
+        files = {Path(member.name).name: member for member in archive.getmembers() if member.isfile()}
+        assert {"train_step_cpu-dry-run_seq128_packed.json", "finetune_cpu-dry-run.json"} <= set(files)
+        profile = archive.extractfile(files["train_step_cpu-dry-run_profile.json"])
+        assert profile is not None
+        (row,) = json.load(profile)["results"]
+    assert row["packed"] and row["profile"]["side"] == "bertkit_packed" and row["profile"]["top_kernels"]
