@@ -252,6 +252,17 @@ def check_reliability_tables(out: Path, stdout: str) -> None:
     assert "<!-- table: soak -->" in page and "<!-- table: startup -->" in page and "| command |" in page
 
 
+def check_threads(out: Path, stdout: str) -> None:
+    runs = read(out)["runs"]
+    assert [(r["job"], r["setting"]) for r in runs] == [
+        (job, setting) for job in ("finetune", "pretrain") for setting in ("default", "torch default (spin)")
+    ]
+    assert all(r["wall_s"] > 0 and r["x_best"] >= 1 for r in runs)
+    assert all(0 <= r["dev_accuracy"] <= 1 for r in runs if r["job"] == "finetune")
+    assert all(r["steps_per_s"] > 0 for r in runs if r["job"] == "pretrain")
+    assert '"setting": "default"' in stdout
+
+
 CHECKS: dict[str, tuple[str, Check]] = {
     # script: (result file name, what its result must hold)
     "bench_embedding_eval": ("embedding_eval.json", check_embedding_eval),
@@ -271,6 +282,7 @@ CHECKS: dict[str, tuple[str, Check]] = {
     "bench_serve_load": ("serve_load.json", check_serve_load),
     "bench_serve_soak": ("serve_soak.json", check_serve_soak),
     "bench_serve_startup": ("serve_startup.json", check_serve_startup),
+    "bench_threads": ("threads.json", check_threads),
     "bench_tokenizer": ("tokenizer.json", check_tokenizer),
     "bench_time_to_quality": ("time_to_quality.json", check_time_to_quality),
     "performance_page": ("performance.md", check_performance_page),
