@@ -131,7 +131,9 @@ def twin_of(model: BertForPreTraining, config: BertConfig, attn: str) -> BertFor
     return twin
 
 
-def packed_sides(config: BertConfig, ours: BertForPreTraining, batch: dict, seq: int, args, device) -> dict:
+def packed_sides(
+    config: BertConfig, ours: BertForPreTraining, batch: dict, seq: int, args: argparse.Namespace, device: torch.device
+) -> dict:
     """``--packed``: the same sequences packed into rows of ``seq`` tokens, with ``--attn``, eager and compiled."""
     packed = {k: v.to(device) for k, v in pack_batch({k: v.cpu() for k, v in batch.items()}, seq).items()}
     sides = {"bertkit_packed": Stepper(twin_of(ours, config, args.attn), packed, args.precision, device)}
