@@ -110,10 +110,10 @@ def pretrain_args(given: dict[str, object], output: Path, steps: int) -> list[st
 def steps_per_second(output: Path) -> float | None:
     """Updates per second between the first and the last logged step of a run (start-up left out)."""
     rows = [json.loads(line) for line in (output / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    train = [r for r in rows if r.get("split") == "train" and "elapsed" in r]
-    if len(train) < 2 or train[-1]["elapsed"] <= train[0]["elapsed"]:
+    train = [r for r in rows if r.get("split") == "train" and "elapsed_s" in r]
+    if len(train) < 2 or train[-1]["elapsed_s"] <= train[0]["elapsed_s"]:
         return None
-    return round((train[-1]["step"] - train[0]["step"]) / (train[-1]["elapsed"] - train[0]["elapsed"]), 3)
+    return round((train[-1]["step"] - train[0]["step"]) / (train[-1]["elapsed_s"] - train[0]["elapsed_s"]), 3)
 
 
 def measure(args: argparse.Namespace, work: Path) -> list[dict]:
