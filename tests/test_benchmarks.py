@@ -35,6 +35,17 @@ def check_unpad(out: Path, stdout: str) -> None:
     assert "random, unpadded:" in stdout
 
 
+def check_modernbert(out: Path, stdout: str) -> None:
+    result = read(out)
+    (row,) = result["speed"]
+    assert row["bertkit_inference_s"] > 0 and row["transformers_train_step_s"] > 0 and row["real_tokens"] > 0
+    assert {(r["library"], r["task"]) for r in result["memory"]} == {
+        (library, task) for library in ("bertkit", "transformers") for task in ("classification", "embedding")
+    }
+    assert all(set(r["peak_mib_above_model"]) == {"256", "512"} for r in result["memory"])
+    assert "tiny: inference x" in stdout
+
+
 def check_train_step(out: Path, stdout: str) -> None:
     (row,) = read(out)["results"]
     assert row["size"] == "tiny" and row["speedup"] > 0 and row["bertkit"]["mfu"] > 0
@@ -288,6 +299,7 @@ CHECKS: dict[str, tuple[str, Check]] = {
     "performance_page": ("performance.md", check_performance_page),
     "profile_train": ("profile.json", check_profile_train),
     "bench_train_step": ("train_step.json", check_train_step),
+    "bench_modernbert": ("modernbert.json", check_modernbert),
     "bench_unpad": ("unpad.json", check_unpad),
     "compare_pretraining_curve": ("curve.json", check_curve),
     "fuzz_inputs": ("fuzz.json", check_fuzz),

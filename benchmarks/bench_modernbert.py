@@ -1,0 +1,192 @@
+"""bertkit's ModernBERT against transformers' ModernBERT on this CPU, same random weights, one run each:
+
+- inference (``ModernBertForSequenceClassification`` forward) and one training step (forward, backward,
+  AdamW) on a tiny and a base-sized config, on a padded batch (lengths spread from a quarter to all of the
+  batch length, as real text is);
+- peak memory of classification and embedding (mean-pooled ``ModernBertModel``) at 1k, 4k and 8k tokens:
+  each library and length in a fresh process, the peak resident set (``VmHWM``, reset with the model loaded)
+  during the forward less the resident set before it.
+
+    python benchmarks/bench_modernbert.py --threads 2          # writes benchmarks/results/modernbert.json
+    python benchmarks/bench_modernbert.py --smoke              # tiny sizes, a temporary result file
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import RESULTS, add_options, output_path, set_threads, write_json
+from machine_info import record
+
+SIZES = {
+    "tiny": dict(num_hidden_layers=3, hidden_size=128, num_attention_heads=2, intermediate_size=192),
+    "base": dict(num_hidden_layers=22, hidden_size=768, num_attention_heads=12, intermediate_size=1152),
+}
+COMMON = dict(vocab_size=50368, pad_token_id=50283, local_attention=128, max_position_embeddings=8192)
+
+
+def configs(size: str) -> tuple[Any, Any]:
+    import transformers
+
+    from bertkit.config import ModernBertConfig
+
+    values: dict[str, Any] = {**COMMON, **SIZES[size]}
+    return ModernBertConfig(**values), transformers.ModernBertConfig(**values, attn_implementation="sdpa")
+
+
+def padded_batch(batch: int, length: int, seed: int = 0) -> tuple[Any, Any]:
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, 50000, (batch, length), generator=generator)
+    lengths = torch.linspace(length // 4, length, batch).long()
+    mask = (torch.arange(length)[None, :] < lengths[:, None]).long()
+    return ids * mask + COMMON["pad_token_id"] * (1 - mask), mask
+
+
+def pair(size: str) -> tuple[Any, Any]:
+    """bertkit's and transformers' classifiers with the same random weights."""
+    import torch
+    import transformers
+
+    from bertkit.models.modernbert import ModernBertForSequenceClassification, load_state
+
+    ours_config, theirs_config = configs(size)
+    torch.manual_seed(0)
+    theirs = transformers.ModernBertForSequenceClassification(theirs_config)
+    ours = ModernBertForSequenceClassification(ours_config)
+    load_state(ours, theirs.state_dict(), source="transformers")
+    return ours, theirs
+
+
+def timed(step: Any) -> float:
+    step()  # warm-up
+    start = time.perf_counter()
+    step()
+    return time.perf_counter() - start
+
+
+def speed(size: str, batch: int, length: int) -> dict[str, Any]:
+    """Seconds of one inference forward and one training step for each library."""
+    import torch
+
+    ours, theirs = pair(size)
+    ids, mask = padded_batch(batch, length)
+    labels = torch.zeros(batch, dtype=torch.long)
+    row: dict[str, Any] = {"size": size, "batch": batch, "length": length, "real_tokens": int(mask.sum())}
+    for name, model in (("bertkit", ours), ("transformers", theirs)):
+        model.eval()
+
+        def infer(model: Any = model) -> None:
+            with torch.inference_mode():
+                model(input_ids=ids, attention_mask=mask)
+
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+
+        def train(model: Any = model, optimizer: Any = optimizer) -> None:
+            model.train()
+            model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+
+        row[f"{name}_inference_s"] = round(timed(infer), 4)
+        row[f"{name}_train_step_s"] = round(timed(train), 4)
+    row["inference_speedup"] = round(row["transformers_inference_s"] / row["bertkit_inference_s"], 2)
+    row["train_step_speedup"] = round(row["transformers_train_step_s"] / row["bertkit_train_step_s"], 2)
+    return row
+
+
+def _status_mib(field: str) -> float:
+    """``VmHWM`` (peak resident set) or ``VmRSS`` of this process, from ``/proc/self/status``."""
+    with open("/proc/self/status") as handle:
+        line = next(line for line in handle if line.startswith(field + ":"))
+    return int(line.split()[1]) / 1024
+
+
+def _reset_peak() -> None:
+    """Start the peak resident set afresh (Linux: writing 5 to ``clear_refs`` resets ``VmHWM``)."""
+    with open("/proc/self/clear_refs", "w") as handle:
+        handle.write("5")
+
+
+def memory_child(library: str, task: str, size: str, lengths: list[int], threads: int | None, queue: Any) -> None:
+    """In a fresh process: the peak memory of ``task`` at each length, above the loaded model."""
+    import torch
+
+    set_threads(threads)
+    ours, theirs = pair(size)
+    classifier = (ours if library == "bertkit" else theirs).eval()
+    encoder = classifier.model
+    del ours, theirs
+    peaks = {}
+    for length in lengths:
+        ids, mask = padded_batch(1, length)
+        mask[:] = 1
+        loaded = _status_mib("VmRSS")
+        _reset_peak()
+        with torch.inference_mode():
+            if task == "classification":
+                classifier(input_ids=ids, attention_mask=mask)
+            else:
+                hidden = encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+                (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+        peaks[str(length)] = round(_status_mib("VmHWM") - loaded, 1)
+    queue.put(peaks)
+
+
+def memory(size: str, lengths: list[int], threads: int | None) -> list[dict[str, Any]]:
+    context = multiprocessing.get_context("spawn")
+    rows = []
+    for task in ("classification", "embedding"):
+        for library in ("bertkit", "transformers"):
+            peaks = {}
+            for length in lengths:  # a fresh process each: freed memory stays with the allocator
+                queue = context.Queue()
+                child = context.Process(target=memory_child, args=(library, task, size, [length], threads, queue))
+                child.start()
+                peaks.update(queue.get())
+                child.join()
+            rows.append({"library": library, "task": task, "size": size, "peak_mib_above_model": peaks})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_options(parser)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    args = parser.parse_args(argv)
+    set_threads(args.threads)
+    if args.smoke:
+        runs, memory_size, lengths = [("tiny", 4, 64)], "tiny", [256, 512]
+    else:
+        runs, memory_size, lengths = [("tiny", 16, 512), ("base", 4, 512)], "base", [1024, 4096, 8192]
+    speeds = [speed(*run) for run in runs]
+    for row in speeds:
+        print(f"{row['size']}: inference x{row['inference_speedup']}, train step x{row['train_step_speedup']} "
+              f"(bertkit {row['bertkit_inference_s']}s / {row['bertkit_train_step_s']}s)")  # fmt: skip
+    peaks = memory(memory_size, lengths, args.threads)
+    for row in peaks:
+        print(f"{row['library']} {row['task']} peak MiB above the model: {row['peak_mib_above_model']}")
+    result = {
+        "benchmark": "modernbert",
+        "command": "python benchmarks/bench_modernbert.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "machine": record(),
+        "threads": args.threads,
+        "speed": speeds,
+        "memory": peaks,
+        "note": "one run each after a warm-up; the machine was shared with other jobs",
+    }
+    path = write_json(output_path(args, RESULTS / "modernbert.json"), result)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
