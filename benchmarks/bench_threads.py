@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import smoke_inputs
 from harness import RESULTS, ROOT, add_options, output_path, scratch_folder, write_json
@@ -119,14 +120,14 @@ def steps_per_second(output: Path) -> float | None:
 def measure(args: argparse.Namespace, work: Path) -> list[dict]:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     given = inputs(args.smoke, work)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for job in ("finetune", "pretrain"):
         for name, (prefix, flags) in settings(cores, args.smoke).items():
             output = work / f"{job}-{len(rows)}"
             job_args = finetune_args(given, output) if job == "finetune" else pretrain_args(given, output, args.steps)
             load_before = os.getloadavg()[0]
             seconds, stdout = run([*prefix, *job_args, *flags], ROOT)
-            row = {"job": job, "setting": name, "flags": flags, "wall_s": round(seconds, 2)}
+            row: dict[str, Any] = {"job": job, "setting": name, "flags": flags, "wall_s": round(seconds, 2)}
             row["load_average_1min_before"] = round(load_before, 2)
             if job == "finetune":
                 metrics = json.loads(stdout[stdout.index("{") :])

@@ -91,6 +91,8 @@ LabelColumnOption = Annotated[
     str | None,
     typer.Option("--label-column", help="Classification: column of the label (GLUE names: label, score, Quality...)."),
 ]
+
+
 def _column_number_or_name(value: str) -> Any:
     """``--tag-column``: a number stays a number (``7``), a name (``upos``) a name."""
     return int(value) if value.strip().isdigit() else value

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from bertkit.data.recipes import PRETRAIN_DEFAULTS, check_recipe
+from bertkit.data.recipes import PRETRAIN_DEFAULTS, RecipeName, check_recipe
 from bertkit.errors import BertkitError
 
 
@@ -58,7 +58,7 @@ class DemoConfig:
     masking: str = "dynamic"
     """``dynamic``: masks drawn afresh for every pass (RoBERTa), so that a small corpus read many times is
     not memorised with fixed blanks; ``static``: drawn once when preparing (the original BERT)."""
-    recipe: str = "bert"
+    recipe: RecipeName = "bert"
     """Pre-training recipe: ``bert`` (the paper's: next-sentence pairs, masking 15 %, dropout 0.1) or ``modern``
     (full-sentence blocks without NSP, masking decayed from 30 % to 15 %, no dropout: docs/pretraining.md,
     "Recipes"). The report says which one ran."""
