@@ -164,9 +164,9 @@ def test_ranks_take_disjoint_slices_of_the_global_order(tmp_path):
         sampler = loader._sampler()
         seen.append(
             {
-                i
+                key[1]
                 for keys in PretrainingLoader(tmp_path, batch_size=4, seed=5, rank=rank, world_size=3)._sampler()
-                for _, i in keys
+                for key in keys
             }
         )
         assert len(sampler) == len(batches)
