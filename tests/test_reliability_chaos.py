@@ -313,6 +313,7 @@ KILL_AND_RESUME_TESTS = {
     "finetune --task qa": "test_reliability_chaos.py::test_finetuning_each_task_survives_sigkill",
     "finetune --task embedding": "test_reliability_chaos.py::test_finetuning_each_task_survives_sigkill",
     "finetune --search": "test_reliability_chaos.py::test_the_search_survives_sigkill",
+    "distill": "test_distill.py::test_a_killed_distillation_resumes_to_the_same_student",
 }
 NOT_TRAINING = {
     # no weights trained: they read a model, or write data, vocabularies or converted files atomically
@@ -328,6 +329,7 @@ NOT_TRAINING = {
 def test_every_training_command_has_a_kill_and_resume_test():
     from typer.main import get_command
 
+    import test_distill
     import test_reliability_faults
     from bertkit.cli import app
     from bertkit.tasks.registry import TASK_NAMES
@@ -345,6 +347,7 @@ def test_every_training_command_has_a_kill_and_resume_test():
     modules = {
         "test_reliability_faults.py": test_reliability_faults,
         "test_reliability_chaos.py": sys.modules[__name__],
+        "test_distill.py": test_distill,
     }
     for where in KILL_AND_RESUME_TESTS.values():
         module, name = where.split("::")

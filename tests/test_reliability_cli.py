@@ -162,6 +162,10 @@ DIR_ARGS = [
         ],
     ),
     ("evaluate-model", ["evaluate", "--model", "{BAD}", "--input", "{train}"]),
+    (
+        "distill-teacher",
+        ["distill", "--teacher", "{BAD}", "--train", "{train}", "--student", "1", "--output", "{OUT}", "--no-progress"],
+    ),
     ("predict-model", ["predict", "--model", "{BAD}", "--input", "{train}", "--output", "{OUT}.jsonl"]),
     (
         "prepare-data-tokenizer",

@@ -336,7 +336,9 @@ class Trainer:
         reads ``found_inf`` and skips on the device, so the host does not wait for the backward pass before
         queueing the update; other optimizers need the answer on the host first."""
         optimizer = self.optimizer
-        if isinstance(optimizer, torch.optim.Adam | torch.optim.AdamW) and optimizer.defaults.get("fused"):
+        # The groups' own flag, not ``defaults``: a state dict loaded from another run sets the groups' options.
+        fused = all(group.get("fused") for group in optimizer.param_groups)
+        if isinstance(optimizer, torch.optim.Adam | torch.optim.AdamW) and fused:
             optimizer.found_inf = (~finite).float()  # type: ignore[attr-defined]
             try:
                 optimizer.step()
