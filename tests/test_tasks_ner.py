@@ -195,6 +195,21 @@ def test_bioes_tags_round_trip(tokenizer):
     assert [(e["text"], e["type"]) for e in prediction.entities] == [("New York", "LOC"), ("Paris", "LOC")]
 
 
+def test_tags_that_are_not_chunks_span_one_word_each(tokenizer):
+    """Parts of speech: two neighbouring NOUNs stay two words, not one merged "entity"."""
+    words, tags = ["the", "cat", "food", "sat"], ["DET", "NOUN", "NOUN", "VERB"]
+    task = NerTask()
+    example = NerExample(words, tags, "f", 1)
+    task.fit_labels([example])
+    [feature] = task.featurize([example], tokenizer, 32).features
+    row = np.zeros((len(feature["input_ids"]), task.num_labels))
+    for position, label in enumerate(feature["labels"]):
+        if label != IGNORE_INDEX:
+            row[position, label] = 1.0
+    [prediction] = task.postprocess([example], [feature], [row])
+    assert [(e["text"], e["type"]) for e in prediction.entities] == list(zip(words, tags))
+
+
 def test_oracle_on_real_conll_valid_scores_one(tokenizer):
     """Logits that repeat each feature's own labels give back every gold tag, windows included."""
     if not CONLL.is_dir():

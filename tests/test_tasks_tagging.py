@@ -120,3 +120,9 @@ def test_finetune_and_evaluate_a_part_of_speech_tagger(encoder_dir, treebank, tm
     assert "f1" not in scores and 0.0 <= scores["accuracy"] <= 1.0
     gold = [upos for sentence in SENTENCES * 3 for _, upos, _ in sentence]
     assert scores["support_NOUN"] == gold.count("NOUN") == 9  # every word, as the gold file has them
+    code = main(["tag", "--model", str(output), "--json", "the king went home"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    spans = json.loads(out)["entities"]  # one span per word, never neighbours with equal tags merged
+    assert [(e["start"], e["end"]) for e in spans] == [(0, 3), (4, 8), (9, 13), (14, 18)]
+    assert {e["type"] for e in spans} <= labels

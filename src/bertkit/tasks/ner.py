@@ -338,11 +338,12 @@ class NerTask(HeadTraining):
                 if best and position >= 0:
                     sentence[feature["first_word"] + offset] = labels[int(np.argmax(row[position]))]
         predictions = []
+        chunked = self.chunked
         for example, sentence in zip(examples, tags):
-            entities = [
-                {"type": t, "start": s, "end": e, "text": " ".join(example.words[s:e])}
-                for t, s, e in metrics.get_entities(sentence)
-            ]
+            # Tags that are not chunks (parts of speech) span one word each: merging equal neighbours would
+            # make "entities" the tags never meant.
+            spans = metrics.get_entities(sentence) if chunked else [(t, i, i + 1) for i, t in enumerate(sentence)]
+            entities = [{"type": t, "start": s, "end": e, "text": " ".join(example.words[s:e])} for t, s, e in spans]
             predictions.append(NerPrediction(list(example.words), sentence, entities))
         return predictions
 
