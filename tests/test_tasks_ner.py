@@ -180,9 +180,8 @@ def test_collate_and_end_to_end_with_tiny_model(tokenizer, tmp_path):
     assert first["words"] == ["EU", "rejects", "German", "call"] and len(first["tags"]) == 4
 
 
-def test_bioes_tags_round_trip(tokenizer):
-    """Tags are learned as written: BIOES in, BIOES out, entities decoded with conlleval's rules."""
-    words, tags = ["New", "York", "and", "Paris"], ["B-LOC", "E-LOC", "O", "S-LOC"]
+def oracle_prediction(tokenizer, words, tags):
+    """The task's prediction from logits that repeat the gold tags of one sentence."""
     task = NerTask()
     example = NerExample(words, tags, "f", 1)
     task.fit_labels([example])
@@ -192,21 +191,20 @@ def test_bioes_tags_round_trip(tokenizer):
         if label != IGNORE_INDEX:
             row[position, label] = 1.0
     [prediction] = task.postprocess([example], [feature], [row])
+    return prediction
+
+
+def test_bioes_tags_round_trip(tokenizer):
+    """Tags are learned as written: BIOES in, BIOES out, entities decoded with conlleval's rules."""
+    words, tags = ["New", "York", "and", "Paris"], ["B-LOC", "E-LOC", "O", "S-LOC"]
+    prediction = oracle_prediction(tokenizer, words, tags)
     assert [(e["text"], e["type"]) for e in prediction.entities] == [("New York", "LOC"), ("Paris", "LOC")]
 
 
 def test_tags_that_are_not_chunks_span_one_word_each(tokenizer):
     """Parts of speech: two neighbouring NOUNs stay two words, not one merged "entity"."""
     words, tags = ["the", "cat", "food", "sat"], ["DET", "NOUN", "NOUN", "VERB"]
-    task = NerTask()
-    example = NerExample(words, tags, "f", 1)
-    task.fit_labels([example])
-    [feature] = task.featurize([example], tokenizer, 32).features
-    row = np.zeros((len(feature["input_ids"]), task.num_labels))
-    for position, label in enumerate(feature["labels"]):
-        if label != IGNORE_INDEX:
-            row[position, label] = 1.0
-    [prediction] = task.postprocess([example], [feature], [row])
+    prediction = oracle_prediction(tokenizer, words, tags)
     assert [(e["text"], e["type"]) for e in prediction.entities] == list(zip(words, tags))
 
 
