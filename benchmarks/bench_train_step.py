@@ -34,8 +34,8 @@ from bertkit.compiling import compile_model
 from bertkit.config import BertConfig
 from bertkit.data.packing import pack_batch
 from bertkit.model import BertForPreTraining
-from bertkit.training.metrics import measure_matmul_peak, pretraining_flops_per_token
 from bertkit.training.optim import param_groups
+from bertkit.training.run_log import measure_matmul_peak, pretraining_flops_per_token
 from harness import RESULTS, add_options, output_path, write_json
 from machine_info import git_commit, machine
 

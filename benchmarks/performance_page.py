@@ -227,7 +227,7 @@ The levers one would try first are already in bertkit's step; none of them is le
 | collation | under 1 % of the step |
 
 **The gap is the arithmetic.** What bertkit saves over `transformers` is FLOPs; per token of a step at
-sequence length 128 with 15 % masked (`bertkit.training.metrics.pretraining_flops_per_token`):
+sequence length 128 with 15 % masked (`bertkit.training.run_log.pretraining_flops_per_token`):
 """
 
 FLOP_NOTE = """\
@@ -262,7 +262,7 @@ no bf16 instructions: slower), or a smaller vocabulary projection (a sampled sof
 
 def flop_section() -> list[str]:
     from bertkit.config import BertConfig
-    from bertkit.training.metrics import pretraining_flops_per_token
+    from bertkit.training.run_log import pretraining_flops_per_token
 
     out = [
         "| size | bertkit MFLOP per token | transformers MFLOP per token | FLOP ratio | goal | FLOP-rate factor the goal needs |",

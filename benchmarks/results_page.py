@@ -160,7 +160,7 @@ def step_peak(d: dict) -> tuple[str, float | None]:
     dtype = {"torch.float32": "fp32", "torch.bfloat16": "bf16"}.get(d.get("peak_dtype", "torch.float32"), "fp32")
     if not gpu:
         return f"{dtype} peak {num(d['peak_flops'] / 1e9, 0)} GFLOP/s", None
-    from bertkit.training.metrics import datasheet_peak  # only here: it imports torch
+    from bertkit.training.run_log import datasheet_peak  # only here: it imports torch
 
     datasheet = datasheet_peak(gpu, dtype)
     label = "tf32" if dtype == "fp32" else dtype  # the benchmark runs fp32 matmuls in TF32 on a GPU

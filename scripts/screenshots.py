@@ -25,7 +25,7 @@ from PIL import Image
 from bertkit import inference
 from bertkit.serve import ServeLimits, create_app
 from bertkit.training.finetune import FinetuneConfig, finetune
-from bertkit.training.metrics import plot_curves
+from bertkit.training.run_log import plot_curves
 
 ROOT = Path(__file__).resolve().parent.parent
 SENTENCE = "a gorgeous, witty and moving film."

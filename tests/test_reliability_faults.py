@@ -181,9 +181,9 @@ def _fault_rotate(kind: str, hit: Callable[[], bool]) -> None:
 
 
 def _fault_metrics_torn(kind: str, hit: Callable[[], bool]) -> None:
-    from bertkit.training import metrics
+    from bertkit.training import run_log
 
-    real_log = metrics.MetricsLogger.log
+    real_log = run_log.MetricsLogger.log
 
     def log(self, record):
         if self.enabled and hit():
@@ -193,7 +193,7 @@ def _fault_metrics_torn(kind: str, hit: Callable[[], bool]) -> None:
             _die()
         return real_log(self, record)
 
-    metrics.MetricsLogger.log = log  # type: ignore[method-assign]  # the fault: patched in the child on purpose
+    run_log.MetricsLogger.log = log  # type: ignore[method-assign]  # the fault: patched in the child on purpose
 
 
 def _fault_stage_before(kind: str, hit: Callable[[], bool]) -> None:

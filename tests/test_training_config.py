@@ -16,15 +16,15 @@ from bertkit.cli.options import field_docs, help_text
 from bertkit.data import CorpusOptions, PrepareConfig
 from bertkit.errors import ConfigError
 from bertkit.option_groups import option_leaves
-from bertkit.training import metrics as metrics_module
 from bertkit.training import pretrain as pretrain_module
+from bertkit.training import run_log
 from bertkit.training.config import TrainConfig, option_names
 from bertkit.training.finetune import FinetuneConfig
 from bertkit.training.finetune import read_config_file as read_finetune_file
 from bertkit.training.finetune_defaults import DEFAULTS
-from bertkit.training.metrics import DATASHEET_PEAKS, datasheet_peak, measure_matmul_peak, mfu_peak
 from bertkit.training.pretrain import PretrainConfig, build_config, pretrain
 from bertkit.training.pretrain import read_config_file as read_pretrain_file
+from bertkit.training.run_log import DATASHEET_PEAKS, datasheet_peak, measure_matmul_peak, mfu_peak
 from training_helpers import make_pretraining_dataset
 
 # Every flag of `bertkit pretrain` / `bertkit finetune` in use before the options were generated (tests, docs,
@@ -297,8 +297,8 @@ def test_the_matmul_peak_stays_small_where_the_dtype_is_slow(monkeypatch):
         clock[0] += 0.05 * (a.shape[0] / 256) ** 3  # 256: 0.05 s, 512: 0.4 s
         return a
 
-    monkeypatch.setattr(metrics_module.torch, "mm", slow_mm)
-    monkeypatch.setattr(metrics_module.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(run_log.torch, "mm", slow_mm)
+    monkeypatch.setattr(run_log.time, "perf_counter", lambda: clock[0])
     flops = measure_matmul_peak("cpu", torch.float32, seconds=1.0)
     assert max(sizes) == 512 and flops == pytest.approx(2 * 512**3 / 0.4)
     sizes.clear()
@@ -316,8 +316,8 @@ def test_the_matmul_peak_is_the_fastest_product_not_the_mean_under_load(monkeypa
         clock[0] += next(durations)
         return a
 
-    monkeypatch.setattr(metrics_module.torch, "mm", loaded_mm)
-    monkeypatch.setattr(metrics_module.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(run_log.torch, "mm", loaded_mm)
+    monkeypatch.setattr(run_log.time, "perf_counter", lambda: clock[0])
     assert measure_matmul_peak("cpu", torch.float32, size=1024, seconds=1.0) == pytest.approx(2 * 1024**3 / 0.1)
 
 

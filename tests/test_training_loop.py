@@ -159,7 +159,7 @@ def test_fp16_needs_a_gpu(tmp_path):
 
 def test_curves_png(tmp_path):
     pytest.importorskip("matplotlib")
-    from bertkit.training.metrics import plot_curves
+    from bertkit.training.run_log import plot_curves
 
     history = [{"step": s, "split": "train", "loss": 1 / s, "mlm_acc": s / 10} for s in range(1, 10)]
     history.append({"step": 9, "split": "eval", "loss": 0.2, "mlm_acc": 0.8})

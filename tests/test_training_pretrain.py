@@ -204,7 +204,7 @@ def test_flop_count_matches_what_the_model_executes(predictions):
 
     from bertkit.config import BertConfig
     from bertkit.model import BertForPreTraining
-    from bertkit.training.metrics import pretraining_flops_per_token
+    from bertkit.training.run_log import pretraining_flops_per_token
 
     config = BertConfig.preset("tiny", vocab_size=500, max_position_embeddings=32)
     model = BertForPreTraining(config).train()

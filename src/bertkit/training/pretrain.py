@@ -39,8 +39,8 @@ from bertkit.training import distributed
 from bertkit.training.config import TrainConfig, split_options
 from bertkit.training.config import read_config_file as read_options
 from bertkit.training.loop import TrainResult, train
-from bertkit.training.metrics import mfu_peak, pretraining_flops_per_token
 from bertkit.training.precision import precision_name
+from bertkit.training.run_log import mfu_peak, pretraining_flops_per_token
 from bertkit.training.tracking import log_model, run_context
 from bertkit.weights import save_pretrained
 

@@ -2,7 +2,7 @@
 
 ``--report-to`` (:class:`bertkit.training.config.TrackingConfig`) names the trackers; each is one class of
 :mod:`bertkit.training.tracking.backends` behind the :class:`Tracker` protocol, and :class:`Tracking` drives
-them all for :class:`bertkit.training.metrics.MetricsLogger`, which stays the one place the loop logs through.
+them all for :class:`bertkit.training.run_log.MetricsLogger`, which stays the one place the loop logs through.
 ``metrics.jsonl`` is written whatever happens to a tracker.
 
 * Sent: the resolved options as parameters (nested values flattened to ``group.key``; what the caller put in

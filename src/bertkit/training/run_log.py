@@ -1,4 +1,4 @@
-"""Observability: JSONL metrics, experiment trackers, loss/accuracy curves, throughput and MFU.
+"""The training run log: JSONL metrics, experiment trackers, loss/accuracy curves, throughput and MFU.
 
 ``metrics.jsonl`` is always written. The trackers of ``--report-to`` (TensorBoard events by default; MLflow,
 W&B) get every record too, through :mod:`bertkit.training.tracking`. TensorBoard (``tensorboard`` package) and
