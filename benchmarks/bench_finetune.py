@@ -153,7 +153,7 @@ def peer_run(name: str, model_dir: str, inputs: PeerInputs, recipe: FinetuneConf
 
 @torch.no_grad()
 def evaluate_peer(model: torch.nn.Module, inputs: PeerInputs) -> dict:
-    from bertkit.tasks.runner import run_model
+    from bertkit.features.runner import run_model
 
     model.eval()
     rows = run_model(model, inputs.task, inputs.dev_features, batch_size=64, pad_id=inputs.pad_id)

@@ -16,14 +16,14 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "bertkit"
 
 # Floors, bottom up: a module may import its own floor and the ones below, never one above.
-# errors, io, formats <- config, checkpoint files <- tokenizer, model <- data <- training, tasks <- inference <- serve, cli.
+# errors, io, formats <- config, checkpoint files <- tokenizer, model <- data, features <- training, tasks <- inference <- serve, cli.
 # (formats: the file-format layer under both the corpus reader in data/ and the labelled-data readers in tasks/.)
 FLOORS: dict[str, int] = {
     "errors": 0, "io": 0, "formats": 0, "option_groups": 0, "progress": 0, "notices": 0, "cpu_features": 0,
     "threads": 0,
     "config": 1, "checkpoint_files": 1, "hub": 1,
     "tokenizer": 2, "model": 2, "models": 2, "weights": 2, "sentence_config": 2, "quantize": 2, "compiling": 2,
-    "data": 3, "vocab": 3, "export": 3, "backends": 3,
+    "data": 3, "features": 3, "vocab": 3, "export": 3, "backends": 3,
     "training": 4, "tasks": 4,
     "inference": 5, "retrieval": 5, "jobs": 5,
     "serve": 6, "cli": 6, "demo": 6, "__main__": 6,

@@ -12,6 +12,7 @@ import torch
 from bertkit import inference
 from bertkit.cli import main
 from bertkit.errors import BertkitError
+from bertkit.features.pairs import build_pair
 from bertkit.inference import Loaded, answer, attentions, classify, embed, fill_mask, next_sentence, tag
 from bertkit.inference.pretraining import _mask_features
 from bertkit.model import (
@@ -23,7 +24,6 @@ from bertkit.model import (
     BertModel,
     QuestionAnsweringOutput,
 )
-from bertkit.tasks.base import build_pair
 from inference_helpers import save_model, tiny_config
 
 TAGS = {0: "O", 1: "B-PER", 2: "I-PER", 3: "B-LOC", 4: "I-LOC"}

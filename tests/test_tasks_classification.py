@@ -9,9 +9,10 @@ import torch
 
 from bertkit.config import BertConfig
 from bertkit.errors import ConfigError, DataError
+from bertkit.features.pairs import truncate_pair
 from bertkit.tasks import get_task
-from bertkit.tasks.base import LabelMap, truncate_pair
 from bertkit.tasks.classification import ClassificationExample, ClassificationTask
+from bertkit.tasks.labels import LabelMap
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

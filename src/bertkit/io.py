@@ -8,12 +8,13 @@ any other file the user writes.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from bertkit.errors import DataError
 
@@ -81,6 +82,24 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     with atomic_open(path, "wb") as handle:
         handle.write(data)
+
+
+def write_jsonl(rows: Iterable[Mapping[str, Any]], path: str | os.PathLike) -> Path:
+    """One JSON object per line, written atomically."""
+    path = Path(path)
+    with atomic_open(path) as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return path
+
+
+def write_json(obj: Any, path: str | os.PathLike) -> Path:
+    """Indented JSON, written atomically."""
+    path = Path(path)
+    with atomic_open(path) as handle:
+        json.dump(obj, handle, ensure_ascii=False, indent=2)
+        handle.write("\n")
+    return path
 
 
 @contextlib.contextmanager

@@ -2,7 +2,7 @@
 
 ``load(path)`` restores a model directory with its tokenizer, its task (label names, options) and the length it
 was fine-tuned with (``loading``); load once, call many times. Every pipeline takes a model directory or a
-``Loaded`` model and runs it through the one runner (``bertkit.tasks.runner``: inputs sorted by length so that
+``Loaded`` model and runs it through the one runner (``bertkit.features.runner``: inputs sorted by length so that
 batches carry little padding, results back in the caller's order) under ``torch.inference_mode()``. A single
 input (a string, or a pair) gives a single result; a list gives a list.
 
@@ -18,6 +18,7 @@ encoder without an MLM head, say).
 
 from __future__ import annotations
 
+from bertkit.features.runner import MODEL_INPUTS, length_sorted_batches
 from bertkit.inference.encoder import (
     AttentionMaps,
     EmbedSettings,
@@ -45,7 +46,6 @@ from bertkit.inference.finetuned import (
 from bertkit.inference.inputs import TextInput
 from bertkit.inference.loading import PIPELINES, Loaded, Settings, checkpoint_tensor_names, load
 from bertkit.inference.pretraining import MASK_PATTERN, MaskCandidate, fill_mask, next_sentence
-from bertkit.tasks.runner import MODEL_INPUTS, length_sorted_batches
 
 __all__ = [
     "MASK_PATTERN",

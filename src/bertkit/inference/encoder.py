@@ -12,11 +12,12 @@ import numpy as np
 import torch
 
 from bertkit.errors import BertkitError, TruncationWarning
+from bertkit.features import Feature
+from bertkit.features.runner import run_batches
+from bertkit.features.windows import max_context, window_starts
 from bertkit.inference.inputs import TextInput, check_texts, encode
 from bertkit.inference.loading import Loaded, as_loaded
 from bertkit.model import pool_tokens
-from bertkit.tasks.base import Feature, max_context, window_starts
-from bertkit.tasks.runner import run_batches
 from bertkit.tokenizer import Encoding
 
 

@@ -15,13 +15,12 @@ import torch
 
 from bertkit.config import BertConfig
 from bertkit.errors import CheckpointError
+from bertkit.features.runner import predict_features
 from bertkit.hub import resolve_model
 from bertkit.inference.loading import TASK_PIPELINES, Loaded, load
-from bertkit.io import check_output_file
+from bertkit.io import check_output_file, write_jsonl
 from bertkit.tasks import HEAD_TO_TASK
-from bertkit.tasks.base import write_jsonl
 from bertkit.tasks.prepare import featurize, read_examples
-from bertkit.tasks.runner import predict_features
 
 
 def load_finetuned(

@@ -18,12 +18,12 @@ import numpy as np
 import torch
 
 from bertkit.errors import BertkitError
+from bertkit.features.runner import run_model
 from bertkit.inference.inputs import TextInput, as_list, check_texts, input_length, is_single, paired_texts
 from bertkit.inference.loading import Loaded, for_pipeline, with_options
 from bertkit.tasks.classification import ClassificationExample
 from bertkit.tasks.ner import NerExample, NerTask
 from bertkit.tasks.qa import QuestionAnsweringTask, SquadExample, SquadPredictions
-from bertkit.tasks.runner import run_model
 from bertkit.tokenizer import Tokenizer
 
 

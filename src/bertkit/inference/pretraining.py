@@ -12,10 +12,11 @@ from typing import Any
 import torch
 
 from bertkit.errors import BertkitError
+from bertkit.features import Feature
+from bertkit.features.pairs import build_pair, truncate_pair
+from bertkit.features.runner import run_batches
 from bertkit.inference.inputs import as_list, check_texts, input_length, is_single, paired_texts
 from bertkit.inference.loading import Loaded, for_pipeline
-from bertkit.tasks.base import Feature, build_pair, truncate_pair
-from bertkit.tasks.runner import run_batches
 
 # ------------------------------------------------------------------------------------------ fill-mask
 MASK_PATTERN = re.compile(r"\[mask\]", re.IGNORECASE)

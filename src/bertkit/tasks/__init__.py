@@ -8,9 +8,10 @@ The names, the key a fine-tuned model keeps its task under and ``make_task`` are
 
 from __future__ import annotations
 
-from bertkit.tasks.base import Featurized, LabelMap, Read, Task
+from bertkit.tasks.base import Featurized, Read, Task
 from bertkit.tasks.batching import LengthGroupedBatchSampler
 from bertkit.tasks.classification import ClassificationExample, ClassificationPrediction, ClassificationTask
+from bertkit.tasks.labels import LabelMap
 from bertkit.tasks.ner import NerExample, NerPrediction, NerTask, read_conll
 from bertkit.tasks.qa import QuestionAnsweringTask, SquadExample, SquadPredictions, read_squad
 from bertkit.tasks.registry import CONFIG_KEY, HEAD_TO_TASK, TASK_NAMES, TASKS, get_task, make_task

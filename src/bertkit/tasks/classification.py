@@ -33,20 +33,14 @@ import numpy as np
 import torch
 
 from bertkit.errors import ConfigError, DataError
+from bertkit.features import Feature
+from bertkit.features.padding import pad_and_stack, to_numpy_rows
+from bertkit.features.pairs import build_pair, truncate_pair
+from bertkit.features.windows import window_starts
+from bertkit.io import write_jsonl
 from bertkit.tasks import metrics
-from bertkit.tasks.base import (
-    Feature,
-    Featurized,
-    HeadTraining,
-    LabelMap,
-    Read,
-    build_pair,
-    pad_and_stack,
-    to_numpy_rows,
-    truncate_pair,
-    window_starts,
-    write_jsonl,
-)
+from bertkit.tasks.base import Featurized, HeadTraining, Read
+from bertkit.tasks.labels import LabelMap
 from bertkit.tasks.readers import ReadReport, Row, pick_column, read_table
 from bertkit.tasks.readers.columns import missing_columns, text_and_label, unnamed
 

@@ -39,19 +39,14 @@ import numpy as np
 import torch
 
 from bertkit.errors import ConfigError, DataError
+from bertkit.features import Feature
+from bertkit.features.padding import pad_and_stack
+from bertkit.features.windows import max_context, window_starts
+from bertkit.io import write_json
 from bertkit.tasks import metrics
-from bertkit.tasks.base import (
-    Feature,
-    Featurized,
-    HeadTraining,
-    Read,
-    max_context,
-    only_format,
-    pad_and_stack,
-    window_starts,
-    write_json,
-)
+from bertkit.tasks.base import Featurized, HeadTraining, Read
 from bertkit.tasks.readers import ReadReport, read_text_file
+from bertkit.tasks.readers.table import only_format
 
 logger = logging.getLogger(__name__)
 

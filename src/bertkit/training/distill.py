@@ -39,13 +39,14 @@ from torch import Tensor, nn
 
 from bertkit.config import BertConfig
 from bertkit.errors import ConfigError
+from bertkit.features import Feature
 from bertkit.hub import resolve_model
 from bertkit.io import atomic_write_text
 from bertkit.model import BertModel
 from bertkit.notices import notice
 from bertkit.sentence_config import read_sentence_config
 from bertkit.tasks import Task
-from bertkit.tasks.base import CONFIG_KEY, Feature, Featurized
+from bertkit.tasks.base import CONFIG_KEY, Featurized
 from bertkit.tasks.embedding.encoder import EmbeddingOutput, SentenceEncoder
 from bertkit.tasks.prepare import read_examples
 from bertkit.training.finetune import FinetuneConfig, FinetuneResult, finetune

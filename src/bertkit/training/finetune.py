@@ -21,7 +21,7 @@ Training runs in ``<output>.partial/`` (checkpoints, logs); the output directory
 temporary name and renamed when complete, so a crash never leaves a half-written model. After a crash or
 a signal, ``resume=True`` continues from the last checkpoint in ``<output>.partial/``.
 
-Dev evaluation runs the model with ``bertkit.tasks.runner``, the runner ``bertkit.inference`` (``predict``,
+Dev evaluation runs the model with ``bertkit.features.runner``, the runner ``bertkit.inference`` (``predict``,
 ``evaluate``, the pipelines) uses too.
 """
 
@@ -42,17 +42,17 @@ import torch
 
 from bertkit.data.batches import Ordering, RandomOrder, ResumableBatches
 from bertkit.errors import CheckpointError, ConfigError, DataError
+from bertkit.features import Feature
+from bertkit.features.runner import predict_features
 from bertkit.hub import resolve_model
 from bertkit.io import atomic_write_text
 from bertkit.model import PreTrainedMixin
 from bertkit.models.modernbert import ModernBertPreTrained
 from bertkit.notices import notice, quiet_libraries
 from bertkit.tasks import Task
-from bertkit.tasks.base import Feature
 from bertkit.tasks.batching import LengthGroupedOrder
 from bertkit.tasks.prepare import featurize, read_examples
 from bertkit.tasks.registry import CONFIG_KEY, make_task, saved_settings
-from bertkit.tasks.runner import predict_features
 from bertkit.training import distributed
 from bertkit.training.checkpoint import latest_valid_checkpoint
 from bertkit.training.finetune_config import FinetuneConfig, read_config_file

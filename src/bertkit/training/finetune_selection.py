@@ -14,9 +14,9 @@ import torch
 
 from bertkit.data.batches import ResumableBatches
 from bertkit.errors import ConfigError
+from bertkit.features.runner import run_model
 from bertkit.notices import notice
 from bertkit.tasks import Task
-from bertkit.tasks.runner import run_model
 from bertkit.training.loop import Hooks
 from bertkit.weights import save_pretrained
 

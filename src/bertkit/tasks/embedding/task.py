@@ -21,10 +21,14 @@ from torch import nn
 
 from bertkit.data.batches import Ordering
 from bertkit.errors import ConfigError, DataError
+from bertkit.features import Feature
+from bertkit.features.padding import to_numpy_rows
+from bertkit.io import write_jsonl
 from bertkit.model import BertModel
+from bertkit.models.modernbert import ModernBertModel
 from bertkit.sentence_config import POOLINGS, SentenceConfig
 from bertkit.tasks import metrics
-from bertkit.tasks.base import CONFIG_KEY, Feature, Featurized, Read, to_numpy_rows, write_jsonl
+from bertkit.tasks.base import CONFIG_KEY, Featurized, Read
 from bertkit.tasks.embedding import losses, scoring
 from bertkit.tasks.embedding.data import EmbeddingExample, read_examples
 from bertkit.tasks.embedding.encoder import EmbeddingOutput, SentenceEncoder
@@ -240,7 +244,7 @@ class EmbeddingTask:
         return base
 
     def training_module(self, model: nn.Module) -> nn.Module:
-        if not isinstance(model, BertModel):
+        if not isinstance(model, BertModel | ModernBertModel):
             raise ConfigError(f"the embedding task trains an encoder (BertModel), not a {type(model).__name__}")
         model.config.extra.pop(CONFIG_KEY, None)  # served by its sentence-transformers files, as any encoder
         width = model.config.hidden_size

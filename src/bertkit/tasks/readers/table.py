@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from bertkit.errors import DataError
+from bertkit.errors import ConfigError, DataError
 from bertkit.formats import (
     ARROW_SUFFIXES,
     JSONL_SUFFIXES,
@@ -136,3 +136,9 @@ def _columnar_table(source: str, format: str) -> Any:
 
 def _row_records(source: str, table: Any) -> Iterable[tuple[str, Any]]:
     return ((f"{source}: row {number}", obj) for number, obj in enumerate(table.to_pylist(), start=1))
+
+
+def only_format(format: str | None, own: str, task: str) -> None:
+    """Refuse a ``--format`` other than the one format task ``task`` reads."""
+    if format is not None and format != own:
+        raise ConfigError(f"--format {format}: the {task} task reads {own} files only")

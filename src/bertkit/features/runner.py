@@ -8,13 +8,14 @@ of each batch small; the rows come back in the order of the features, so callers
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 from bertkit.errors import BertkitError
+from bertkit.features import Feature
+from bertkit.features.padding import pad_and_stack
 from bertkit.progress import track
-from bertkit.tasks.base import Feature, Task, pad_and_stack
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 """The keys of a feature the runner feeds to the model; bookkeeping keys (``example_index``...) stay behind."""
@@ -23,6 +24,15 @@ Forward = Callable[[dict[str, torch.Tensor], list[Feature]], Any]
 """``(padded model inputs on the device, the batch's features) -> model output``."""
 Unbatch = Callable[[Any, Mapping[str, torch.Tensor]], Sequence[Any]]
 """``(model output, padded inputs) -> one row per feature of the batch``."""
+
+
+class Unbatching(Protocol):
+    """What the runner needs of a task: its rows from a batch's output, and its predictions from the rows (the
+    output side of ``bertkit.tasks.base.Task``)."""
+
+    def unbatch(self, outputs: Any, batch: Mapping[str, torch.Tensor]) -> list: ...
+
+    def postprocess(self, examples: Sequence, features: Sequence[Feature], rows: Sequence) -> Any: ...
 
 
 def length_sorted_batches(
@@ -82,7 +92,7 @@ def run_batches(
 
 
 def run_model(
-    model: torch.nn.Module, task: Task, features: Sequence[Feature], *, batch_size: int = 64, pad_id: int = 0
+    model: torch.nn.Module, task: Unbatching, features: Sequence[Feature], *, batch_size: int = 64, pad_id: int = 0
 ) -> list[Any]:
     """The task's per-feature output rows (``task.unbatch``) in feature order; labels are not passed."""
     return run_batches(model, features, task.unbatch, batch_size=batch_size, pad_id=pad_id)
@@ -90,7 +100,7 @@ def run_model(
 
 def predict_features(
     model: torch.nn.Module,
-    task: Task,
+    task: Unbatching,
     examples: Sequence[Any],
     features: Sequence[Feature],
     *,

@@ -1,0 +1,29 @@
+"""One or two token sequences as one BERT input: building the pair and truncating it to fit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bertkit.features import Feature
+
+
+def build_pair(ids_a: Sequence[int], ids_b: Sequence[int] | None, cls_id: int, sep_id: int) -> Feature:
+    """``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]`` with segment 0 up to the first ``[SEP]`` and 1 after."""
+    input_ids = [cls_id, *ids_a, sep_id]
+    token_type_ids = [0] * len(input_ids)
+    if ids_b is not None:
+        input_ids += [*ids_b, sep_id]
+        token_type_ids += [1] * (len(ids_b) + 1)
+    return {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": [1] * len(input_ids)}
+
+
+def truncate_pair(ids_a: list[int], ids_b: list[int] | None, max_tokens: int) -> tuple[list[int], list[int] | None]:
+    """Google BERT's ``_truncate_seq_pair``: drop the last token of the longer side (B on ties) until it fits."""
+    a = list(ids_a)
+    b = None if ids_b is None else list(ids_b)
+    while len(a) + (len(b) if b is not None else 0) > max_tokens:
+        if b is None or len(a) > len(b):
+            a.pop()
+        else:
+            b.pop()
+    return a, b
