@@ -190,13 +190,13 @@ def test_metrics_parse_and_move(encoder_dir):
 
 
 def test_without_prometheus_client_metrics_says_which_extra(encoder_dir, monkeypatch):
-    from bertkit.serve import metrics
+    from bertkit.serve import prometheus
 
-    monkeypatch.setattr(metrics, "available", lambda: False)
+    monkeypatch.setattr(prometheus, "available", lambda: False)
     response = call(create_app(encoder_dir), "GET", "/metrics")
     assert response.status_code == 501 and "bertkit[metrics]" in response.json()["error"]
     told: list[str] = []
-    metrics.tell_if_missing(told.append)
+    prometheus.tell_if_missing(told.append)
     assert len(told) == 1 and "bertkit[metrics]" in told[0]
 
 

@@ -47,7 +47,7 @@ from bertkit.serve.errors import add_error_handlers
 from bertkit.serve.gate import Gate, GateRules
 from bertkit.serve.keys import KeyRing
 from bertkit.serve.limits import ServeLimits
-from bertkit.serve.metrics import tell_if_missing
+from bertkit.serve.prometheus import tell_if_missing
 from bertkit.serve.ratelimit import RateLimiter
 from bertkit.serve.routes import add_routes
 from bertkit.serve.service import Service

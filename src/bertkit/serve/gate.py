@@ -23,7 +23,7 @@ from typing import Any
 
 from bertkit.serve.errors import error_body
 from bertkit.serve.keys import KeyRing
-from bertkit.serve.metrics import Metrics
+from bertkit.serve.prometheus import Metrics
 from bertkit.serve.ratelimit import RateLimiter
 
 access_logger = logging.getLogger("bertkit.serve.access")

@@ -20,7 +20,7 @@ from bertkit.serve.batcher import Batcher, Overloaded, in_thread
 from bertkit.serve.checks import RequestChecks
 from bertkit.serve.errors import Problem
 from bertkit.serve.limits import ServeLimits
-from bertkit.serve.metrics import Metrics
+from bertkit.serve.prometheus import Metrics
 
 T = TypeVar("T")
 

@@ -39,7 +39,7 @@ async def live() -> dict[str, str]:
 
 
 async def metrics(service: Annotated[Service, Depends(get_service)]) -> Response:
-    from bertkit.serve.metrics import MISSING
+    from bertkit.serve.prometheus import MISSING
 
     if not service.metrics.enabled:
         return JSONResponse({"error": MISSING}, status_code=501)
