@@ -26,7 +26,7 @@ import httpx
 from bertkit.errors import ConfigError
 from bertkit.serve import create_app
 from bertkit.serve.access import ServeAccess, parse_rate
-from bertkit.serve.gate import is_public
+from bertkit.serve.middleware import is_public
 from bertkit.serve.ratelimit import RateLimiter
 
 ROOT = Path(__file__).resolve().parents[1]

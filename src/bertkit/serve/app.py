@@ -44,9 +44,9 @@ from bertkit.serve.access import LOOPBACK, ServeAccess
 from bertkit.serve.address import listening_socket
 from bertkit.serve.body_limit import BodyLimit
 from bertkit.serve.errors import add_error_handlers
-from bertkit.serve.gate import Gate, GateRules
 from bertkit.serve.keys import KeyRing
 from bertkit.serve.limits import ServeLimits
+from bertkit.serve.middleware import Gate, GateRules
 from bertkit.serve.prometheus import tell_if_missing
 from bertkit.serve.ratelimit import RateLimiter
 from bertkit.serve.routes import add_routes
