@@ -1,14 +1,16 @@
 """The ``Task`` interface every fine-tuning task family implements, and what its calls return.
 
-A task turns files into examples (``read``), examples into model features (``featurize``), features into
-padded batches whose keys are exactly the head's ``forward`` arguments (``collate``), the head's outputs
-back into per-feature rows (``unbatch``), rows into predictions (``postprocess``) and predictions into
-metrics (``evaluate``). How the loop trains the model and how it is saved is the task's too (``training_module``,
-``saved_model``, ``sentence_config``, ``batch_order``): a head with its own loss takes ``HeadTraining``'s
-answers, a two-tower task (``embedding``) wraps the encoder with its loss. The training loop and the CLI only
-ever talk to this interface. A task keeps no
-per-call state: ``read`` and ``featurize`` return what they counted (``Read``, ``Featurized``) beside their
-results.
+``Task`` joins three sides. The data side (``TaskData``) turns files into examples (``read``), examples into
+model features (``featurize``) and features into padded batches whose keys are exactly the head's ``forward``
+arguments (``collate``). The output side (``TaskOutput``) turns the head's outputs back into per-feature rows
+(``unbatch``), rows into predictions (``postprocess``), predictions into metrics (``evaluate``) and files
+(``write_predictions``). The training side (``TaskTraining``) says how the loop trains the model and what is
+saved: a head with its own loss takes ``HeadTraining``'s answers, a two-tower task (``embedding``) wraps the
+encoder with its loss. A task keeps no per-call state: ``read`` and ``featurize`` return what they counted
+(``Read``, ``Featurized``) beside their results.
+
+The helpers tasks build on live in rooms named by their job: ``bertkit.features`` (pairs and truncation,
+windows, padding, the runner), ``bertkit.io`` (JSON writers), ``tasks.labels`` (``LabelMap``).
 """
 
 from __future__ import annotations
@@ -58,15 +60,13 @@ class Featurized:
 
 
 @runtime_checkable
-class Task(Protocol):
-    """The uniform interface of a fine-tuning task family (classification, NER, SQuAD)."""
+class TaskData(Protocol):
+    """The data side of a task family: files into examples (``read``), what the labels are (``fit_labels``,
+    restored by ``load_config``), examples into features (``featurize``) and features into the head's padded
+    inputs (``collate``)."""
 
     name: str
     """Short name used on the command line: ``classification``, ``ner``, ``qa``."""
-    head: str
-    """Class name of the model head in ``bertkit.model``."""
-    main_metric: str
-    """Key of ``evaluate``'s result used to pick the best checkpoint (higher is better)."""
     model_input_names: tuple[str, ...]
     """Keys ``collate`` returns: the keyword arguments of the head's ``forward``."""
 
@@ -111,11 +111,15 @@ class Task(Protocol):
 
     def collate(self, features: Sequence[Feature], pad_id: int = 0) -> dict[str, torch.Tensor]: ...
 
-    def loss_normalizer(self, features: Sequence[Feature], micro_batch_size: int) -> float | None:
-        """For a per-token loss: the mean count of labelled tokens in a micro-batch of ``features``, by which
-        every batch's summed loss is divided, so that length-grouped batches weigh each token alike (see
-        ``BertForTokenClassification``); ``None`` for a loss that is one value per sequence."""
-        ...
+
+@runtime_checkable
+class TaskOutput(Protocol):
+    """The output side of a task family: the head's outputs into per-feature rows (``unbatch``), rows into
+    predictions (``postprocess``), predictions into metrics (``evaluate``) and into files (``write_predictions``,
+    ``prediction_rows``). The runner (``bertkit.features.runner``) needs only ``unbatch`` and ``postprocess``."""
+
+    main_metric: str
+    """Key of ``evaluate``'s result used to pick the best checkpoint (higher is better)."""
 
     def unbatch(self, outputs: Any, batch: Mapping[str, torch.Tensor]) -> list: ...
 
@@ -131,6 +135,18 @@ class Task(Protocol):
         self, examples: Sequence, features: Sequence[Feature], rows: Sequence, predictions: Any
     ) -> list[dict[str, Any]]:
         """One JSON-ready object per example for ``bertkit predict``, with the prediction and its scores."""
+        ...
+
+
+@runtime_checkable
+class TaskTraining(Protocol):
+    """How the loop trains a task's model and what it saves (``HeadTraining`` answers for a head that computes
+    its own loss)."""
+
+    def loss_normalizer(self, features: Sequence[Feature], micro_batch_size: int) -> float | None:
+        """For a per-token loss: the mean count of labelled tokens in a micro-batch of ``features``, by which
+        every batch's summed loss is divided, so that length-grouped batches weigh each token alike (see
+        ``BertForTokenClassification``); ``None`` for a loss that is one value per sequence."""
         ...
 
     def training_module(self, model: nn.Module) -> nn.Module:
@@ -151,6 +167,15 @@ class Task(Protocol):
         """How training batches are drawn from ``features``; ``None``: random or grouped by length, as
         ``group_by_length`` says."""
         ...
+
+
+@runtime_checkable
+class Task(TaskData, TaskOutput, TaskTraining, Protocol):
+    """The uniform interface of a fine-tuning task family: its data side, its output side and its training
+    answers. The training loop, the inference pipelines and the CLI only ever talk to this interface."""
+
+    head: str
+    """Class name of the model head in ``bertkit.model``."""
 
 
 class HeadTraining:
