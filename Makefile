@@ -4,6 +4,15 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
+define TORCHAO_CPU_ONLY
+import importlib.util, pathlib, torch
+spec = importlib.util.find_spec("torchao")
+if spec and spec.origin and torch.version.cuda is None:
+    for kernel in pathlib.Path(spec.origin).parent.glob("_C*.so"):
+        kernel.unlink()
+endef
+export TORCHAO_CPU_ONLY
+
 .PHONY: install lint test browser demo bench peers-serving clean
 
 $(STAMP): pyproject.toml
@@ -12,6 +21,9 @@ $(STAMP): pyproject.toml
 	# torch first: the CPU build of 2.13.0 is on disk; a bare requirement would pull CUDA wheels.
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[dev]'
+	# torchao's PyPI wheel carries CUDA-only kernels that no CPU build of torch can load, and logs "Failed to
+	# load" for each on every `import transformers`: with a CPU torch they are removed (int8 on the CPU needs none).
+	$(PY) -c "$$TORCHAO_CPU_ONLY"
 	touch $(STAMP)
 
 install: $(STAMP)

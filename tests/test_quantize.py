@@ -245,6 +245,19 @@ def test_cli_int8_embed_says_no_library_noise(encoder_dir, tmp_path):
     assert all(line.startswith(("bertkit:", "embed:", "wrote")) for line in done.stderr.splitlines()), done.stderr
 
 
+@pytest.mark.skipif(torch.version.cuda is not None, reason="a CUDA build of torch loads torchao's kernels")
+def test_installed_torchao_carries_no_kernels_a_cpu_torch_cannot_load():
+    """`make install` removes torchao's CUDA-only kernels where torch is a CPU build, so importing
+    transformers' BERT (which imports torchao) logs no `Failed to load` line in the project's environment."""
+    import subprocess
+    import sys
+
+    code = "from transformers import BertModel"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "Failed to load" not in done.stderr, done.stderr
+
+
 def test_cli_int8_embed_says_it_compiles_before_the_wait(encoder_dir, tmp_path, capsys, monkeypatch):
     """The first int8 batch waits for the compiler: that is said before it (compiling itself is stubbed out
     here; it takes a minute)."""
