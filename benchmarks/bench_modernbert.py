@@ -7,7 +7,10 @@
   each library and length in a fresh process, the peak resident set (``VmHWM``, reset with the model loaded)
   during the forward less the resident set before it.
 
-    python benchmarks/bench_modernbert.py --threads 2          # writes benchmarks/results/modernbert.json
+The result file is written after each part, so an interrupted run keeps what it measured; a child process
+that dies (out of memory) is recorded as such instead of hanging the run.
+
+    taskset -c 1 python benchmarks/bench_modernbert.py --threads 1   # writes benchmarks/results/modernbert.json
     python benchmarks/bench_modernbert.py --smoke              # tiny sizes, a temporary result file
 """
 
@@ -15,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
+import queue as queues
 import sys
 import time
 from pathlib import Path
@@ -66,15 +71,17 @@ def pair(size: str) -> tuple[Any, Any]:
     return ours, theirs
 
 
-def timed(step: Any) -> float:
-    step()  # warm-up
+def timed(step: Any, warm_up: bool) -> float:
+    if warm_up:
+        step()
     start = time.perf_counter()
     step()
     return time.perf_counter() - start
 
 
-def speed(size: str, batch: int, length: int) -> dict[str, Any]:
-    """Seconds of one inference forward and one training step for each library."""
+def speed(size: str, batch: int, length: int, warm_up: bool = True) -> dict[str, Any]:
+    """Seconds of one inference forward and one training step for each library (after one warm-up call of
+    each, when ``warm_up``)."""
     import torch
 
     ours, theirs = pair(size)
@@ -96,8 +103,8 @@ def speed(size: str, batch: int, length: int) -> dict[str, Any]:
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
 
-        row[f"{name}_inference_s"] = round(timed(infer), 4)
-        row[f"{name}_train_step_s"] = round(timed(train), 4)
+        row[f"{name}_inference_s"] = round(timed(infer, warm_up), 4)
+        row[f"{name}_train_step_s"] = round(timed(train, warm_up), 4)
     row["inference_speedup"] = round(row["transformers_inference_s"] / row["bertkit_inference_s"], 2)
     row["train_step_speedup"] = round(row["transformers_train_step_s"] / row["bertkit_train_step_s"], 2)
     return row
@@ -119,12 +126,18 @@ def _reset_peak() -> None:
 def memory_child(library: str, task: str, size: str, lengths: list[int], threads: int | None, queue: Any) -> None:
     """In a fresh process: the peak memory of ``task`` at each length, above the loaded model."""
     import torch
+    import transformers
+
+    from bertkit.models.modernbert import ModernBertForSequenceClassification
 
     set_threads(threads)
-    ours, theirs = pair(size)
-    classifier = (ours if library == "bertkit" else theirs).eval()
+    ours_config, theirs_config = configs(size)
+    torch.manual_seed(0)  # random weights: the memory does not depend on their values
+    if library == "bertkit":
+        classifier: Any = ModernBertForSequenceClassification(ours_config).eval()
+    else:
+        classifier = transformers.ModernBertForSequenceClassification(theirs_config).eval()
     encoder = classifier.model
-    del ours, theirs
     peaks = {}
     for length in lengths:
         ids, mask = padded_batch(1, length)
@@ -141,19 +154,37 @@ def memory_child(library: str, task: str, size: str, lengths: list[int], threads
     queue.put(peaks)
 
 
-def memory(size: str, lengths: list[int], threads: int | None) -> list[dict[str, Any]]:
+def measure_in_child(library: str, task: str, size: str, length: int, threads: int | None) -> dict[str, Any]:
+    """``memory_child`` for one length in a fresh process (freed memory stays with the allocator); a child that
+    dies (killed for memory) gives ``{length: "failed (exit code N)"}``."""
     context = multiprocessing.get_context("spawn")
-    rows = []
+    queue = context.Queue()
+    child = context.Process(target=memory_child, args=(library, task, size, [length], threads, queue))
+    child.start()
+    while True:
+        try:
+            got: dict[str, Any] = queue.get(timeout=5)
+            break
+        except queues.Empty:
+            if not child.is_alive():
+                got = {str(length): f"failed (exit code {child.exitcode})"}
+                break
+    child.join()
+    return got
+
+
+def memory(size: str, lengths: list[int], threads: int | None, done: Any = None) -> list[dict[str, Any]]:
+    """Peak memory rows (library, task) at each length; ``done(rows)`` after each row."""
+    rows: list[dict[str, Any]] = []
     for task in ("classification", "embedding"):
         for library in ("bertkit", "transformers"):
-            peaks = {}
-            for length in lengths:  # a fresh process each: freed memory stays with the allocator
-                queue = context.Queue()
-                child = context.Process(target=memory_child, args=(library, task, size, [length], threads, queue))
-                child.start()
-                peaks.update(queue.get())
-                child.join()
+            peaks: dict[str, Any] = {}
+            for length in lengths:
+                peaks.update(measure_in_child(library, task, size, length, threads))
             rows.append({"library": library, "task": task, "size": size, "peak_mib_above_model": peaks})
+            print(f"{library} {task} peak MiB above the model: {peaks}", flush=True)
+            if done is not None:
+                done(rows)
     return rows
 
 
@@ -164,26 +195,37 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     set_threads(args.threads)
     if args.smoke:
-        runs, memory_size, lengths = [("tiny", 4, 64)], "tiny", [256, 512]
-    else:
-        runs, memory_size, lengths = [("tiny", 16, 512), ("base", 4, 512)], "base", [1024, 4096, 8192]
-    speeds = [speed(*run) for run in runs]
-    for row in speeds:
-        print(f"{row['size']}: inference x{row['inference_speedup']}, train step x{row['train_step_speedup']} "
-              f"(bertkit {row['bertkit_inference_s']}s / {row['bertkit_train_step_s']}s)")  # fmt: skip
-    peaks = memory(memory_size, lengths, args.threads)
-    for row in peaks:
-        print(f"{row['library']} {row['task']} peak MiB above the model: {row['peak_mib_above_model']}")
-    result = {
+        runs, memory_size, lengths = [("tiny", 4, 64, True)], "tiny", [256, 512]
+    else:  # the base config's calls take tens of seconds each: measured once, without a warm-up call
+        runs = [("tiny", 16, 512, True), ("base", 4, 512, False)]
+        memory_size, lengths = "base", [1024, 4096, 8192]
+    affinity = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    path = output_path(args, RESULTS / "modernbert.json")
+    result: dict[str, Any] = {
         "benchmark": "modernbert",
         "command": "python benchmarks/bench_modernbert.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "machine": record(),
+        "machine": {**record(), "cpu_affinity": affinity},
         "threads": args.threads,
-        "speed": speeds,
-        "memory": peaks,
-        "note": "one run each after a warm-up; the machine was shared with other jobs",
+        "speed": [],
+        "memory": [],
+        "complete": False,
+        "note": "tiny: one timed call after a warm-up call; base: one timed call; the machine was shared with "
+        "other jobs (on the cores outside cpu_affinity)",
     }
-    path = write_json(output_path(args, RESULTS / "modernbert.json"), result)
+    for run in runs:
+        row = speed(*run)
+        result["speed"].append(row)
+        write_json(path, result)
+        print(f"{row['size']}: inference x{row['inference_speedup']}, train step x{row['train_step_speedup']} "
+              f"(bertkit {row['bertkit_inference_s']}s / {row['bertkit_train_step_s']}s)", flush=True)  # fmt: skip
+
+    def save_memory(rows: list[dict[str, Any]]) -> None:
+        result["memory"] = rows
+        write_json(path, result)
+
+    memory(memory_size, lengths, args.threads, done=save_memory)
+    result["complete"] = True
+    write_json(path, result)
     print(f"wrote {path}")
     return 0
 

@@ -95,12 +95,20 @@ class Packed:
     def total(self) -> int:
         return int(self.indices.shape[0])
 
+    @property
+    def full(self) -> bool:
+        """Whether no token is padding (``T == B * L``): then packing and unpacking are views."""
+        return self.total == self.batch * self.seq_len
+
     def unpad(self, padded: Tensor) -> Tensor:
         """``[B, L, ...]`` -> ``[T, ...]``."""
-        return padded.reshape(self.batch * self.seq_len, *padded.shape[2:])[self.indices]
+        flat = padded.reshape(self.batch * self.seq_len, *padded.shape[2:])
+        return flat if self.full else flat[self.indices]
 
     def pad(self, packed: Tensor) -> Tensor:
         """``[T, ...]`` -> ``[B, L, ...]``, zeros at the padding."""
+        if self.full:
+            return packed.view(self.batch, self.seq_len, *packed.shape[1:])
         out = packed.new_zeros(self.batch * self.seq_len, *packed.shape[1:])
         out = out.index_copy(0, self.indices, packed)
         return out.view(self.batch, self.seq_len, *packed.shape[1:])
@@ -137,47 +145,52 @@ def _window_mask(length: int, half_window: int, device: torch.device) -> Tensor:
     return (rows[:, None] - rows[None, :]).abs() <= half_window
 
 
-def _grid_mask(packed: Packed, half_window: int | None, device: torch.device) -> Tensor | None:
-    """The ``[B|1, 1, M, M]`` boolean mask of the padded layout (M = ``max_len``): real keys, within the window;
-    padded query rows see every key (their outputs are dropped; a fully masked row would give NaN)."""
-    key = ("grid", half_window)
+def _grid_mask(packed: Packed, half_window: int | None, dtype: torch.dtype, device: torch.device) -> Tensor | None:
+    """The ``[B|1, 1, M, M]`` additive mask of the padded layout (M = ``max_len``; 0 where seen, -inf where not,
+    built once per forward: SDPA would turn a boolean mask into this in every layer): real keys, within the
+    window; padded query rows see every key (their outputs are dropped; a fully masked row would give NaN)."""
+    key = ("grid", half_window, dtype)
     if key in packed.cache:
         mask: Tensor | None = packed.cache[key]
         return mask
     m = packed.max_len
-    window = _window_mask(m, half_window, device)[None, None] if half_window is not None else None
-    if bool((packed.lengths == m).all()):
-        mask = window
-    else:
+    allowed = _window_mask(m, half_window, device)[None, None] if half_window is not None else None
+    if not packed.full:
         valid = torch.arange(m, device=device)[None, :] < packed.lengths[:, None]
-        mask = valid[:, None, None, :] | ~valid[:, None, :, None]
-        if window is not None:
-            mask = mask & (window | ~valid[:, None, :, None])
+        allowed = valid[:, None, None, :] | ~valid[:, None, :, None]
+        if half_window is not None:
+            allowed = allowed & (_window_mask(m, half_window, device) | ~valid[:, None, :, None])
+    mask = None if allowed is None else torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill_(
+        ~allowed, float("-inf"))  # fmt: skip
     packed.cache[key] = mask
     return mask
 
 
 def _to_grid(x: Tensor, packed: Packed) -> Tensor:
-    """``[T, heads, d]`` -> ``[B, heads, M, d]`` (zeros at the padding)."""
+    """``[T, ...]`` -> ``[B, M, ...]`` (zeros at the padding; a view when no sequence is shorter than M)."""
+    if packed.full:
+        return x.view(packed.batch, packed.max_len, *x.shape[1:])
     slots = packed.cache.get("slots")
     if slots is None:
         slots = packed.cache["slots"] = packed.sequence * packed.max_len + packed.positions
     grid = x.new_zeros(packed.batch * packed.max_len, *x.shape[1:]).index_copy(0, slots, x)
-    return grid.view(packed.batch, packed.max_len, *x.shape[1:]).transpose(1, 2)
+    return grid.view(packed.batch, packed.max_len, *x.shape[1:])
 
 
 def _from_grid(grid: Tensor, packed: Packed) -> Tensor:
+    """``[B, heads, M, d]`` -> ``[T, heads, d]``."""
     flat = grid.transpose(1, 2).reshape(packed.batch * packed.max_len, *grid.shape[1:2], grid.shape[-1])
-    return flat[packed.cache["slots"]]
+    return flat if packed.full else flat[packed.cache["slots"]]
 
 
 def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, packed: Packed, half_window: int | None, dropout: float) -> Tensor:
-    """Variable-length attention through ``scaled_dot_product_attention`` on the padded layout of q, k, v."""
-    qg, kg, vg = (_to_grid(t, packed) for t in (q, k, v))
+    """Variable-length attention through ``scaled_dot_product_attention`` on the padded layout of q, k, v (one
+    scatter for the three)."""
+    qg, kg, vg = _to_grid(torch.stack((q, k, v), dim=1), packed).permute(2, 0, 3, 1, 4).unbind(0)
     if half_window is not None and packed.max_len > 4 * LOCAL_BLOCK:
         out = _blocked_local(qg, kg, vg, packed, half_window, dropout)
     else:
-        mask = _grid_mask(packed, half_window, q.device)
+        mask = _grid_mask(packed, half_window, q.dtype, q.device)
         out = F.scaled_dot_product_attention(qg, kg, vg, attn_mask=mask, dropout_p=dropout)
     return _from_grid(out, packed)
 
