@@ -1,7 +1,7 @@
 """Start-up time of `bertkit serve`: from launching the command to its port answering, to ready, to the first
 answered /embed.
 
-`bertkit serve` opens its port before it loads the model (``bertkit.serve.starting``), so three moments are
+`bertkit serve` opens its port before it loads the model (``bertkit.serve.loading_app``), so three moments are
 timed from the launch: the first answer of ``/health/live`` (the process serves HTTP), the first 200 of
 ``/health/ready`` (the model is loaded) and the first 200 of ``POST /embed`` (a request answered). Cases:
 

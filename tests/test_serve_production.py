@@ -415,7 +415,7 @@ def test_sigterm_finishes_the_request_in_flight_refuses_new_ones_and_exits_0(enc
 # ------------------------------------------------------------------------------------------ loading
 def test_while_loading_readiness_and_every_route_answer_503_and_liveness_200(encoder_dir):
     from bertkit.serve.keys import KeyRing
-    from bertkit.serve.starting import Starting
+    from bertkit.serve.loading_app import Starting
 
     keys = KeyRing([KEY])
     starting = Starting(lambda: create_app(encoder_dir, access=ServeAccess(api_key=[KEY]), keys=keys), keys)
@@ -437,7 +437,7 @@ def test_while_loading_readiness_and_every_route_answer_503_and_liveness_200(enc
 def test_a_failed_load_stops_the_server_and_keeps_its_error():
     from bertkit.errors import CheckpointError
     from bertkit.serve.keys import KeyRing
-    from bertkit.serve.starting import Starting
+    from bertkit.serve.loading_app import Starting
 
     def broken():
         raise CheckpointError("model.safetensors is truncated")

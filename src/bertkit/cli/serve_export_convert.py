@@ -75,7 +75,7 @@ def _run_serve(
     choose_backend(backend, quantize)  # so do a wrong backend and a model path that is no model
     check_pretrained(model)
 
-    def load_model() -> Loaded:  # runs while the port answers 503 (bertkit.serve.starting)
+    def load_model() -> Loaded:  # runs while the port answers 503 (bertkit.serve.loading_app)
         loaded = load(model, quantize=quantize, compile=compile, backend=backend)
         if loaded.sentence_config is None or not loaded.sentence_config.unsupported:
             print(f"bertkit: embeddings default to {embed_settings(loaded).notice()}", file=sys.stderr)

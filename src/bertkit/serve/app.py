@@ -46,12 +46,12 @@ from bertkit.serve.body_limit import BodyLimit
 from bertkit.serve.errors import add_error_handlers
 from bertkit.serve.keys import KeyRing
 from bertkit.serve.limits import ServeLimits
+from bertkit.serve.loading_app import Starting
 from bertkit.serve.middleware import Gate, GateRules
 from bertkit.serve.prometheus import tell_if_missing
 from bertkit.serve.ratelimit import RateLimiter
 from bertkit.serve.routes import add_routes
 from bertkit.serve.service import Service
-from bertkit.serve.starting import Starting
 
 logger = logging.getLogger("bertkit.serve")
 
