@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import torch
 
 pytest.importorskip("fastapi", reason="the serve extra (fastapi) is not installed")
 pytest.importorskip("uvicorn", reason="the serve extra (uvicorn) is not installed")
@@ -174,5 +175,10 @@ def test_tei_client_text_classification_and_predict(classifier):
     assert as_pair[0]["score"] == pytest.approx(pair.score, abs=1e-5)
     status, top_one = post(url + "/", {"inputs": TEXTS[0], "parameters": {"top_k": 1}})
     assert status == 200 and len(top_one) == 1
-    status, refused = post(url + "/predict", {"inputs": TEXTS[0], "raw_scores": True})
-    assert status == 422 and "raw_scores" in refused["error"]
+    status, raw = post(url + "/predict", {"inputs": TEXTS[0], "raw_scores": True})
+    assert status == 200 and [p["label"] for p in raw] == [p["label"] for p in single]
+    encoded = loaded.tokenizer([TEXTS[0]], return_tensors="pt")
+    with torch.inference_mode():
+        logits = loaded.model(encoded["input_ids"], attention_mask=encoded["attention_mask"]).logits[0]
+    by_label = {loaded.config.id2label[i]: float(v) for i, v in enumerate(logits)}
+    assert {p["label"]: pytest.approx(p["score"], abs=1e-4) for p in raw} == by_label

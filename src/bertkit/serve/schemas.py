@@ -172,7 +172,7 @@ class PredictRequest(_Strict):
     inputs: Text | list[PredictInput] = Field(description="A text, a [text, text_pair] pair, or a list of those.")
     truncate: bool | None = Field(None, description="Cut inputs longer than the model's length (default: refuse).")
     truncation_direction: Literal["right", "Right"] = Field("right", description="Only right (keep the start).")
-    raw_scores: bool = Field(False, description="Not supported: the scores are probabilities.")
+    raw_scores: bool = Field(False, description="Score labels by the head's logits instead of probabilities.")
     parameters: TextClassificationParameters | None = None
 
     @field_validator("inputs")

@@ -92,29 +92,30 @@ def _predict_items(inputs: str | list[Any]) -> tuple[list[str | tuple[str, str]]
 
 async def predict(request: PredictRequest, service: ServiceDep) -> Any:
     """A classifier's labels by probability, best first, per input (TEI's ``/predict``)."""
-    if request.raw_scores:
-        raise Problem(422, "raw_scores is not supported: /predict gives probabilities; leave raw_scores out")
     items, single = _predict_items(request.inputs)
     service.checks.count(items)
     service.checks.chars([s for item in items for s in ((item,) if isinstance(item, str) else item)])
     limit = 1 << 30 if request.truncate else service.tei_max_input_length
     lengths = await _lengths(service, items, limit=limit, hint=TRUNCATE_HINT)
     top_k = request.parameters.top_k if request.parameters else None
-    job = partial(_predict_job, service.loaded, service.limits.batch_size)
+    job = partial(_predict_job, service.loaded, service.limits.batch_size, request.raw_scores)
     results = await service.run(("predict",), job, items, lengths)
     results = [ranked[:top_k] for ranked in results]
     return _json(results[0] if single else results)
 
 
-def _predict_job(loaded: Loaded, batch: int, items: list) -> list[list[dict[str, Any]]]:
+def _predict_job(loaded: Loaded, batch: int, raw_scores: bool, items: list) -> list[list[dict[str, Any]]]:
+    """Each input's labels, best first, scored by probability or, with ``raw_scores``, by the head's logits
+    (TEI's choice; the order is the same)."""
     config = loaded.config
     out = []
     for prediction in inference.classify(items, loaded, batch_size=batch):
-        if prediction.probabilities is None:  # a regression head: its one score
+        scores = prediction.logits if raw_scores else prediction.probabilities
+        if scores is None:  # a regression head: its one score, raw either way
             name = config.id2label[0] if config.id2label else "LABEL_0"
             out.append([{"score": prediction.score, "label": name}])
         else:
-            ranked = sorted(prediction.probabilities.items(), key=lambda kv: -kv[1])
+            ranked = sorted(scores.items(), key=lambda kv: -kv[1])
             out.append([{"score": score, "label": label} for label, score in ranked])
     return out
 
