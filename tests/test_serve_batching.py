@@ -16,7 +16,7 @@ import httpx
 
 from bertkit import inference
 from bertkit.serve import ServeLimits, create_app
-from bertkit.serve.batcher import Batcher, Overloaded, _Input, _Job, token_batches
+from bertkit.serve.dynamic_batching import Batcher, Overloaded, _Input, _Job, token_batches
 
 
 def _entries(lengths):

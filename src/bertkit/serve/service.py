@@ -16,8 +16,8 @@ from bertkit.inference import Loaded
 from bertkit.inference.encoder import EmbedSettings, embed_settings
 from bertkit.inference.finetuned import can_rerank
 from bertkit.quantize import is_quantized
-from bertkit.serve.batcher import Batcher, Overloaded, in_thread
 from bertkit.serve.checks import RequestChecks
+from bertkit.serve.dynamic_batching import Batcher, Overloaded, in_thread
 from bertkit.serve.errors import Problem
 from bertkit.serve.limits import ServeLimits
 from bertkit.serve.prometheus import Metrics
