@@ -1,6 +1,6 @@
 """Loading prepared shards for training: a map-style dataset, its collator and the resumable loader.
 
-Order and resume follow the one batch-source contract of :mod:`bertkit.data.batches`: epoch ``e`` visits the
+Order and resume follow the one batch-source contract of :mod:`bertkit.data.batch_sources`: epoch ``e`` visits the
 instances in a permutation drawn from ``epoch_rng(seed, e)``, cut into global micro-batches of which rank
 ``r`` of ``world_size`` takes ``r, r + w, ...``, and the state counts global micro-batches. Instances are
 fetched by ``(epoch, index)`` keys, so a dataset copy inside a DataLoader worker needs no shared epoch state,
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from bertkit.data.batches import RandomOrder, ResumableBatches
+from bertkit.data.batch_sources import RandomOrder, ResumableBatches
 from bertkit.data.masking import MaskingRate, MaskingSpec, derive_seed, mask_tokens
 from bertkit.data.shards import ShardSplit, load_splits, open_dataset
 from bertkit.errors import DataError

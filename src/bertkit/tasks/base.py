@@ -24,7 +24,7 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 import torch
 from torch import nn
 
-from bertkit.data.batches import Ordering
+from bertkit.data.batch_sources import Ordering
 from bertkit.features import Feature
 from bertkit.sentence_config import SentenceConfig
 from bertkit.tasks.readers import ReadReport

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from bertkit.data.batches import epoch_rng
+from bertkit.data.batch_sources import epoch_rng
 
 
 class LengthGroupedOrder:

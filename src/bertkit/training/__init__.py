@@ -2,11 +2,11 @@
 
 ``bertkit.training.pretrain`` (the pre-training entry point) is imported on demand: it needs the model and
 the data pipeline, which fine-tuning users of the loop do not. The batch-source contract the Trainer reads
-(``BatchSource``, ``ResumableBatches``) lives one floor down, in ``bertkit.data.batches``, because the
+(``BatchSource``, ``ResumableBatches``) lives one floor down, in ``bertkit.data.batch_sources``, because the
 pre-training loader implements it too.
 """
 
-from bertkit.data.batches import BatchSource, ResumableBatches, Stateful
+from bertkit.data.batch_sources import BatchSource, ResumableBatches, Stateful
 from bertkit.training.checkpoint import (
     latest_valid_checkpoint,
     list_checkpoints,

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from bertkit.data.batches import Ordering, RandomOrder, ResumableBatches
+from bertkit.data.batch_sources import Ordering, RandomOrder, ResumableBatches
 from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.features import Feature
 from bertkit.features.runner import predict_features

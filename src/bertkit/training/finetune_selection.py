@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from bertkit.data.batches import ResumableBatches
+from bertkit.data.batch_sources import ResumableBatches
 from bertkit.errors import ConfigError
 from bertkit.features.runner import run_model
 from bertkit.notices import notice

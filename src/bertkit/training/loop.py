@@ -1,7 +1,7 @@
 """The one training loop, shared by pre-training and every fine-tuning task.
 
 A :class:`Trainer` takes a model whose ``forward(**batch)`` returns an object with ``.loss``, a batch source
-(:class:`bertkit.data.batches.BatchSource`), a :class:`TrainConfig` and optional :class:`Hooks`, and owns
+(:class:`bertkit.data.batch_sources.BatchSource`), a :class:`TrainConfig` and optional :class:`Hooks`, and owns
 everything else: optimizer and schedule, precision, gradient accumulation and clipping, skipping non-finite
 steps, data parallelism (DDP or FSDP), evaluation, best-model selection, logging, checkpoints, resume and
 signals. :meth:`Trainer.train` reads top to bottom; each of its steps is a method below it.
@@ -27,7 +27,7 @@ from safetensors.torch import save_model
 from torch import nn
 
 from bertkit.compiling import compile_model
-from bertkit.data.batches import BatchSource
+from bertkit.data.batch_sources import BatchSource
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.model import EncoderLayer, PreTrainedMixin
 from bertkit.notices import notice

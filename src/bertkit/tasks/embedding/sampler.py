@@ -2,7 +2,7 @@
 
 SQuAD-style pairs share passages heavily (several questions per paragraph): two rows with the same positive in
 one batch would each count the other's positive, their own, as a negative. :class:`NoDuplicatesOrder` is the
-batch order of :class:`bertkit.data.batches.ResumableBatches` that rules this out, as sentence-transformers'
+batch order of :class:`bertkit.data.batch_sources.ResumableBatches` that rules this out, as sentence-transformers'
 ``NoDuplicatesBatchSampler`` does: rows are taken in a random order (the epoch's, from the seed) and each goes
 into the first batch that has room and holds none of its texts (anchor, positive or negative). An epoch has the
 usual ``ceil(rows / batch)`` batches, so the step count is known ahead; a row that fits in no batch of the epoch

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from bertkit.data.batches import Ordering
+from bertkit.data.batch_sources import Ordering
 from bertkit.errors import ConfigError, DataError
 from bertkit.features import Feature
 from bertkit.features.padding import to_numpy_rows
