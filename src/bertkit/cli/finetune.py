@@ -43,7 +43,7 @@ from bertkit.threads import use_threads
 
 if TYPE_CHECKING:  # the training package imports torch, which `bertkit --help` should not pay for
     from bertkit.training.finetune import FinetuneConfig
-    from bertkit.training.search import Runner
+    from bertkit.training.hyperparameter_search import Runner
 
 commands = typer.Typer(rich_markup_mode=None)
 
@@ -216,7 +216,7 @@ def run_training(options: dict[str, Any], fields: dict[str, Any], run: Runner | 
 def _run_search(
     config: FinetuneConfig, config_file: str | None, *, trials: int | None, budget: str | None, run: Runner | None
 ) -> None:
-    from bertkit.training.search import SearchConfig, search, search_table
+    from bertkit.training.hyperparameter_search import SearchConfig, search, search_table
 
     settings = (
         SearchConfig.from_file(config_file, trials=trials, budget=budget)

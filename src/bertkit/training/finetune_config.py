@@ -173,5 +173,5 @@ def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
     """Flat options from a TOML (or YAML) file: ``FinetuneConfig`` and ``TrainConfig`` fields, training keys
     flat or in a ``[train]`` table, and a ``[task_options]`` table (the rules of
     :func:`bertkit.training.config.read_config_file`). ``train``/``dev`` are accepted for
-    ``train_file``/``dev_file``; a ``[search]`` table is the search grid's (``bertkit.training.search``)."""
+    ``train_file``/``dev_file``; a ``[search]`` table is the search grid's (``bertkit.training.hyperparameter_search``)."""
     return read_options(path, FinetuneConfig, aliases={"train": "train_file", "dev": "dev_file"}, sections=("search",))
