@@ -26,7 +26,7 @@ from bertkit.retrieval import (
     read_beir,
     write_beir,
 )
-from bertkit.retrieval import search as search_module
+from bertkit.retrieval import vector_search as search_module
 from inference_helpers import write_squad
 
 DOCS = {

@@ -90,7 +90,7 @@ def _run_mine(
     use_threads(threads)
     from bertkit.io import check_output_file
     from bertkit.retrieval import EmbeddingOptions, MiningConfig, mine_hard_negatives, read_corpus, read_pairs
-    from bertkit.retrieval.search import check_score_function
+    from bertkit.retrieval.vector_search import check_score_function
 
     check_output_file(output, example="negatives.jsonl")
     check_score_function(score_function)

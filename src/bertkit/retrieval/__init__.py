@@ -4,7 +4,7 @@
   and written;
 - ``squad``: a BEIR folder from SQuAD JSON (each question's paragraph is its one relevant passage);
 - ``embedding``: the model loaded once, its sentence-transformers settings honoured, texts embedded in chunks;
-- ``search``: exact cosine/dot search over corpus chunks with bounded memory, and an approximate HNSW index
+- ``vector_search``: exact cosine/dot search over corpus chunks with bounded memory, and an approximate HNSW index
   (faiss, the ``ann`` extra) with its recall against exact search;
 - ``evaluate``: ``evaluate_retrieval`` (nDCG@10, MRR@10, recall@k, MAP@100 from ``tasks.retrieval_metrics``)
   and ``evaluate_sts`` (Spearman and Pearson of cosine similarities);
@@ -19,8 +19,8 @@ from bertkit.retrieval.beir import BeirSet, Passage, read_beir, write_beir
 from bertkit.retrieval.embedding import Embedder, EmbeddingOptions
 from bertkit.retrieval.evaluate import evaluate_retrieval, evaluate_sts
 from bertkit.retrieval.mining import MiningConfig, MiningResult, mine_hard_negatives, read_corpus, read_pairs
-from bertkit.retrieval.search import ExactSearch, Hits, HnswIndex, exact_search, overlap_at_k
 from bertkit.retrieval.squad import beir_from_squad, write_squad_beir
+from bertkit.retrieval.vector_search import ExactSearch, Hits, HnswIndex, exact_search, overlap_at_k
 
 __all__ = [
     "BeirSet",

@@ -16,7 +16,7 @@ from bertkit.inference.loading import Loaded
 from bertkit.notices import notice
 from bertkit.retrieval.beir import BeirSet, read_beir
 from bertkit.retrieval.embedding import Embedder, EmbeddingOptions
-from bertkit.retrieval.search import ExactSearch, Hits, HnswIndex, overlap_at_k
+from bertkit.retrieval.vector_search import ExactSearch, Hits, HnswIndex, overlap_at_k
 from bertkit.tasks.registry import make_task
 from bertkit.tasks.retrieval_metrics import DEFAULT_MEASURES, parse_measure, pearson, retrieval_scores, spearman
 

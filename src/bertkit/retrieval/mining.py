@@ -26,7 +26,7 @@ from bertkit.io import atomic_open, check_output_file
 from bertkit.notices import notice
 from bertkit.retrieval.beir import Passage, read_corpus_file
 from bertkit.retrieval.embedding import Embedder, EmbeddingOptions
-from bertkit.retrieval.search import ExactSearch
+from bertkit.retrieval.vector_search import ExactSearch
 from bertkit.tasks.readers import pick_column, read_table
 from bertkit.tasks.readers.report import ReadReport
 
