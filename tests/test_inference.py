@@ -117,19 +117,19 @@ def test_length_sorted_batches_keep_to_a_token_budget_unless_one_row_is_longer()
 
 
 def test_embed_on_a_cpu_splits_a_batch_by_tokens_and_gives_the_same_vectors(encoder_dir, monkeypatch):
-    from bertkit.inference import encoder
+    from bertkit.inference import encoder_outputs
 
     texts = ["a short one .", "the cat sat on the mat and then it sat there for a very long while ."] * 3
     whole = inference.embed(texts, str(encoder_dir), batch_size=6)
-    monkeypatch.setattr(encoder, "CPU_BATCH_TOKENS", 8)  # every text runs alone
+    monkeypatch.setattr(encoder_outputs, "CPU_BATCH_TOKENS", 8)  # every text runs alone
     calls = []
-    real = encoder.run_batches
+    real = encoder_outputs.run_batches
 
     def counting(*args, **kwargs):
         calls.append(kwargs["max_tokens"])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(encoder, "run_batches", counting)
+    monkeypatch.setattr(encoder_outputs, "run_batches", counting)
     split = inference.embed(texts, str(encoder_dir), batch_size=6)
     assert calls == [8]
     np.testing.assert_allclose(split, whole, atol=1e-5)

@@ -13,7 +13,7 @@ import pytest
 import bertkit
 from bertkit.cli import main
 from bertkit.errors import BertkitError, TruncationWarning
-from bertkit.inference.encoder import embed_settings
+from bertkit.inference.encoder_outputs import embed_settings
 from bertkit.sentence_config import SentenceConfig, read_sentence_config
 
 SHORT = ["A man is playing a guitar.", "The new movie is awesome!", "Paris", "It rains today in the city."]

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # the inference package imports torch, which `bertkit --help`
     import numpy as np
 
     from bertkit.inference import Loaded, TextInput
-    from bertkit.inference.encoder import EmbedSettings
+    from bertkit.inference.encoder_outputs import EmbedSettings
 
 commands = typer.Typer(rich_markup_mode=None)
 

@@ -63,7 +63,7 @@ def _run_serve(
     from bertkit.backends import choose_backend
     from bertkit.checkpoint_files.pretrained import check_pretrained
     from bertkit.inference import Loaded, load
-    from bertkit.inference.encoder import embed_settings
+    from bertkit.inference.encoder_outputs import embed_settings
     from bertkit.serve import ServeLimits
     from bertkit.serve.access import ServeAccess
     from bertkit.serve.app import serve_loading

@@ -6,7 +6,7 @@ was fine-tuned with (``loading``); load once, call many times. Every pipeline ta
 batches carry little padding, results back in the caller's order) under ``torch.inference_mode()``. A single
 input (a string, or a pair) gives a single result; a list gives a list.
 
-- ``encoder``: ``embed`` (``embed_settings``: the one rule for its defaults; ``embed_token_ids``; Matryoshka
+- ``encoder_outputs``: ``embed`` (``embed_settings``: the one rule for its defaults; ``embed_token_ids``; Matryoshka
   ``truncate_dimensions``) and ``attentions``, on any model;
 - ``pretraining``: ``fill_mask`` and ``next_sentence``, on the pre-training heads;
 - ``finetuned``: ``classify``, ``tag``, ``answer`` and ``rerank`` (``pair_scores``: a cross-encoder's scores), on fine-tuned heads, with the task's post-processing;
@@ -19,7 +19,7 @@ encoder without an MLM head, say).
 from __future__ import annotations
 
 from bertkit.features.runner import MODEL_INPUTS, length_sorted_batches
-from bertkit.inference.encoder import (
+from bertkit.inference.encoder_outputs import (
     AttentionMaps,
     EmbedSettings,
     attentions,

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from bertkit.errors import TruncationWarning
-from bertkit.inference.encoder import EmbedSettings, embed, embed_settings
+from bertkit.inference.encoder_outputs import EmbedSettings, embed, embed_settings
 from bertkit.inference.loading import Loaded, load
 from bertkit.notices import notice
 

@@ -13,7 +13,7 @@ from bertkit import __version__
 from bertkit.backends import backend_of
 from bertkit.errors import BertkitError
 from bertkit.inference import Loaded
-from bertkit.inference.encoder import EmbedSettings, embed_settings
+from bertkit.inference.encoder_outputs import EmbedSettings, embed_settings
 from bertkit.inference.finetuned import can_rerank
 from bertkit.quantize import is_quantized
 from bertkit.serve.checks import RequestChecks

@@ -23,7 +23,7 @@ from fastapi import Depends, Response
 
 from bertkit import inference
 from bertkit.inference import Loaded
-from bertkit.inference.encoder import EmbedSettings, embed_settings, truncate_dimensions
+from bertkit.inference.encoder_outputs import EmbedSettings, embed_settings, truncate_dimensions
 from bertkit.inference.finetuned import can_rerank, pair_scores, rank_scores
 from bertkit.serve.routes.route import Route
 from bertkit.serve.schemas import (

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from bertkit import inference
 from bertkit.inference import Loaded
-from bertkit.inference.encoder import EmbedSettings, embed_settings
+from bertkit.inference.encoder_outputs import EmbedSettings, embed_settings
 from bertkit.inference.finetuned import can_rerank
 from bertkit.serve.errors import Problem
 from bertkit.serve.routes.pipelines import _json, _keep_the_end, _lengths, _rows, _tei_embed, _vectors, rerank
