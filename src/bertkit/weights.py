@@ -9,6 +9,7 @@ TensorFlow), where the model's own ``from_pretrained``/``save_pretrained`` reach
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 from pathlib import Path
@@ -22,14 +23,22 @@ from bertkit.compiling import compile_model
 from bertkit.config import CONFIG_NAME, BertConfig, ModernBertConfig, model_type_of
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.hub import resolve_model
+from bertkit.io import atomic_write_text
 from bertkit.model import HEAD_CLASSES, BertModel
 from bertkit.models.modernbert import MODERNBERT_CLASSES, ModernBertPreTrained
 from bertkit.models.modernbert import load_state as load_modernbert_state
 from bertkit.models.modernbert import read_checkpoint as read_modernbert
 from bertkit.sentence_config import SentenceConfig, read_sentence_config, write_sentence_config
-from bertkit.tokenizer import Tokenizer
+from bertkit.tokenizer import TOKENIZER_CONFIG_NAME, Tokenizer
 
-__all__ = ["convert_checkpoint", "encoder_and_prefix", "is_modernbert", "load_model", "save_pretrained"]
+__all__ = [
+    "convert_checkpoint",
+    "declare_modernbert_inputs",
+    "encoder_and_prefix",
+    "is_modernbert",
+    "load_model",
+    "save_pretrained",
+]
 
 logger = logging.getLogger("bertkit.weights")
 
@@ -57,6 +66,7 @@ def save_pretrained(
         directory = model.save_pretrained(directory)
         if tokenizer is not None:
             tokenizer.save_pretrained(directory)
+            declare_modernbert_inputs(directory)
         if sentence is not None:
             length = sentence.max_seq_length or model.config.max_position_embeddings
             write_sentence_config(
@@ -134,6 +144,26 @@ def load_model(
         quantization.quantize_model(model, quantize_scheme)
     model.eval()
     return compile_model(model, frozen=True) if compile else model
+
+
+MODERNBERT_INPUTS = ["input_ids", "attention_mask"]
+"""What a ModernBERT takes: no ``token_type_ids`` (it has no segment embedding)."""
+
+
+def declare_modernbert_inputs(directory: str | os.PathLike) -> None:
+    """Name a ModernBERT's inputs in the directory's ``tokenizer_config.json`` (``model_input_names``), as
+    answerdotai's checkpoints do, so that ``transformers``' tokenizer (and sentence-transformers through it) passes
+    no ``token_type_ids``, which ``ModernBertModel.forward`` refuses. Nothing without a ``tokenizer_config.json``."""
+    path = Path(directory) / TOKENIZER_CONFIG_NAME
+    if not path.is_file():
+        return
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        raise CheckpointError(f"{path} is not valid JSON") from None
+    if isinstance(config, dict) and config.get("model_input_names") != MODERNBERT_INPUTS:
+        config["model_input_names"] = MODERNBERT_INPUTS
+        atomic_write_text(path, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
 
 
 def is_modernbert(path: str | os.PathLike) -> bool:

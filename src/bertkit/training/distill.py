@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from bertkit.config import BertConfig
+from bertkit.config import BertConfig, ModernBertConfig
 from bertkit.errors import ConfigError
 from bertkit.features import Feature
 from bertkit.hub import resolve_model
@@ -252,7 +252,7 @@ class EmbeddingDistiller(nn.Module):
         self.project: nn.Module = nn.Linear(*widths) if widths[0] != widths[1] else nn.Identity()
 
     @property
-    def config(self) -> BertConfig:
+    def config(self) -> BertConfig | ModernBertConfig:
         return self.student.config
 
     def forward(

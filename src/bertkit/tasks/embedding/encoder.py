@@ -1,9 +1,9 @@
 """The module the loop trains for sentence embeddings: the encoder, its pooling, the loss, and the gradient cache.
 
-:class:`SentenceEncoder` wraps a ``BertModel``. In training, ``forward`` takes a batch of texts (``input_ids``,
-``attention_mask``; every text of every row once) and ``columns [B, C]``, the index of each row's c-th text,
-embeds the texts and returns the loss of their vectors in that ``[B, C, D]`` layout. Out of training, without
-``columns``, it returns the pooled vectors (dev scoring).
+:class:`SentenceEncoder` wraps a ``BertModel`` (or a ``ModernBertModel``). In training, ``forward`` takes a
+batch of texts (``input_ids``, ``attention_mask``; every text of every row once) and ``columns [B, C]``, the index
+of each row's c-th text, embeds the texts and returns the loss of their vectors in that ``[B, C, D]`` layout. Out
+of training, without ``columns``, it returns the pooled vectors (dev scoring).
 
 Texts are embedded in *mini-batches* sorted by length, each cut to its own longest text, so a batch of short
 questions and long passages wastes no compute on padding (``mini_batch_size`` texts each).
@@ -24,8 +24,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from bertkit.config import BertConfig
+from bertkit.config import BertConfig, ModernBertConfig
 from bertkit.model import BertModel, pool_tokens
+from bertkit.models.modernbert import ModernBertModel
 
 Loss = Callable[[Tensor, Tensor | None], Tensor]
 
@@ -58,7 +59,7 @@ class SentenceEncoder(nn.Module):
 
     def __init__(
         self,
-        bert: BertModel,
+        bert: BertModel | ModernBertModel,
         loss: Loss,
         *,
         pooling: str = "mean",
@@ -72,7 +73,7 @@ class SentenceEncoder(nn.Module):
         self.mini_batch_size, self.cache = mini_batch_size, cache
 
     @property
-    def config(self) -> BertConfig:
+    def config(self) -> BertConfig | ModernBertConfig:
         """The encoder's config, as the heads expose theirs."""
         return self.bert.config
 
