@@ -103,7 +103,7 @@ def _plain(value: Any) -> Any:
 def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
     """The flat field values of a config: nested configs as ``outer.field``, the training options by their
     flat option names (``train.lr``), whatever the grouping of ``TrainConfig``."""
-    from bertkit.training.config import TrainConfig
+    from bertkit.training.train_config import TrainConfig
 
     if isinstance(obj, TrainConfig):
         return {f"{prefix}{k}": _plain(v) for k, v in obj.to_dict().items()}

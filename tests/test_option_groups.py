@@ -9,7 +9,7 @@ import pytest
 
 from bertkit.errors import ConfigError
 from bertkit.option_groups import OptionGroup, flat, from_flat, leaves, option_names, replace_flat, to_flat
-from bertkit.training.config import DurationConfig, OptimizerConfig, TrainConfig
+from bertkit.training.train_config import DurationConfig, OptimizerConfig, TrainConfig
 
 
 @dataclass

@@ -17,9 +17,9 @@ from bertkit.data.loader import PretrainingLoader
 from bertkit.data.masking import MaskingRate, MaskingSpec, mask_tokens
 from bertkit.errors import ConfigError, DataError
 from bertkit.model import BertForMaskedLM
-from bertkit.training.config import BatchConfig
 from bertkit.training.optim import ONECYCLE_START, lr_multiplier
 from bertkit.training.pretrain import build_config, build_model, pretrain
+from bertkit.training.train_config import BatchConfig
 from training_helpers import make_pretraining_dataset
 
 QUIET = dict(progress=False, tensorboard=False, plot=False, peak_flops=1e12)

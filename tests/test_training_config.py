@@ -18,13 +18,13 @@ from bertkit.errors import ConfigError
 from bertkit.option_groups import option_leaves
 from bertkit.training import pretrain as pretrain_module
 from bertkit.training import run_log
-from bertkit.training.config import TrainConfig, option_names
 from bertkit.training.finetune import FinetuneConfig
 from bertkit.training.finetune import read_config_file as read_finetune_file
 from bertkit.training.finetune_defaults import DEFAULTS
 from bertkit.training.pretrain import PretrainConfig, build_config, pretrain
 from bertkit.training.pretrain import read_config_file as read_pretrain_file
 from bertkit.training.run_log import DATASHEET_PEAKS, datasheet_peak, measure_matmul_peak, mfu_peak
+from bertkit.training.train_config import TrainConfig, option_names
 from training_helpers import make_pretraining_dataset
 
 # Every flag of `bertkit pretrain` / `bertkit finetune` in use before the options were generated (tests, docs,

@@ -43,8 +43,8 @@ def finetune_config(
     ``options`` are the command's flat names (``train_file``/``dev_file`` may stand for ``train``/``dev``);
     a name that is no fine-tuning or training option is the task's (``text_column``, ``label_names``...), as
     are those of ``task_options``."""
-    from bertkit.training.config import TrainConfig, option_names
     from bertkit.training.finetune import FinetuneConfig
+    from bertkit.training.train_config import TrainConfig, option_names
 
     given = {"task": task, "model": model, "train_file": train, "dev_file": dev, "output": output}
     flat: dict[str, Any] = {name: str(value) for name, value in given.items() if value is not None}

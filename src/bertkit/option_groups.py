@@ -1,6 +1,6 @@
 """Option groups: a config as a tree of small dataclasses, read and written by flat option names.
 
-A config such as :class:`bertkit.training.config.TrainConfig` nests one :class:`OptionGroup` per concern
+A config such as :class:`bertkit.training.train_config.TrainConfig` nests one :class:`OptionGroup` per concern
 (optimizer, schedule, precision...), as torchtitan nests its job config; each group owns its fields, their
 docstrings and their checks. Users still name every option by one flat name (``--lr``, ``lr = 5e-5``): a field's
 flat name is its own name, or the ``flat`` entry of its metadata (``OptimizerConfig.name`` is ``optimizer``).

@@ -25,9 +25,9 @@ commands = typer.Typer(rich_markup_mode=None)
 
 
 def _distill_function() -> Callable[..., None]:
-    from bertkit.training.config import TrainConfig
     from bertkit.training.distill import DistillConfig
     from bertkit.training.finetune import FinetuneConfig
+    from bertkit.training.train_config import TrainConfig
 
     options = config_options(
         [DistillConfig, FinetuneConfig, TrainConfig],

@@ -109,9 +109,9 @@ ScoreMaxOption = Annotated[
 
 
 def _finetune_function() -> Callable[..., None]:
-    from bertkit.training.config import TrainConfig
     from bertkit.training.finetune import FinetuneConfig
     from bertkit.training.finetune_defaults import DEFAULTS, MAX_EPOCHS, MIN_UPDATES, SMALL_BATCH, SMALL_SET
+    from bertkit.training.train_config import TrainConfig
 
     # the defaults table, e.g. "5e-05; qa 3e-05": the default for every task, then each task's own
     shown = {

@@ -16,8 +16,8 @@ commands = typer.Typer(rich_markup_mode=None)
 
 
 def _pretrain_function() -> Callable[..., None]:
-    from bertkit.training.config import TrainConfig
     from bertkit.training.pretrain import PretrainConfig
+    from bertkit.training.train_config import TrainConfig
 
     options = config_options([PretrainConfig, TrainConfig], flags={"output": ("--output", "-o")}, exclude={"resume"})
     return generated_command("pretrain", pretrain_command.__doc__, options, _run_pretrain)

@@ -15,9 +15,9 @@ from bertkit.demo.records import FillMask, Predictions, Pretraining, Vocabulary
 from bertkit.demo.timing import timed
 from bertkit.inference import fill_mask
 from bertkit.model import BertForPreTraining
-from bertkit.training.config import TrainConfig, parse_duration
 from bertkit.training.loop import TrainResult
 from bertkit.training.pretrain import FINAL_DIR, PretrainConfig, pretrain
+from bertkit.training.train_config import TrainConfig, parse_duration
 from bertkit.weights import save_pretrained
 
 PROBES = [

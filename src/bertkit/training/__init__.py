@@ -14,9 +14,9 @@ from bertkit.training.checkpoint import (
     save_checkpoint,
     validate_checkpoint,
 )
-from bertkit.training.config import TrainConfig, parse_duration
 from bertkit.training.loop import Hooks, Trainer, TrainingDiverged, TrainResult, train
 from bertkit.training.optim import Lamb, build_optimizer, lr_multiplier, param_groups
+from bertkit.training.train_config import TrainConfig, parse_duration
 
 __all__ = [
     "BatchSource",

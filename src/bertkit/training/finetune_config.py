@@ -12,9 +12,9 @@ from typing import Any
 
 from bertkit.errors import ConfigError
 from bertkit.tasks.registry import TASK_NAMES
-from bertkit.training.config import NOT_AN_OPTION, TrainConfig, option_names, split_options
-from bertkit.training.config import read_config_file as read_options
 from bertkit.training.finetune_defaults import FIXED_RECIPE, task_defaults, unset_defaults
+from bertkit.training.train_config import NOT_AN_OPTION, TrainConfig, option_names, split_options
+from bertkit.training.train_config import read_config_file as read_options
 
 
 @dataclass
@@ -172,6 +172,6 @@ def _default_train(
 def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
     """Flat options from a TOML (or YAML) file: ``FinetuneConfig`` and ``TrainConfig`` fields, training keys
     flat or in a ``[train]`` table, and a ``[task_options]`` table (the rules of
-    :func:`bertkit.training.config.read_config_file`). ``train``/``dev`` are accepted for
+    :func:`bertkit.training.train_config.read_config_file`). ``train``/``dev`` are accepted for
     ``train_file``/``dev_file``; a ``[search]`` table is the search grid's (``bertkit.training.hyperparameter_search``)."""
     return read_options(path, FinetuneConfig, aliases={"train": "train_file", "dev": "dev_file"}, sections=("search",))

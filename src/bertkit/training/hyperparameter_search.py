@@ -36,9 +36,9 @@ from bertkit.errors import ConfigError
 from bertkit.io import atomic_write_text
 from bertkit.notices import notice
 from bertkit.training.checkpoint import latest_valid_checkpoint, read_trainer_state
-from bertkit.training.config import parse_duration, read_options_file
 from bertkit.training.finetune import FinetuneConfig, FinetuneResult, finetune
 from bertkit.training.finetune_defaults import unset_defaults
+from bertkit.training.train_config import parse_duration, read_options_file
 
 Runner = Callable[[FinetuneConfig], FinetuneResult]
 """What trains one point of the search: ``finetune``, or a distillation."""

@@ -9,7 +9,7 @@ import torch
 
 from bertkit.progress import Progress
 from bertkit.training import distributed
-from bertkit.training.config import TrainConfig
+from bertkit.training.train_config import TrainConfig
 
 MetricValue = float | torch.Tensor | tuple[Any, Any]
 """A logged value: a number, or ``(numerator, denominator)`` so that ratios add up exactly over batches."""

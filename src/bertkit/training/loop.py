@@ -34,12 +34,12 @@ from bertkit.notices import notice
 from bertkit.quantize import refuse_training
 from bertkit.training import distributed
 from bertkit.training.checkpoint import load_checkpoint, save_checkpoint
-from bertkit.training.config import TrainConfig
 from bertkit.training.logwindow import LogWindow, MetricValue, progress_display, show_on_bar
 from bertkit.training.optim import build_optimizer, lr_multiplier, set_lr
 from bertkit.training.precision import resolve_precision
 from bertkit.training.run_log import MetricsLogger
 from bertkit.training.state import STATE_FORMAT, find_resume, rng_state, seed_everything, set_rng_state
+from bertkit.training.train_config import TrainConfig
 from bertkit.weights import save_pretrained
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ from bertkit.notices import notice
 from bertkit.training.tracking import Tracking, open_tracking
 
 if TYPE_CHECKING:
-    from bertkit.training.config import TrainConfig
+    from bertkit.training.train_config import TrainConfig
 
 METRICS_FILE = "metrics.jsonl"
 PLOT_FILE = "curves.png"

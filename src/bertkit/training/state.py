@@ -17,7 +17,7 @@ import torch
 
 from bertkit.errors import CheckpointError
 from bertkit.training.checkpoint import latest_valid_checkpoint, list_checkpoints
-from bertkit.training.config import TrainConfig
+from bertkit.training.train_config import TrainConfig
 
 STATE_FORMAT = 1
 """Version of ``trainer_state.pt``; its keys: format, step, epoch, elapsed, skipped_steps, tokens, best,

@@ -1,6 +1,6 @@
 """Experiment tracking: the run's parameters and metrics sent to TensorBoard, MLflow and Weights & Biases.
 
-``--report-to`` (:class:`bertkit.training.config.TrackingConfig`) names the trackers; each is one class of
+``--report-to`` (:class:`bertkit.training.train_config.TrackingConfig`) names the trackers; each is one class of
 :mod:`bertkit.training.tracking.backends` behind the :class:`Tracker` protocol, and :class:`Tracking` drives
 them all for :class:`bertkit.training.run_log.MetricsLogger`, which stays the one place the loop logs through.
 ``metrics.jsonl`` is written whatever happens to a tracker.

@@ -2,7 +2,7 @@
 
 Each imports its library when it is created, so that a run that does not ask for it never pays for the import;
 whether the library is installed is checked earlier, when the options are read
-(:class:`bertkit.training.config.TrackingConfig`).
+(:class:`bertkit.training.train_config.TrackingConfig`).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from bertkit.notices import notice
 
 if TYPE_CHECKING:
-    from bertkit.training.config import TrackingConfig
     from bertkit.training.tracking.base import RunInfo, Tracker
+    from bertkit.training.train_config import TrackingConfig
 
 DEFAULT_NAME = "bertkit"
 """The MLflow experiment and the W&B project when neither an option nor the environment names one."""

@@ -16,7 +16,7 @@ from bertkit.training.tracking.backends import make_tracker
 from bertkit.training.tracking.base import RunInfo, Tracker
 
 if TYPE_CHECKING:
-    from bertkit.training.config import TrackingConfig, TrainConfig
+    from bertkit.training.train_config import TrackingConfig, TrainConfig
 
 STATE_FILE = "tracking.json"
 """In the output folder: each tracker's run id, the last step sent per split, and whether to log the model."""
@@ -98,7 +98,7 @@ def open_tracking(
     device: str | None = None,
 ) -> Tracking:
     """The trackers ``config.tracking`` asks for, started (or reopened, on resume) with the run's parameters."""
-    from bertkit.training.config import TrackingConfig
+    from bertkit.training.train_config import TrackingConfig
 
     settings = config.tracking if config is not None else TrackingConfig()
     names = [n for n in settings.trackers() if tensorboard or n != "tensorboard"]
@@ -121,7 +121,7 @@ def open_tracking(
 def log_model(run_dir: Path, model_dir: Path) -> None:
     """Send ``model_dir`` as the artifact ``model`` to the tracked runs recorded in ``run_dir/tracking.json``,
     when the run asked for it (``log_model``); a failure is a warning."""
-    from bertkit.training.config import TrackingConfig
+    from bertkit.training.train_config import TrackingConfig
 
     path = run_dir / STATE_FILE
     try:
