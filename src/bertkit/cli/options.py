@@ -71,7 +71,8 @@ def show_default(value: Any) -> str:
 def _option_type(hint: Any) -> type | None:
     """The click-level type of a field: ``int | None`` -> int, a ``Literal`` of strings -> str; ``None`` for what
     is no flag (dicts, configs)."""
-    args = [a for a in typing.get_args(hint) if a is not type(None)] if isinstance(hint, types.UnionType) else [hint]
+    union = isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union  # `Literal[...] | None`
+    args = [a for a in typing.get_args(hint) if a is not type(None)] if union else [hint]
     if len(args) != 1:
         return None
     kind = args[0]

@@ -13,6 +13,10 @@ A dataset prepared without next-sentence pairs (``--no-nsp``, RoBERTa's full-sen
 ``BertForMaskedLM``: no pooler, no next-sentence head, no NSP loss. ``--recipe`` picks a set of defaults for
 the options not given (:mod:`bertkit.data.recipes`); ``masking_rate``/``masking_rate_end`` redraw the dynamic
 masks at a rate that decays over the run, a pure function of the micro-batch's place in it.
+
+``architecture="modernbert"`` (or a ``config.json``/``init_from`` with ``model_type: modernbert``) trains a
+``ModernBertForMaskedLM`` instead (:mod:`bertkit.models.modernbert`), masked LM only, on data prepared without
+next-sentence pairs; ``final/`` then loads in ``transformers.ModernBertForMaskedLM``.
 """
 
 from __future__ import annotations
@@ -24,11 +28,11 @@ import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import torch
 
-from bertkit.config import PRESETS, BertConfig
+from bertkit.config import MODERNBERT_PRESETS, PRESETS, BertConfig, ModernBertConfig, model_type_of
 from bertkit.data.masking import MaskingRate
 from bertkit.data.recipes import PRETRAIN_DEFAULTS, RecipeName, check_recipe, with_recipe
 from bertkit.errors import ConfigError, DataError
@@ -42,10 +46,14 @@ from bertkit.training.run_log import mfu_peak, pretraining_flops_per_token
 from bertkit.training.tracking import log_model, run_context
 from bertkit.training.train_config import TrainConfig, split_options
 from bertkit.training.train_config import read_config_file as read_options
-from bertkit.weights import save_pretrained
+from bertkit.weights import declare_modernbert_inputs, save_pretrained
 
 if TYPE_CHECKING:
     from bertkit.model import BertForMaskedLM, BertForPreTraining
+    from bertkit.models.modernbert import ModernBertForMaskedLM
+
+Architecture = Literal["bert", "modernbert"]
+ARCHITECTURES: tuple[str, ...] = get_args(Architecture)
 
 FINAL_DIR = "final"
 VERIFIED_DATA = "data-verified.json"
@@ -63,11 +71,17 @@ class PretrainConfig:
     model_config: str = "mini"
     """A preset (tiny, mini, small, medium, base, large) or a ``config.json``; ``vocab_size`` and
     ``pad_token_id`` are taken from the dataset's tokenizer."""
+    architecture: Architecture | None = None
+    """``bert``, or ``modernbert``: rotary positions, GeGLU, alternating global and sliding-window attention
+    (docs/modernbert.md), masked LM only, on data prepared without next-sentence pairs (``--recipe modern`` or
+    ``--no-nsp``); the presets then have ModernBERT's deep-and-narrow shapes. Default: the ``model_type`` of the
+    ``--model-config`` file or of ``--init-from``, else ``bert``."""
     init_from: str | None = None
     """Start from these weights (a model directory or checkpoint) instead of random: phase 2, or continued
     pre-training. Its ``config.json`` then defines the model and ``model_config`` is ignored."""
     attn_implementation: str | None = None
-    """``sdpa`` (default) or ``eager`` attention."""
+    """``sdpa`` (default) or ``eager`` attention; for ModernBERT ``sdpa``, ``flex`` or ``varlen`` (default: by
+    device)."""
     eval_batches: int = 50
     """Held-out batches per evaluation (the dataset's ``eval`` split); 0 disables evaluation."""
     num_workers: int = 0
@@ -111,11 +125,30 @@ class PretrainConfig:
             raise ConfigError(
                 f"--model-config {self.model_config!r} is neither a preset ({', '.join(PRESETS)}) nor a config.json"
             )
+        self.architecture = _resolve_architecture(self)
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "train"}
         out["train"] = self.train.to_dict()
         return out
+
+
+def _resolve_architecture(config: PretrainConfig) -> Architecture:
+    """The architecture asked for, checked against the ``model_type`` of the config file or weights given."""
+    if config.architecture is not None and config.architecture not in ARCHITECTURES:
+        raise ConfigError(f"unknown --architecture {config.architecture!r}; choose {' or '.join(ARCHITECTURES)}")
+    source = config.init_from or (None if config.model_config in PRESETS else config.model_config)
+    try:
+        found = model_type_of(source) if source is not None else None
+    except ConfigError:  # no config file: building the model says so
+        found = None
+    if found is not None and found not in ARCHITECTURES:
+        raise ConfigError(f"{source} describes a {found!r} model; bertkit pre-trains {' or '.join(ARCHITECTURES)}")
+    if config.architecture is not None and found not in (None, config.architecture):
+        raise ConfigError(
+            f"--architecture {config.architecture} but {source} describes a {found} model; drop one of the two"
+        )
+    return "modernbert" if "modernbert" in (config.architecture, found) else "bert"
 
 
 def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
@@ -198,12 +231,17 @@ def make_evaluator(
 
 
 # ------------------------------------------------------------------------------------------ entry point
-def build_model(config: PretrainConfig, meta: Mapping[str, Any]) -> BertForPreTraining | BertForMaskedLM:
+def build_model(
+    config: PretrainConfig, meta: Mapping[str, Any]
+) -> BertForPreTraining | BertForMaskedLM | ModernBertForMaskedLM:
     """A fresh ``BertForPreTraining`` sized for the dataset's tokenizer, or the ``init_from`` weights; a
-    ``BertForMaskedLM`` (no pooler, no next-sentence head) for data without next-sentence pairs."""
+    ``BertForMaskedLM`` (no pooler, no next-sentence head) for data without next-sentence pairs; a
+    ``ModernBertForMaskedLM`` for ``architecture="modernbert"``."""
     from bertkit.checkpoint_files import load_hf_state_dict, read_state_dict
     from bertkit.model import BertForMaskedLM, BertForPreTraining
 
+    if config.architecture == "modernbert":
+        return build_modernbert(config, meta)
     tok = meta["tokenizer"]
     if config.init_from is not None:
         _check_same_vocabulary(Path(config.init_from), tok, config.data)
@@ -219,17 +257,60 @@ def build_model(config: PretrainConfig, meta: Mapping[str, Any]) -> BertForPreTr
         model_config = dataclasses.replace(
             model_config, hidden_dropout_prob=config.dropout, attention_probs_dropout_prob=config.dropout
         )
-    seq = meta["settings"]["max_seq_length"]
-    if seq > model_config.max_position_embeddings:
-        raise ConfigError(
-            f"the dataset's sequences have {seq} tokens but the model has only "
-            f"{model_config.max_position_embeddings} positions"
-        )
+    _check_positions(meta["settings"]["max_seq_length"], model_config.max_position_embeddings)
     model = head(model_config, attn_implementation=config.attn_implementation)
     if config.init_from is not None:
         source = Path(config.init_from)
         load_hf_state_dict(model, read_state_dict(source), source=str(source))
     return model
+
+
+def build_modernbert(config: PretrainConfig, meta: Mapping[str, Any]) -> ModernBertForMaskedLM:
+    """A fresh ``ModernBertForMaskedLM`` (a ModernBERT preset or ``config.json``) with the ids of the dataset's
+    tokenizer, or the ``init_from`` weights; masked LM only, so the data must have no next-sentence pairs."""
+    from bertkit.models.modernbert import ModernBertForMaskedLM, load_state, read_checkpoint
+
+    if meta["settings"].get("nsp", True):
+        raise ConfigError(
+            f"ModernBERT pre-trains with masked LM only, but {config.data} holds next-sentence pairs; prepare the "
+            f"data with bertkit prepare-data --recipe modern (or --no-nsp)"
+        )
+    tok = meta["tokenizer"]
+    state: dict[str, torch.Tensor] = {}
+    if config.init_from is not None:
+        _check_same_vocabulary(Path(config.init_from), tok, config.data)
+        model_config, state, _ = read_checkpoint(config.init_from)
+        if tok["vocab_size"] > model_config.vocab_size:
+            raise ConfigError(
+                f"the dataset's tokenizer has {tok['vocab_size']} tokens but --init-from {config.init_from} "
+                f"only {model_config.vocab_size} embeddings"
+            )
+    else:
+        spec = config.model_config
+        model_config = ModernBertConfig.preset(spec) if spec in MODERNBERT_PRESETS else ModernBertConfig.load(spec)
+        ids = {"cls_token_id": tok["cls_id"], "sep_token_id": tok["sep_id"]}
+        model_config = dataclasses.replace(
+            model_config, vocab_size=tok["vocab_size"], pad_token_id=tok["pad_id"], bos_token_id=tok["cls_id"],
+            eos_token_id=tok["sep_id"], **ids,
+        )  # fmt: skip
+    model_config = dataclasses.replace(
+        model_config,
+        architectures=[ModernBertForMaskedLM.__name__],
+        attn_implementation=config.attn_implementation or model_config.attn_implementation,
+    )
+    if config.dropout is not None:
+        d = config.dropout
+        model_config = dataclasses.replace(model_config, attention_dropout=d, mlp_dropout=d, embedding_dropout=d)
+    _check_positions(meta["settings"]["max_seq_length"], model_config.max_position_embeddings)
+    model = ModernBertForMaskedLM(model_config)
+    if config.init_from is not None:
+        load_state(model, state, source=str(config.init_from))
+    return model
+
+
+def _check_positions(seq: int, positions: int) -> None:
+    if seq > positions:
+        raise ConfigError(f"the dataset's sequences have {seq} tokens but the model has only {positions} positions")
 
 
 def _check_same_vocabulary(init_from: Path, data_tokenizer: Mapping[str, Any], data: str) -> None:
@@ -287,7 +368,7 @@ def pretrain(
     if evaluate is None and env.is_main:
         evaluate = make_evaluator(config.data, config.train.batch.micro_batch_size, config.eval_batches, env.device)
     settings = meta["settings"]
-    flops = pretraining_flops_per_token(model.config, settings["max_seq_length"], settings["max_predictions_per_seq"])
+    flops = _flops_per_token(model.config, settings["max_seq_length"], settings["max_predictions_per_seq"])
     config.train = config.train.for_epoch(len(loader), env.world_size)
     if loader.dataset.masking_rate is not None:  # the decay spans the run, now that its length is known
         max_steps = config.train.duration.max_steps
@@ -301,7 +382,8 @@ def pretrain(
         config.train = config.train.with_options(peak_flops=peak)  # groups are shared with the caller's config
     if env.is_main:
         _write_run_files(config, stamps, len(loader) * env.world_size // config.train.accumulation(env.world_size))
-    files = _ModelFiles(Path(config.data) / meta["tokenizer"].get("directory", "tokenizer"))
+    tokenizer_dir = Path(config.data) / meta["tokenizer"].get("directory", "tokenizer")
+    files = _ModelFiles(tokenizer_dir, modernbert=config.architecture == "modernbert")
     result = train(
         model,
         loader,
@@ -321,6 +403,15 @@ def pretrain(
         log_model(Path(config.output), final)
     distributed.barrier(env)
     return result
+
+
+def _flops_per_token(model_config: BertConfig | ModernBertConfig, seq_len: int, masked: float) -> float:
+    """Training FLOPs per token as the run executes it; ModernBERT's: every layer on every token (local layers
+    at their window) and the prediction head with the tied decoder at the masked positions."""
+    if not isinstance(model_config, ModernBertConfig):
+        return pretraining_flops_per_token(model_config, seq_len, masked)
+    h, v = model_config.hidden_size, model_config.vocab_size
+    return model_config.flops_per_token(seq_len) + 3 * 2 * (h * h + h * v) * masked / seq_len
 
 
 def _masking_rate(config: PretrainConfig, horizon: int) -> MaskingRate | None:
@@ -382,11 +473,15 @@ class _ModelFiles:
     """The model directories a run writes (``best/``, ``final/``) and the tokenizer every checkpoint carries."""
 
     tokenizer_dir: Path
+    modernbert: bool = False
+    """The tokenizer files then name the model's inputs (no token types: ``declare_modernbert_inputs``)."""
 
     def copy_tokenizer(self, directory: Path) -> None:
         for file in self.tokenizer_dir.iterdir():
             if file.is_file():
                 shutil.copyfile(file, directory / file.name)
+        if self.modernbert:
+            declare_modernbert_inputs(directory)
 
     def export(self, model: torch.nn.Module, directory: Path) -> None:
         """A complete model directory, as ``from_pretrained`` and fine-tuning read it: ``best/`` (with
