@@ -9,14 +9,14 @@ from books the pre-training never read). Where a BERT pre-trained at scale is in
 gets the polarity comparison against its own architecture at random initialisation. It ends with a markdown
 report and PNG curves. Everything is a call into the library; nothing here is demo-only logic.
 
-Where things live: the options in ``config``, each stage in its module (``vocabulary``, ``pretraining``,
+Where things live: the options in ``demo_config``, each stage in its module (``vocabulary``, ``pretraining``,
 ``finetuning``, ``reference``), what they produce in ``records``, the order of the stages in ``run``, and the
 markdown in ``report``.
 """
 
 from __future__ import annotations
 
-from bertkit.demo.config import DemoConfig, DemoScale
+from bertkit.demo.demo_config import DemoConfig, DemoScale
 from bertkit.demo.pretraining import PROBES
 from bertkit.demo.reference import reference_checkpoint
 from bertkit.demo.run import run_demo

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bertkit.data.punctuation import build_punctuation_data
-from bertkit.demo.config import DemoConfig
+from bertkit.demo.demo_config import DemoConfig
 from bertkit.demo.records import Comparison, Pretraining, Punctuation
 from bertkit.demo.timing import timed
 from bertkit.training.finetune import FinetuneConfig, FinetuneResult, finetune

@@ -10,7 +10,7 @@ import torch
 
 from bertkit.config import BertConfig
 from bertkit.data import PrepareConfig, prepare_dataset
-from bertkit.demo.config import DemoConfig
+from bertkit.demo.demo_config import DemoConfig
 from bertkit.demo.records import FillMask, Predictions, Pretraining, Vocabulary
 from bertkit.demo.timing import timed
 from bertkit.inference import fill_mask

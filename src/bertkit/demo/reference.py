@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from bertkit.config import BertConfig
-from bertkit.demo.config import DemoConfig
+from bertkit.demo.demo_config import DemoConfig
 from bertkit.demo.finetuning import Recipe, compare
 from bertkit.demo.records import Reference
 from bertkit.errors import BertkitError

@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from bertkit.config import BertConfig
-from bertkit.demo.config import DemoConfig
+from bertkit.demo.demo_config import DemoConfig
 from bertkit.demo.records import Comparison, DemoResults, FillMask, Pretraining, Punctuation, Reference
 from bertkit.training.finetune import FinetuneResult
 

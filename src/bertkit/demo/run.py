@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from bertkit.demo.config import DemoConfig
+from bertkit.demo.demo_config import DemoConfig
 from bertkit.demo.finetuning import polarity, punctuation
 from bertkit.demo.pretraining import run_pretraining
 from bertkit.demo.records import DemoResults

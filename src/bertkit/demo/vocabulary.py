@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from bertkit.data import CorpusOptions, CorpusStats, expand_inputs, read_documents
-from bertkit.demo.config import DemoConfig
+from bertkit.demo.demo_config import DemoConfig
 from bertkit.demo.records import Vocabulary
 from bertkit.demo.timing import timed
 from bertkit.io import atomic_write_text
