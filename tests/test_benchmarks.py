@@ -126,8 +126,11 @@ def check_distill(out: Path, stdout: str) -> None:
     assert set(result["families"]) == {"sst2", "conll", "squad_pairs"} and result["speed"]["speedup"] > 0
     for family in result["families"].values():
         models = family["models"]
-        assert set(models) == {"teacher", "1-distilled", "1-direct", "tiny-distilled", "tiny-direct"}
+        students = {"1-distilled", "1-direct", "tiny-distilled", "tiny-direct"}
+        extra = {"1-distilled-unlabeled"} if family is result["families"]["sst2"] else set()
+        assert set(models) == {"teacher", *students, *extra}
         assert all(m[p]["examples_per_second"] > 0 for m in models.values() for p in ("float32", "int8"))
+    assert result["families"]["sst2"]["models"]["1-distilled-unlabeled"]["unlabeled_examples"] == 8
     assert out.with_suffix(".png").is_file()
 
 

@@ -16,9 +16,11 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
+import bertkit
 from bertkit.cli import main
 from bertkit.errors import ConfigError
 from bertkit.model import BertModel
@@ -247,6 +249,12 @@ def test_embedding_student_is_a_sentence_transformers_folder(teachers, data, tmp
     assert "ndcg@10" in json.loads(out.strip().splitlines()[-1])
     assert (output / "modules.json").is_file() and (output / "1_Pooling" / "config.json").is_file()
     assert "bertkit_finetune" not in json.loads((output / "config.json").read_text())
+    assert json.loads((output / "config.json").read_text())["num_hidden_layers"] == 2
+    st = pytest.importorskip("sentence_transformers", reason="sentence-transformers (dev extra) is not installed")
+    texts = POSITIVE + NEGATIVE
+    ours = bertkit.embed(texts, str(output))
+    theirs = st.SentenceTransformer(str(output), device="cpu").encode(texts, convert_to_numpy=True)
+    np.testing.assert_allclose(ours, theirs, atol=1e-5)
 
 
 def test_a_missing_teacher_is_one_line(data, tmp_path, capsys):
