@@ -15,7 +15,7 @@ import pytest
 
 from bertkit.cli import main
 from bertkit.errors import DataError
-from bertkit.tasks.classification import MANY_CLASSES, ClassificationTask
+from bertkit.tasks.classification.task import MANY_CLASSES, ClassificationTask
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 WORDS = "good bad great movie film story very the lazy cat sat dog".split()

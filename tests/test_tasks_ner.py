@@ -10,7 +10,7 @@ import torch
 
 from bertkit.config import BertConfig
 from bertkit.errors import DataError
-from bertkit.tasks.ner import IGNORE_INDEX, NerExample, NerTask, _max_context_windows, _word_windows, read_conll
+from bertkit.tasks.ner.task import IGNORE_INDEX, NerExample, NerTask, _max_context_windows, _word_windows, read_conll
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 CONLL = DATA / "conll2003"

@@ -11,7 +11,7 @@ from bertkit.config import BertConfig
 from bertkit.errors import DataError
 from bertkit.features.windows import window_starts
 from bertkit.tasks import get_task
-from bertkit.tasks.qa import NO_SPAN_ODDS, QuestionAnsweringTask, SquadExample, read_squad
+from bertkit.tasks.qa.task import NO_SPAN_ODDS, QuestionAnsweringTask, SquadExample, read_squad
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 SQUAD = DATA / "squad"

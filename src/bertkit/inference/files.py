@@ -17,10 +17,10 @@ from bertkit.config import BertConfig
 from bertkit.errors import CheckpointError
 from bertkit.features.runner import predict_features
 from bertkit.hub import resolve_model
-from bertkit.inference.loading import TASK_PIPELINES, Loaded, load
+from bertkit.inference.loading import Loaded, load
 from bertkit.io import check_output_file, write_jsonl
-from bertkit.tasks import HEAD_TO_TASK
 from bertkit.tasks.prepare import featurize, read_examples
+from bertkit.tasks.registry import head_family
 
 
 def load_finetuned(
@@ -44,15 +44,15 @@ def load_finetuned(
     if not path.is_dir():
         raise CheckpointError(f"--model {path} is not a directory; give a fine-tuned model directory")
     config = BertConfig.load(path)
-    head = next((a for a in (config.architectures or []) if a in HEAD_TO_TASK), None)
-    if head is None:
+    own = next((f for f in map(head_family, config.architectures or []) if f is not None), None)
+    if own is None:
         raise CheckpointError(
             f"{path} is not a fine-tuned model (architectures {config.architectures}); "
             f"fine-tune it first with `bertkit finetune`"
         )
     loaded = load(
         path,
-        head=head,
+        head=own.head,
         device=device,
         task=task,
         task_options=task_options,
@@ -61,8 +61,8 @@ def load_finetuned(
         compile=compile,
         backend=backend,
     )
-    if not loaded.supports(TASK_PIPELINES[HEAD_TO_TASK[head]]):
-        raise CheckpointError(f"{path} has no trained {head} weights; fine-tune it first with `bertkit finetune`")
+    if own.pipeline is not None and not loaded.supports(own.pipeline):
+        raise CheckpointError(f"{path} has no trained {own.head} weights; fine-tune it first with `bertkit finetune`")
     _ = loaded.task  # restored now, so that a wrong --task is refused before any data is read
     return loaded
 

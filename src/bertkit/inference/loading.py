@@ -30,8 +30,8 @@ from bertkit.models.modernbert import MODERNBERT_CLASSES, ModernBertPreTrained
 from bertkit.notices import notice
 from bertkit.quantize import is_quantized
 from bertkit.sentence_config import SentenceConfig, read_sentence_config
-from bertkit.tasks import HEAD_TO_TASK, Task
-from bertkit.tasks.registry import CONFIG_KEY, make_task
+from bertkit.tasks import Task
+from bertkit.tasks.registry import CONFIG_KEY, family, head_family, make_task
 from bertkit.tokenizer import Tokenizer
 from bertkit.weights import load_model
 
@@ -49,13 +49,6 @@ PIPELINES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "answer": (("BertForQuestionAnswering",), ("qa_outputs.weight",), "a question-answering head"),
 }
 """What each head pipeline needs; ``embed`` and ``attention`` (``attentions()``) work with any model."""
-
-TASK_PIPELINES = {"classification": "classify", "ner": "tag", "qa": "answer"}
-"""The pipeline that runs each task family's head."""
-
-DEFAULT_LENGTHS = {"BertForQuestionAnswering": 384}
-"""Input length of a head when none was saved with the model (SQuAD's: longer contexts are windowed);
-other heads run at the model's full length."""
 
 
 @dataclass(frozen=True)
@@ -110,8 +103,8 @@ def restore_task(model: torch.nn.Module, settings: Settings) -> Task | None:
     """The task of the model's head, configured with ``settings`` and the label names of its config; ``None``
     for a model without a task head (an encoder, a pre-training model)."""
     head = head_name(model)
-    head_task = HEAD_TO_TASK.get(head or "")
-    if head_task is None:
+    own = head_family(head)
+    if own is None:
         if settings.task is not None:
             raise ConfigError(
                 f"the model is a {head or type(model).__name__}, which has no {settings.task} head; "
@@ -119,9 +112,9 @@ def restore_task(model: torch.nn.Module, settings: Settings) -> Task | None:
             )
         return None
     config = cast(BertConfig, model.config)
-    name = settings.task or ("regression" if config.problem_type == "regression" else head_task)
-    if ("classification" if name == "regression" else name) != head_task:
-        raise ConfigError(f"the model holds a {head} ({head_task}), not a {name} model; use --task {head_task}")
+    name = settings.task or own.problem_types.get(config.problem_type or "", own.name)
+    if family(name).head != head:
+        raise ConfigError(f"the model holds a {head} ({own.name}), not a {name} model; use --task {own.name}")
     task = make_task(name, settings.task_options)
     task.load_config(config)
     return task
@@ -162,7 +155,8 @@ class Loaded:
         """The length inputs are cut (or windowed) to: the ``max_seq_length`` the model was fine-tuned with,
         else its head's default (QA: 384), else the model's full length; never more than its positions."""
         assert self.settings is not None
-        default = DEFAULT_LENGTHS.get(head_name(self.model) or "", self.max_positions)
+        own = head_family(head_name(self.model))
+        default = (own.default_length if own else None) or self.max_positions
         return min(self.settings.max_seq_length or default, self.max_positions)
 
     @property

@@ -1,9 +1,10 @@
 """Fine-tuning task families: reading their files, features, post-processing and metrics.
 
-``get_task(name, **options)`` returns a fresh task object with the uniform ``Task`` interface
-(see ``bertkit.tasks.base``): ``classification`` (also regression), ``ner`` and ``qa`` (SQuAD v1.1/v2.0).
-The names, the key a fine-tuned model keeps its task under and ``make_task`` are in ``tasks.registry``;
-``tasks.prepare`` reads a file into examples and features with the lines the user reads about them.
+Each family is a folder, ``tasks/<family>/``, that owns everything about it and exports its record as ``FAMILY``
+(``tasks.family.Family``): ``classification`` (also regression), ``ner``, ``qa`` (SQuAD v1.1/v2.0) and
+``embedding``. ``tasks.registry`` is the one table of families; ``get_task(name, **options)`` returns a fresh
+task object with the uniform ``Task`` interface (``tasks.base``: its data side, output side and training
+answers). ``tasks.prepare`` reads a file into examples and features with the lines the user reads about them.
 """
 
 from __future__ import annotations
@@ -14,13 +15,11 @@ from bertkit.tasks.classification import ClassificationExample, ClassificationPr
 from bertkit.tasks.labels import LabelMap
 from bertkit.tasks.ner import NerExample, NerPrediction, NerTask, read_conll
 from bertkit.tasks.qa import QuestionAnsweringTask, SquadExample, SquadPredictions, read_squad
-from bertkit.tasks.registry import CONFIG_KEY, HEAD_TO_TASK, TASK_NAMES, TASKS, get_task, make_task
+from bertkit.tasks.registry import CONFIG_KEY, FAMILIES, family, get_task, make_task, register, task_names
 
 __all__ = [
     "CONFIG_KEY",
-    "HEAD_TO_TASK",
-    "TASKS",
-    "TASK_NAMES",
+    "FAMILIES",
     "ClassificationExample",
     "ClassificationPrediction",
     "ClassificationTask",
@@ -35,8 +34,11 @@ __all__ = [
     "SquadExample",
     "SquadPredictions",
     "Task",
+    "family",
     "get_task",
     "make_task",
     "read_conll",
     "read_squad",
+    "register",
+    "task_names",
 ]

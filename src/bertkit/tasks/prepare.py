@@ -14,6 +14,7 @@ from typing import Any
 from bertkit.errors import DataError
 from bertkit.notices import notice
 from bertkit.tasks.base import Featurized, Read, Task
+from bertkit.tasks.registry import family
 
 
 def read_examples(
@@ -56,11 +57,9 @@ def featurize(
 
 
 def truncation_line(task: Task, truncated: int, examples: int, max_seq_length: int) -> str:
-    """``12 of 872 examples were cut at max_seq_length 128 ...``: what was cut and the option that avoids it."""
-    if task.name == "qa":
-        return (
-            f"{truncated} of {examples} questions were cut at max_query_length "
-            f"{getattr(task, 'max_query_length', '?')} (raise --max-query-length)"
-        )
-    fix = "raise --max-seq-length" + (", or pass --long-text windows" if task.name == "classification" else "")
-    return f"{truncated} of {examples} examples were cut at max_seq_length {max_seq_length} ({fix})"
+    """``12 of 872 examples were cut at max_seq_length 128 ...``: what was cut and the option that avoids it
+    (the family's ``truncation_fix``, or its own line where it cuts something else)."""
+    record = family(task.name)
+    if record.truncation_line is not None:
+        return record.truncation_line(task, truncated, examples, max_seq_length)
+    return f"{truncated} of {examples} examples were cut at max_seq_length {max_seq_length} ({record.truncation_fix})"

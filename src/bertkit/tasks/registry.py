@@ -1,9 +1,12 @@
-"""The task families by name, and what a fine-tuned model keeps of its task.
+"""The task families by name: the one table that names them, and what a fine-tuned model keeps of its task.
 
-``get_task``/``make_task`` build a task from its command-line name; ``HEAD_TO_TASK`` finds the task of a head
-class; ``CONFIG_KEY`` is where a fine-tuned model's ``config.json`` keeps its task, options and
-``max_seq_length`` (``saved_settings`` writes that record), so that every way of running the model reads
-files the way training did.
+``FAMILIES`` lists each family's record (``tasks/<family>/``'s ``FAMILY``, a :class:`~bertkit.tasks.family.Family`);
+adding a family is its folder and one line here (or :func:`register` from outside the package). Everything
+else asks this table: ``family`` by a command-line name, ``head_family`` by a saved model's head class,
+``task_names`` for the names a user may give. ``get_task``/``make_task`` build a task from its name;
+``CONFIG_KEY`` is where a fine-tuned model's ``config.json`` keeps its task, options and ``max_seq_length``
+(``saved_settings`` writes that record), so that every way of running the model reads files the way
+training did.
 """
 
 from __future__ import annotations
@@ -12,55 +15,81 @@ from collections.abc import Mapping
 from typing import Any
 
 from bertkit.errors import ConfigError
+from bertkit.tasks import classification, embedding, ner, qa
 from bertkit.tasks.base import CONFIG_KEY, Task
-from bertkit.tasks.classification import ClassificationTask
-from bertkit.tasks.embedding import EmbeddingTask
-from bertkit.tasks.ner import NerTask
-from bertkit.tasks.qa import QuestionAnsweringTask
+from bertkit.tasks.family import Family
 
-__all__ = ["CONFIG_KEY", "HEAD_TO_TASK", "TASKS", "TASK_NAMES", "get_task", "make_task", "saved_settings"]
+__all__ = [
+    "CONFIG_KEY",
+    "FAMILIES",
+    "Family",
+    "family",
+    "get_task",
+    "head_family",
+    "make_task",
+    "register",
+    "saved_settings",
+    "task_names",
+]
 
-TASKS: dict[str, type] = {
-    "classification": ClassificationTask,
-    "ner": NerTask,
-    "qa": QuestionAnsweringTask,
-    "embedding": EmbeddingTask,
+FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in (
+        classification.FAMILY,
+        ner.FAMILY,
+        qa.FAMILY,
+        embedding.FAMILY,
+    )
 }
-"""Task classes by command-line name."""
+"""Every task family by its name, in the order ``--help`` lists them."""
 
-TASK_NAMES = ("classification", "regression", "ner", "qa", "embedding")
-"""Task names a user may give; ``regression`` is classification with one output and MSE."""
 
-HEAD_TO_TASK = {
-    cls.head: name
-    for name, cls in (("classification", ClassificationTask), ("ner", NerTask), ("qa", QuestionAnsweringTask))
-}
-"""Task name for a head class name, to pick the task of a fine-tuned model from ``config.architectures``."""
+def register(record: Family) -> None:
+    """Add a family defined outside this package (a plugin, a test); its name must be new."""
+    if record.name in FAMILIES or record.name in task_names():
+        raise ConfigError(f"task family {record.name!r} is already registered")
+    FAMILIES[record.name] = record
+
+
+def task_names() -> tuple[str, ...]:
+    """The task names a user may give (``regression`` is classification with one output and MSE)."""
+    return tuple(name for f in FAMILIES.values() for name in f.all_names())
+
+
+def family(name: str) -> Family:
+    """The family a command-line task name belongs to; a ``ConfigError`` naming the choices otherwise."""
+    for record in FAMILIES.values():
+        if name in record.all_names():
+            return record
+    raise ConfigError(f"unknown task {name!r}; choose one of {', '.join(task_names())}")
+
+
+def head_family(head: str | None) -> Family | None:
+    """The family a saved model of class ``head`` is restored as when its config names no task."""
+    return next((f for f in FAMILIES.values() if f.restores_from_head and f.head == head), None)
 
 
 def get_task(name: str, **options: Any) -> Task:
     """A new task of family ``name`` configured with ``options`` (the dataclass fields of its class)."""
+    record = FAMILIES.get(name)
+    if record is None:
+        raise ConfigError(f"unknown task {name!r}; choose one of {', '.join(FAMILIES)}")
     try:
-        cls = TASKS[name]
-    except KeyError:
-        raise ConfigError(f"unknown task {name!r}; choose one of {', '.join(TASKS)}") from None
-    try:
-        task: Task = cls(**options)
+        task: Task = record.task(**options)
     except TypeError as e:
         raise ConfigError(f"bad option for task {name!r}: {e}") from None
     return task
 
 
 def make_task(name: str, options: Mapping[str, Any] | None = None) -> Task:
-    """The task object for a command-line task name (``regression`` is classification with MSE; named
+    """The task object for a command-line task name: the family's own name sets its ``names`` options as
+    defaults, another name sets them always (``regression`` is classification with MSE; named
     ``classification`` is classification, so that scores are refused rather than taken for regression)."""
-    options = dict(options or {})
-    if name == "regression":
-        options["regression"] = True
-        name = "classification"
-    elif name == "classification":
-        options.setdefault("regression", False)
-    return get_task(name, **options)
+    record = family(name)
+    named = dict(record.names.get(name, {}))
+    given = dict(options or {})
+    chosen = {**named, **given} if name == record.name else {**given, **named}
+    return get_task(record.name, **chosen)
 
 
 def saved_settings(task: str, max_seq_length: int, task_options: Mapping[str, Any]) -> dict[str, Any]:

@@ -8,13 +8,12 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from bertkit.errors import ConfigError
-from bertkit.tasks.registry import TASK_NAMES
-from bertkit.training.finetune_defaults import FIXED_RECIPE, task_defaults, unset_defaults
-from bertkit.training.train_config import NOT_AN_OPTION, TrainConfig, option_names, split_options
-from bertkit.training.train_config import read_config_file as read_options
+from bertkit.tasks.registry import family
+from bertkit.training.finetune_defaults import fixed_recipe, task_defaults, unset_defaults
+from bertkit.training.train_config import NOT_AN_OPTION, TrainConfig, option_names, read_config_file, split_options
 
 
 @dataclass
@@ -28,6 +27,12 @@ class FinetuneConfig:
     :class:`TrainConfig`. The batch and the epochs the user leaves unset are sized to the training set once it
     is read (:func:`~bertkit.training.finetune_defaults.size_to_data`); ``sized`` names them.
     """
+
+    FILE_ALIASES: ClassVar[Mapping[str, str]] = {"train": "train_file", "dev": "dev_file"}
+    """Config-file keys accepted for fields: ``train``/``dev`` for ``train_file``/``dev_file``."""
+    FILE_SECTIONS: ClassVar[tuple[str, ...]] = ("search",)
+    """Config-file tables another reader owns: ``[search]``, the search grid's
+    (:mod:`bertkit.training.hyperparameter_search`)."""
 
     task: str
     """``classification``, ``regression``, ``ner``, ``qa`` or ``embedding``."""
@@ -92,7 +97,7 @@ class FinetuneConfig:
         flat = {**(train_options or {}), **flat}
         split_options(flat, TrainConfig)  # a fine-tuning field among train_options is an error too
         if train is None:
-            train, sized = _default_train(task_defaults(task), flat, () if task in FIXED_RECIPE else sized)
+            train, sized = _default_train(task_defaults(task), flat, () if fixed_recipe(task) else sized)
         elif flat:
             train = train.with_options(**flat)
         given = {name: value for name, value in own.items() if value is not None}
@@ -106,7 +111,7 @@ class FinetuneConfig:
         ``bertkit finetune --config FILE`` reads it: an option given as ``None`` is not given, and given task
         options override the file's ``[task_options]``. The task, model, training file and output must come
         from one of the two."""
-        merged = read_config_file(path) if path else {}
+        merged = read_config_file(path, cls) if path else {}
         file_task_options = merged.pop("task_options", None) or {}
         merged.update({name: value for name, value in options.items() if value is not None})
         for required, flag in (
@@ -120,8 +125,7 @@ class FinetuneConfig:
         return cls.from_options(**merged, task_options={**file_task_options, **(task_options or {})})
 
     def __post_init__(self) -> None:
-        if self.task not in TASK_NAMES:
-            raise ConfigError(f"unknown task {self.task!r}; choose one of {', '.join(TASK_NAMES)}")
+        family(self.task)  # a ConfigError naming the choices for an unknown task
         defaults = task_defaults(self.task)
         for f in dataclasses.fields(self):
             if f.default is None and getattr(self, f.name) is None:
@@ -167,11 +171,3 @@ def _default_train(
     if flat.get("warmup_steps") is not None:  # given warmup steps win over the default warmup ratio
         del train_defaults["warmup_ratio"]
     return TrainConfig.from_options(**{**train_defaults, **flat}), sized
-
-
-def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
-    """Flat options from a TOML (or YAML) file: ``FinetuneConfig`` and ``TrainConfig`` fields, training keys
-    flat or in a ``[train]`` table, and a ``[task_options]`` table (the rules of
-    :func:`bertkit.training.train_config.read_config_file`). ``train``/``dev`` are accepted for
-    ``train_file``/``dev_file``; a ``[search]`` table is the search grid's (``bertkit.training.hyperparameter_search``)."""
-    return read_options(path, FinetuneConfig, aliases={"train": "train_file", "dev": "dev_file"}, sections=("search",))

@@ -1,4 +1,5 @@
-"""Fine-tuning's defaults: the one table by task, and the rule that sizes batch and epochs to the training set.
+"""Fine-tuning's defaults: the common row (each family adds its own), and the rule that sizes batch and epochs to
+the training set.
 
 The BERT paper fine-tunes with batch 16 or 32 for 2-4 epochs and notes that small sets are the sensitive
 ones. A fixed batch of 32 for 3 epochs gives a set of 3,000 sentences about 280 updates, which underfits
@@ -16,33 +17,50 @@ dev than its own earlier epochs. Measured before and after: ``docs/results.md`` 
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from bertkit.tasks.registry import FAMILIES, family, task_names
 
 # Fine-tuning decays the rate from the end of the warmup, as transformers does, not from step 0 as Google BERT
 # does, whose rate stays about 10 % below the peak throughout and scored lower on dev (docs/experiments.md,
 # "Learning-rate schedule"). Pre-training keeps Google's schedule.
 DEFAULT_SCHEDULE = "poly"
 
-DEFAULTS: dict[str, dict[str, Any]] = {
-    # Google BERT's recipes (bert-algorithms.md section 8): its README's SQuAD run for BERT-Base differs.
-    # "all" holds fine-tuning's defaults (of FinetuneConfig and TrainConfig fields); a task's row overrides them.
-    # ``epochs`` applies only when no other end (``max_steps``, ``max_time``) is given; ``micro_batch_size`` and
-    # ``epochs`` are where size_to_data starts from when the user gives neither.
-    "all": {
-        "lr": 5e-5,
-        "epochs": 3.0,
-        "max_seq_length": 128,
-        "micro_batch_size": 32,
-        "warmup_ratio": 0.1,
-        "schedule": DEFAULT_SCHEDULE,
-    },
-    "qa": {"lr": 3e-5, "epochs": 2.0, "max_seq_length": 384, "micro_batch_size": 12},
-    # sentence-transformers' recipe for in-batch negatives: a pretrained sentence encoder, a large batch (more
-    # negatives), one epoch, all-MiniLM-L6-v2's 256 tokens.
-    "embedding": {"lr": 2e-5, "epochs": 1.0, "max_seq_length": 256, "micro_batch_size": 64},
+COMMON: dict[str, Any] = {
+    # Google BERT's recipes (bert-algorithms.md section 8). Fine-tuning's defaults (of FinetuneConfig and
+    # TrainConfig fields); a family's ``defaults`` (tasks/<family>/) override them. ``epochs`` applies only when
+    # no other end (``max_steps``, ``max_time``) is given; ``micro_batch_size`` and ``epochs`` are where
+    # size_to_data starts from when the user gives neither.
+    "lr": 5e-5,
+    "epochs": 3.0,
+    "max_seq_length": 128,
+    "micro_batch_size": 32,
+    "warmup_ratio": 0.1,
+    "schedule": DEFAULT_SCHEDULE,
 }
+"""The defaults every task family starts from."""
+
+
+class _DefaultsTable(Mapping[str, Mapping[str, Any]]):
+    """``all`` (:data:`COMMON`), then each registered family's own row: read from the registry on every use,
+    so that a family registered later has its row too."""
+
+    def _rows(self) -> dict[str, Mapping[str, Any]]:
+        return {"all": COMMON, **{name: f.defaults for name, f in FAMILIES.items() if f.defaults}}
+
+    def __getitem__(self, key: str) -> Mapping[str, Any]:
+        return self._rows()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows())
+
+    def __len__(self) -> int:
+        return len(self._rows())
+
+
+DEFAULTS: Mapping[str, Mapping[str, Any]] = _DefaultsTable()
 """Fine-tuning's defaults, by task: the one table that FinetuneConfig and ``bertkit finetune --help`` read."""
 
 SMALL_SET = 10_000
@@ -52,10 +70,6 @@ MIN_UPDATES = 1_000
 """Epochs are raised until a run makes at least this many optimizer updates..."""
 MAX_EPOCHS = 10
 """...but never beyond this many epochs (a set of 1,000 examples gets 630 updates of 16)."""
-
-FIXED_RECIPE = frozenset({"embedding"})
-"""Tasks that run their row of :data:`DEFAULTS` as it is on any set: in-batch negatives lose by a small batch,
-and a pretrained sentence encoder needs no minimum of updates for a fresh head."""
 
 SIZED: dict[str, tuple[str, ...]] = {
     "micro_batch_size": ("micro_batch_size", "global_batch_size", "grad_accum_steps"),
@@ -70,8 +84,14 @@ def unset_defaults(given: Collection[str]) -> tuple[str, ...]:
 
 
 def task_defaults(task: str) -> dict[str, Any]:
-    """The defaults of ``task``: the ``all`` row with the task's own row on top."""
-    return {**DEFAULTS["all"], **DEFAULTS.get(task, {})}
+    """The defaults of ``task``: the ``all`` row with its family's own row on top."""
+    known = task in task_names()
+    return {**COMMON, **(family(task).defaults if known else {})}
+
+
+def fixed_recipe(task: str) -> bool:
+    """Whether ``task`` runs its defaults as they are on any set (its family's ``fixed_recipe``)."""
+    return task in task_names() and family(task).fixed_recipe
 
 
 @dataclass(frozen=True)

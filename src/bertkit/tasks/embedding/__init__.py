@@ -12,5 +12,26 @@ from bertkit.tasks.embedding.data import EmbeddingExample
 from bertkit.tasks.embedding.encoder import SentenceEncoder
 from bertkit.tasks.embedding.sampler import NoDuplicatesOrder
 from bertkit.tasks.embedding.task import EmbeddingPredictions, EmbeddingTask
+from bertkit.tasks.family import Family
 
-__all__ = ["EmbeddingExample", "EmbeddingPredictions", "EmbeddingTask", "NoDuplicatesOrder", "SentenceEncoder"]
+FAMILY = Family(
+    name="embedding",
+    task=EmbeddingTask,
+    head="BertModel",
+    pipeline="embed",
+    restores_from_head=False,  # every encoder is a BertModel; a sentence-transformers directory says its own
+    # sentence-transformers' recipe for in-batch negatives: a pretrained sentence encoder, a large batch (more
+    # negatives), one epoch, all-MiniLM-L6-v2's 256 tokens. In-batch negatives lose by a small batch, and a
+    # pretrained sentence encoder needs no minimum of updates for a fresh head: never sized to the data.
+    defaults={"lr": 2e-5, "epochs": 1.0, "max_seq_length": 256, "micro_batch_size": 64},
+    fixed_recipe=True,
+)
+
+__all__ = [
+    "FAMILY",
+    "EmbeddingExample",
+    "EmbeddingPredictions",
+    "EmbeddingTask",
+    "NoDuplicatesOrder",
+    "SentenceEncoder",
+]
