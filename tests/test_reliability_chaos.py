@@ -338,7 +338,7 @@ def test_every_training_command_has_a_kill_and_resume_test():
     import test_distill
     import test_reliability_faults
     from bertkit.cli import app
-    from bertkit.tasks.registry import TASK_NAMES
+    from bertkit.tasks.registry import task_names
 
     def names(group, prefix=""):
         for name, command in group.commands.items():
@@ -349,7 +349,7 @@ def test_every_training_command_has_a_kill_and_resume_test():
 
     trained = {key.split()[0] for key in KILL_AND_RESUME_TESTS}
     assert set(names(get_command(app))) == trained | NOT_TRAINING
-    assert {f"finetune --task {task}" for task in TASK_NAMES} <= set(KILL_AND_RESUME_TESTS)
+    assert {f"finetune --task {task}" for task in task_names()} <= set(KILL_AND_RESUME_TESTS)
     modules = {
         "test_reliability_faults.py": test_reliability_faults,
         "test_reliability_chaos.py": sys.modules[__name__],
