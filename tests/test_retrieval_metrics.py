@@ -8,7 +8,7 @@ import random
 import pytest
 
 from bertkit.errors import ConfigError
-from bertkit.tasks import retrieval_metrics as rm
+from bertkit.tasks.embedding import retrieval_metrics as rm
 
 QRELS = {
     "q1": {"d1": 2, "d2": 1, "d3": 0},

@@ -6,7 +6,7 @@
 - ``embedding``: the model loaded once, its sentence-transformers settings honoured, texts embedded in chunks;
 - ``vector_search``: exact cosine/dot search over corpus chunks with bounded memory, and an approximate HNSW index
   (faiss, the ``ann`` extra) with its recall against exact search;
-- ``evaluate``: ``evaluate_retrieval`` (nDCG@10, MRR@10, recall@k, MAP@100 from ``tasks.retrieval_metrics``)
+- ``evaluate``: ``evaluate_retrieval`` (nDCG@10, MRR@10, recall@k, MAP@100 from ``tasks.embedding.retrieval_metrics``)
   and ``evaluate_sts`` (Spearman and Pearson of cosine similarities);
 - ``mining``: ``mine_hard_negatives``, the nearest non-positive passages of each (anchor, positive) pair.
 

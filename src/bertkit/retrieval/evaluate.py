@@ -17,8 +17,14 @@ from bertkit.notices import notice
 from bertkit.retrieval.beir import BeirSet, read_beir
 from bertkit.retrieval.embedding import Embedder, EmbeddingOptions
 from bertkit.retrieval.vector_search import ExactSearch, Hits, HnswIndex, overlap_at_k
+from bertkit.tasks.embedding.retrieval_metrics import (
+    DEFAULT_MEASURES,
+    parse_measure,
+    pearson,
+    retrieval_scores,
+    spearman,
+)
 from bertkit.tasks.registry import make_task
-from bertkit.tasks.retrieval_metrics import DEFAULT_MEASURES, parse_measure, pearson, retrieval_scores, spearman
 
 ANN_CHECK_QUERIES = 1000
 """Queries on which an approximate search is checked against exact search."""

@@ -1,7 +1,7 @@
 """Dev scoring of an embedding model: anchors retrieve among every dev candidate.
 
 :func:`retrieval_scores`: each query's candidates ranked by cosine; MRR@10, nDCG@10 and accuracy@1 as
-``tasks.retrieval_metrics`` computes them for ``evaluate --task retrieval``, averaged over queries. :func:`ranks` gives the rank of each query's first relevant candidate, for the predictions file.
+``tasks.embedding.retrieval_metrics`` computes them for ``evaluate --task retrieval``, averaged over queries. :func:`ranks` gives the rank of each query's first relevant candidate, for the predictions file.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from bertkit.tasks import retrieval_metrics
+from bertkit.tasks.embedding import retrieval_metrics
 
 TOP_K = 10
 
@@ -30,7 +30,7 @@ def ranked(queries: np.ndarray, candidates: np.ndarray, k: int = TOP_K) -> np.nd
 
 def retrieval_scores(top: np.ndarray, relevant: Sequence[set[int]], k: int = TOP_K) -> dict[str, float]:
     """``mrr@k``, ``ndcg@k`` and ``accuracy@1`` of ranked lists ``top [Q, >= k]`` against each query's
-    ``relevant`` candidate indexes, computed by :mod:`bertkit.tasks.retrieval_metrics` (trec_eval's rules)."""
+    ``relevant`` candidate indexes, computed by :mod:`bertkit.tasks.embedding.retrieval_metrics` (trec_eval's rules)."""
     if len(relevant) != top.shape[0] or not relevant:
         raise ValueError(f"{top.shape[0]} rankings for {len(relevant)} queries")
     run = {str(q): {str(int(c)): float(-rank) for rank, c in enumerate(row[:k])} for q, row in enumerate(top)}
