@@ -217,7 +217,7 @@ The levers one would try first are already in bertkit's step; none of them is le
 
 | lever | in bertkit |
 |---|---|
-| MLM logits only at the masked positions | `_masked_lm` with `masked_positions` (the loss and the vocabulary projection over P = 15 % of the rows) |
+| MLM logits only at the masked positions | `masked_lm` with `masked_positions` (the loss and the vocabulary projection over P = 15 % of the rows) |
 | the last layer only where a loss reads it | `BertModel(output_rows=...)`: masked rows and [CLS] in pre-training, [CLS] alone for classification |
 | fused Q/K/V | one `qkv` projection per layer |
 | SDPA without a mask when nothing is padded | `BertModel.forward` passes `None` then (eager) |

@@ -725,8 +725,8 @@ class MaskedLMHead(nn.Module):
         return self.decoder(self.layer_norm(self.act(self.dense(hidden))))
 
 
-def _masked_lm(
-    head: MaskedLMHead,
+def masked_lm(
+    head: Callable[[Tensor], Tensor],
     sequence_output: Tensor,
     masked_positions: Tensor | None,
     masked_labels: Tensor | None,
@@ -734,7 +734,8 @@ def _masked_lm(
 ) -> tuple[Tensor, Tensor | None, Tensor | None, Tensor | None]:
     """Logits, loss, correct and count of the MLM task. With positions or labels, only the hidden states of the
     masked tokens go through the transform and the vocabulary projection (sparse MLM). With positions,
-    ``sequence_output`` holds just those rows already (``BertModel(output_rows=masked_positions)``)."""
+    ``sequence_output`` holds just those rows already (``BertModel(output_rows=masked_positions)``). ``head`` maps
+    hidden states to vocabulary logits (BERT's ``MaskedLMHead``, ModernBERT's head and decoder)."""
     if masked_positions is not None:
         logits = head(sequence_output)  # [B, P, V]
         targets = masked_labels
@@ -754,6 +755,49 @@ def _masked_lm(
     ) / count.clamp(min=1)
     correct = ((logits.argmax(-1) == targets) & real).sum()
     return logits, loss, correct, count
+
+
+def problem_type(configured: str | None, num_labels: int, labels: Tensor) -> str:
+    """The loss of a sequence head: the config's ``problem_type``, else regression for one output, single-label
+    for integer labels, multi-label for float targets (as ``transformers`` decides)."""
+    if configured is not None:
+        return configured
+    if num_labels == 1:
+        return "regression"
+    return "single_label_classification" if labels.dtype in (torch.long, torch.int) else "multi_label_classification"
+
+
+def sequence_classification_loss(logits: Tensor, labels: Tensor, kind: str) -> Tensor:
+    """MSE (``regression``), cross-entropy (``single_label_classification``) or BCE-with-logits (multi-label) of
+    ``logits [B, num_labels]``, in float32."""
+    if kind == "regression":
+        if logits.shape[-1] == 1:
+            return F.mse_loss(logits.float().squeeze(-1), labels.float().reshape(-1))
+        return F.mse_loss(logits.float(), labels.float())
+    if kind == "single_label_classification":
+        return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.view(-1))
+    return F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+
+
+def token_classification_loss(logits: Tensor, labels: Tensor, label_normalizer: Tensor | float | None) -> Tensor:
+    """Cross-entropy over the tokens whose label is not -100: their mean, or their sum divided by
+    ``label_normalizer`` when given."""
+    flat_logits, flat_labels = logits.float().view(-1, logits.shape[-1]), labels.view(-1)
+    if label_normalizer is None:
+        return F.cross_entropy(flat_logits, flat_labels, ignore_index=-100)
+    return F.cross_entropy(flat_logits, flat_labels, ignore_index=-100, reduction="sum") / label_normalizer
+
+
+def span_loss(start_logits: Tensor, end_logits: Tensor, start_positions: Tensor, end_positions: Tensor) -> Tensor:
+    """(CE(start) + CE(end)) / 2 over ``[B, L]`` logits; positions outside the sequence are clamped to L and
+    ignored."""
+    seq_len = start_logits.shape[1]
+    start = start_positions.reshape(-1).clamp(0, seq_len)
+    end = end_positions.reshape(-1).clamp(0, seq_len)
+    return (
+        F.cross_entropy(start_logits.float(), start, ignore_index=seq_len)
+        + F.cross_entropy(end_logits.float(), end, ignore_index=seq_len)
+    ) / 2
 
 
 def _tie(head: MaskedLMHead, bert: BertModel) -> None:
@@ -801,7 +845,7 @@ class BertForPreTraining(PreTrainedMixin):
             sequence_ids=sequence_ids,
             cu_seqlens=cu_seqlens,
         )
-        mlm_logits, mlm_loss, correct, count = _masked_lm(
+        mlm_logits, mlm_loss, correct, count = masked_lm(
             self.mlm, out.last_hidden_state, masked_positions, masked_labels, labels
         )
         nsp_logits = self.nsp(out.pooler_output)
@@ -855,7 +899,7 @@ class BertForMaskedLM(PreTrainedMixin):
             sequence_ids=sequence_ids,
             cu_seqlens=cu_seqlens,
         )
-        logits, loss, correct, count = _masked_lm(
+        logits, loss, correct, count = masked_lm(
             self.mlm, out.last_hidden_state, masked_positions, masked_labels, labels
         )
         return MaskedLMOutput(loss, logits, correct, count, out.hidden_states, out.attentions)
@@ -879,13 +923,7 @@ class BertForSequenceClassification(PreTrainedMixin):
         init_weights(self.classifier, config.initializer_range)
 
     def problem_type(self, labels: Tensor) -> str:
-        if self.config.problem_type is not None:
-            return self.config.problem_type
-        if self.num_labels == 1:
-            return "regression"
-        if labels.dtype in (torch.long, torch.int):
-            return "single_label_classification"
-        return "multi_label_classification"
+        return problem_type(self.config.problem_type, self.num_labels, labels)
 
     def forward(
         self,
@@ -907,19 +945,7 @@ class BertForSequenceClassification(PreTrainedMixin):
             output_rows=input_ids.new_zeros(input_ids.shape[0], 0),
         )
         logits = self.classifier(self.dropout(out.pooler_output))
-        loss = None
-        if labels is not None:
-            kind = self.problem_type(labels)
-            if kind == "regression":
-                loss = (
-                    F.mse_loss(logits.float().squeeze(-1), labels.float().reshape(-1))
-                    if self.num_labels == 1
-                    else F.mse_loss(logits.float(), labels.float())
-                )
-            elif kind == "single_label_classification":
-                loss = F.cross_entropy(logits.float().view(-1, self.num_labels), labels.view(-1))
-            else:
-                loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+        loss = None if labels is None else sequence_classification_loss(logits, labels, self.problem_type(labels))
         return SequenceClassifierOutput(loss, logits, out.hidden_states, out.attentions)
 
 
@@ -962,13 +988,7 @@ class BertForTokenClassification(PreTrainedMixin):
             cu_seqlens=cu_seqlens,
         )
         logits = self.classifier(self.dropout(out.last_hidden_state))
-        loss = None
-        if labels is not None:
-            flat_logits, flat_labels = logits.float().view(-1, self.num_labels), labels.view(-1)
-            if label_normalizer is None:
-                loss = F.cross_entropy(flat_logits, flat_labels, ignore_index=-100)
-            else:
-                loss = F.cross_entropy(flat_logits, flat_labels, ignore_index=-100, reduction="sum") / label_normalizer
+        loss = None if labels is None else token_classification_loss(logits, labels, label_normalizer)
         return TokenClassifierOutput(loss, logits, out.hidden_states, out.attentions)
 
 
@@ -1010,13 +1030,7 @@ class BertForQuestionAnswering(PreTrainedMixin):
         start_logits, end_logits = start_logits.contiguous(), end_logits.contiguous()
         loss = None
         if start_positions is not None and end_positions is not None:
-            seq_len = start_logits.shape[1]
-            start = start_positions.reshape(-1).clamp(0, seq_len)
-            end = end_positions.reshape(-1).clamp(0, seq_len)
-            loss = (
-                F.cross_entropy(start_logits.float(), start, ignore_index=seq_len)
-                + F.cross_entropy(end_logits.float(), end, ignore_index=seq_len)
-            ) / 2
+            loss = span_loss(start_logits, end_logits, start_positions, end_positions)
         return QuestionAnsweringOutput(loss, start_logits, end_logits, out.hidden_states, out.attentions)
 
 

@@ -47,7 +47,12 @@ from bertkit.model import (
     QuestionAnsweringOutput,
     SequenceClassifierOutput,
     TokenClassifierOutput,
+    masked_lm,
     pool_tokens,
+    problem_type,
+    sequence_classification_loss,
+    span_loss,
+    token_classification_loss,
 )
 
 ATTN_IMPLEMENTATIONS = ("sdpa", "flex", "varlen")
@@ -615,22 +620,11 @@ class ModernBertForMaskedLM(ModernBertPreTrained):
         out = self.model(input_ids, None, attention_mask, output_hidden_states=output_hidden_states,
                          output_attentions=output_attentions)  # fmt: skip
         hidden = out.last_hidden_state
-        if masked_positions is not None:
-            rows = hidden.gather(1, masked_positions[..., None].expand(-1, -1, hidden.shape[-1]))
-            logits, targets = self.decoder(self.head(rows)), masked_labels
-        elif labels is not None:
-            selected = labels != -100
-            logits, targets = self.decoder(self.head(hidden[selected])), labels[selected]
-        else:
-            return MaskedLMOutput(None, self.decoder(self.head(hidden)), None, None, out.hidden_states)
-        if targets is None:
-            return MaskedLMOutput(None, logits, None, None, out.hidden_states)
-        real = targets != -100
-        count = real.sum()
-        loss = F.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]).float(), targets.reshape(-1), ignore_index=-100, reduction="sum"
-        ) / count.clamp(min=1)
-        correct = ((logits.argmax(-1) == targets) & real).sum()
+        if masked_positions is not None:  # the rows masked_lm reads
+            hidden = hidden.gather(1, masked_positions[..., None].expand(-1, -1, hidden.shape[-1]))
+        logits, loss, correct, count = masked_lm(
+            lambda x: self.decoder(self.head(x)), hidden, masked_positions, masked_labels, labels
+        )
         return MaskedLMOutput(loss, logits, correct, count, out.hidden_states)
 
 
@@ -663,13 +657,7 @@ class ModernBertForSequenceClassification(_Classifying):
         super().__init__(config, config.num_labels)
 
     def problem_type(self, labels: Tensor) -> str:
-        if self.config.problem_type is not None:
-            return self.config.problem_type
-        if self.num_labels == 1:
-            return "regression"
-        return (
-            "single_label_classification" if labels.dtype in (torch.long, torch.int) else "multi_label_classification"
-        )
+        return problem_type(self.config.problem_type, self.num_labels, labels)
 
     def forward(
         self,
@@ -686,19 +674,7 @@ class ModernBertForSequenceClassification(_Classifying):
         out = self.model(input_ids, None, attention_mask, output_hidden_states=output_hidden_states,
                          output_attentions=output_attentions)  # fmt: skip
         logits = self.classify(pool_tokens(out.last_hidden_state, attention_mask, self.config.classifier_pooling))
-        loss = None
-        if labels is not None:
-            kind = self.problem_type(labels)
-            if kind == "regression":
-                loss = (
-                    F.mse_loss(logits.float().reshape(labels.shape), labels.float())
-                    if self.num_labels == 1
-                    else F.mse_loss(logits.float(), labels.float())
-                )
-            elif kind == "single_label_classification":
-                loss = F.cross_entropy(logits.float().view(-1, self.num_labels), labels.view(-1))
-            else:
-                loss = F.binary_cross_entropy_with_logits(logits.float(), labels.float())
+        loss = None if labels is None else sequence_classification_loss(logits, labels, self.problem_type(labels))
         return SequenceClassifierOutput(loss, logits, out.hidden_states)
 
 
@@ -723,13 +699,7 @@ class ModernBertForTokenClassification(_Classifying):
         out = self.model(input_ids, None, attention_mask, output_hidden_states=output_hidden_states,
                          output_attentions=output_attentions)  # fmt: skip
         logits = self.classify(out.last_hidden_state)
-        loss = None
-        if labels is not None:
-            flat, targets = logits.float().view(-1, self.num_labels), labels.view(-1)
-            if label_normalizer is None:
-                loss = F.cross_entropy(flat, targets, ignore_index=-100)
-            else:
-                loss = F.cross_entropy(flat, targets, ignore_index=-100, reduction="sum") / label_normalizer
+        loss = None if labels is None else token_classification_loss(logits, labels, label_normalizer)
         return TokenClassifierOutput(loss, logits, out.hidden_states)
 
 
@@ -757,13 +727,7 @@ class ModernBertForQuestionAnswering(_Classifying):
         start_logits, end_logits = start_logits.contiguous(), end_logits.contiguous()
         loss = None
         if start_positions is not None and end_positions is not None:
-            seq_len = start_logits.shape[1]
-            start = start_positions.reshape(-1).clamp(0, seq_len)
-            end = end_positions.reshape(-1).clamp(0, seq_len)
-            loss = (
-                F.cross_entropy(start_logits.float(), start, ignore_index=seq_len)
-                + F.cross_entropy(end_logits.float(), end, ignore_index=seq_len)
-            ) / 2
+            loss = span_loss(start_logits, end_logits, start_positions, end_positions)
         return QuestionAnsweringOutput(loss, start_logits, end_logits, out.hidden_states)
 
 
