@@ -622,9 +622,9 @@ def test_grouped_batches_split_over_processes():
     "path", sorted((Path(__file__).resolve().parents[1] / "configs").glob("finetune-*.toml")), ids=lambda p: p.name
 )
 def test_example_configs_are_valid(path):
-    from bertkit.training.finetune import read_config_file
+    from bertkit.training.train_config import read_config_file
 
-    options = read_config_file(path)
+    options = read_config_file(path, FinetuneConfig)
     config = FinetuneConfig.from_options(model="some/model", **options)
     assert config.task in ("classification", "regression", "ner", "qa") and Path(config.train_file).name
     assert config.dev_file is not None

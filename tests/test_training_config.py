@@ -19,12 +19,10 @@ from bertkit.option_groups import option_leaves
 from bertkit.training import pretrain as pretrain_module
 from bertkit.training import run_log
 from bertkit.training.finetune import FinetuneConfig
-from bertkit.training.finetune import read_config_file as read_finetune_file
 from bertkit.training.finetune_defaults import DEFAULTS
 from bertkit.training.pretrain import PretrainConfig, build_config, pretrain
-from bertkit.training.pretrain import read_config_file as read_pretrain_file
 from bertkit.training.run_log import DATASHEET_PEAKS, datasheet_peak, measure_matmul_peak, mfu_peak
-from bertkit.training.train_config import TrainConfig, option_names
+from bertkit.training.train_config import TrainConfig, option_names, read_config_file
 from training_helpers import make_pretraining_dataset
 
 # Every flag of `bertkit pretrain` / `bertkit finetune` in use before the options were generated (tests, docs,
@@ -135,6 +133,14 @@ PREPARE_DATA_FLAGS = [
 
 
 # ------------------------------------------------------------------------------------------ config files
+def read_pretrain_file(path):
+    return read_config_file(path, PretrainConfig)
+
+
+def read_finetune_file(path):
+    return read_config_file(path, FinetuneConfig)
+
+
 @pytest.mark.parametrize("read", [read_pretrain_file, read_finetune_file], ids=["pretrain", "finetune"])
 def test_both_readers_take_flat_and_nested_training_keys(read, tmp_path):
     (tmp_path / "flat.toml").write_text("micro-batch-size = 8\nlr = 0.001\n")

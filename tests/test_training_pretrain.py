@@ -9,7 +9,8 @@ import torch
 
 from bertkit.cli import main
 from bertkit.errors import ConfigError, DataError
-from bertkit.training.pretrain import build_config, build_model, pretrain, read_config_file
+from bertkit.training.pretrain import PretrainConfig, build_config, build_model, pretrain
+from bertkit.training.train_config import read_config_file
 from training_helpers import make_pretraining_dataset
 
 QUIET = dict(progress=False, tensorboard=False, plot=False, peak_flops=1e12)
@@ -144,13 +145,18 @@ def test_sequences_longer_than_the_position_table_are_rejected(tmp_path):
 
 def test_config_files_flat_nested_and_yaml(tmp_path):
     (tmp_path / "a.toml").write_text('data = "d"\nmax-steps = 5\n[train]\nlr = 0.001\noptimizer = "lamb"\n')
-    assert read_config_file(tmp_path / "a.toml") == {"data": "d", "max_steps": 5, "lr": 0.001, "optimizer": "lamb"}
+    assert read_config_file(tmp_path / "a.toml", PretrainConfig) == {
+        "data": "d",
+        "max_steps": 5,
+        "lr": 0.001,
+        "optimizer": "lamb",
+    }
     pytest.importorskip("yaml")
     (tmp_path / "b.yaml").write_text("output: o\nmax_time: 90m\n")
-    assert read_config_file(tmp_path / "b.yaml") == {"output": "o", "max_time": "90m"}
+    assert read_config_file(tmp_path / "b.yaml", PretrainConfig) == {"output": "o", "max_time": "90m"}
     (tmp_path / "c.toml").write_text("learning_rate = 1\n")
     with pytest.raises(ConfigError, match="learning_rate"):
-        read_config_file(tmp_path / "c.toml")
+        read_config_file(tmp_path / "c.toml", PretrainConfig)
     with pytest.raises(ConfigError, match="--data is required"):
         build_config({"output": "o", "max_steps": 1})
 

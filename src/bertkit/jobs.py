@@ -97,10 +97,11 @@ def pretrain(
     the command's flat names (``model_config="mini"``, ``max_steps=1000``, ``lr=1e-4``...). ``resume``
     continues from the latest valid checkpoint in ``output``, ``resume_from`` from the given one. Returns the
     loop's :class:`~bertkit.training.loop.TrainResult` (``stop_reason``, ``step``, ``checkpoint``...)."""
-    from bertkit.training.pretrain import build_config, read_config_file
+    from bertkit.training.pretrain import PretrainConfig, build_config
     from bertkit.training.pretrain import pretrain as run
+    from bertkit.training.train_config import read_config_file
 
-    flat = read_config_file(config) if config else {}
+    flat = read_config_file(config, PretrainConfig) if config else {}
     given = {"data": data, "output": output, **options}
     flat.update(
         {

@@ -55,7 +55,7 @@ from bertkit.tasks.prepare import featurize, read_examples
 from bertkit.tasks.registry import CONFIG_KEY, make_task, saved_settings
 from bertkit.training import distributed
 from bertkit.training.checkpoint import latest_valid_checkpoint
-from bertkit.training.finetune_config import FinetuneConfig, read_config_file
+from bertkit.training.finetune_config import FinetuneConfig
 from bertkit.training.finetune_defaults import Sizing, size_to_data
 from bertkit.training.finetune_selection import DevSelection, previous_evaluations
 from bertkit.training.loop import Trainer, TrainResult
@@ -66,7 +66,7 @@ from bertkit.weights import save_pretrained
 if TYPE_CHECKING:
     from bertkit.tokenizer import Tokenizer
 
-__all__ = ["FinetuneConfig", "FinetuneResult", "finetune", "groups_by_length", "read_config_file", "training_batches"]
+__all__ = ["FinetuneConfig", "FinetuneResult", "finetune", "groups_by_length", "training_batches"]
 
 
 # ------------------------------------------------------------------------------------------ batches

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -45,7 +44,6 @@ from bertkit.training.precision import precision_name
 from bertkit.training.run_log import mfu_peak, pretraining_flops_per_token
 from bertkit.training.tracking import log_model, run_context
 from bertkit.training.train_config import TrainConfig, split_options
-from bertkit.training.train_config import read_config_file as read_options
 from bertkit.weights import declare_modernbert_inputs, save_pretrained
 
 if TYPE_CHECKING:
@@ -149,12 +147,6 @@ def _resolve_architecture(config: PretrainConfig) -> Architecture:
             f"--architecture {config.architecture} but {source} describes a {found} model; drop one of the two"
         )
     return "modernbert" if "modernbert" in (config.architecture, found) else "bert"
-
-
-def read_config_file(path: str | os.PathLike) -> dict[str, Any]:
-    """Flat options from a TOML or YAML file: pre-training keys, training keys flat or in a ``[train]`` table
-    (the rules of :func:`bertkit.training.train_config.read_config_file`)."""
-    return read_options(path, PretrainConfig)
 
 
 def build_config(options: Mapping[str, Any]) -> PretrainConfig:

@@ -540,18 +540,19 @@ def split_options(options: Mapping[str, Any], cls: type, *, source: str = "") ->
     return own, train
 
 
-def read_config_file(
-    path: str | os.PathLike, cls: type, aliases: Mapping[str, str] | None = None, sections: Iterable[str] = ()
-) -> dict[str, Any]:
-    """Flat options for ``cls`` (a config that nests a :class:`TrainConfig` as ``train``) from a TOML/YAML file.
+def read_config_file(path: str | os.PathLike, cls: type) -> dict[str, Any]:
+    """Flat options for ``cls`` (a config that nests a :class:`TrainConfig` as ``train``) from a TOML/YAML file:
+    the one config-file reader of every command (``read_config_file(path, PretrainConfig)``,
+    ``read_config_file(path, FinetuneConfig)``).
 
     Keys are the dataclass fields (``-`` and ``_`` alike); training options may sit at the top or in a
-    ``[train]`` (or ``[train_options]``) table, which wins. Dict-valued fields (``task_options``) stay tables. ``aliases``
-    maps short names to fields (``dev`` -> ``dev_file``; a string ``train`` is then ``train_file``).
-    Unknown keys are an error naming the closest known one. The same rules hold for every command. Tables
-    named in ``sections`` belong to another reader and are left out.
+    ``[train]`` (or ``[train_options]``) table, which wins. Dict-valued fields (``task_options``) stay tables.
+    ``cls.FILE_ALIASES``, where the class has it, maps short keys to fields (``dev`` -> ``dev_file``; a string
+    ``train`` is then ``train_file``); tables named in ``cls.FILE_SECTIONS`` belong to another reader and are
+    left out. Unknown keys are an error naming the closest known one.
     """
-    aliases = dict(aliases or {})
+    aliases: Mapping[str, str] = getattr(cls, "FILE_ALIASES", {})
+    sections: tuple[str, ...] = getattr(cls, "FILE_SECTIONS", ())
     data = {k.replace("-", "_"): v for k, v in read_options_file(path).items() if k not in sections}
     tables = [data.pop(name) for name in ("train", "train_options") if isinstance(data.get(name), Mapping)]
     flat = {aliases.get(key, key): value for key, value in data.items()}
