@@ -49,10 +49,13 @@ def _run_pretrain(
 
 
 @commands.command(
-    "pretrain", short_help="Pre-train BERT (masked LM + next sentence).", cls=lazy_command(_pretrain_function)
+    "pretrain",
+    short_help="Pre-train BERT or ModernBERT (masked LM, + next sentence).",
+    cls=lazy_command(_pretrain_function),
 )
 def pretrain_command() -> None:
-    """Pre-train BERT (masked LM + next sentence) on a prepared dataset; resumable, multi-process with torchrun.
+    """Pre-train BERT (masked LM + next sentence, or masked LM only on --no-nsp data) or ModernBERT
+    (--architecture modernbert, masked LM only) on a prepared dataset; resumable, multi-process with torchrun.
 
     \b
     Example:
@@ -60,4 +63,6 @@ def pretrain_command() -> None:
         --output runs/mini --global-batch-size 256 --micro-batch-size 64 \\
         --lr 1e-4 --warmup-steps 1000 --max-steps 20000 --save-every 1000 \\
         --eval-every 1000
+      bertkit pretrain --data data/modern128 --recipe modern --architecture modernbert \\
+        --model-config mini --output runs/modernbert --max-steps 20000
     """
