@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 
 from bertkit.config import ModernBertConfig
 from bertkit.data import open_dataset
-from bertkit.errors import ConfigError
+from bertkit.errors import ConfigError, DataError
 from bertkit.models import ModernBertForMaskedLM
 from bertkit.training.pretrain import build_config, build_model, pretrain
 from test_reliability_faults import run_child
@@ -82,6 +82,18 @@ def test_modernbert_refuses_next_sentence_data(tmp_path: Path) -> None:
     nsp = make_pretraining_dataset(tmp_path / "nsp", n_train=8, n_eval=0, seq=24, vocab=60)
     with pytest.raises(ConfigError, match=r"masked LM only.*--recipe modern"):
         pretrain(build_config(options(nsp, tmp_path / "run", architecture="modernbert", model_config="tiny")))
+
+
+def test_whole_word_masking_needs_a_wordpiece_tokenizer(tmp_path: Path) -> None:
+    from bertkit.data.prepare import PrepareConfig, prepare_dataset
+    from test_tokenizer_json import MODERNBERT_NAMES, bpe_directory
+
+    bpe = bpe_directory(tmp_path, ("[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]"), MODERNBERT_NAMES)
+    (tmp_path / "corpus.txt").write_text("One sentence here. Another one there.\n", encoding="utf-8")
+    config = PrepareConfig(inputs=[str(tmp_path / "corpus.txt")], output=str(tmp_path / "data"), tokenizer=str(bpe),
+                           recipe="modern", whole_word_mask=True, workers=1)  # fmt: skip
+    with pytest.raises(DataError, match="not a WordPiece tokenizer; prepare without --whole-word-mask"):
+        prepare_dataset(config)
 
 
 def test_continued_pretraining_starts_from_the_weights(data: Path, tmp_path: Path) -> None:

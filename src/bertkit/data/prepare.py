@@ -54,7 +54,7 @@ from bertkit.formats import split_suffix
 from bertkit.hub import resolve_model
 from bertkit.io import atomic_path
 from bertkit.progress import Progress
-from bertkit.tokenizer import Tokenizer
+from bertkit.tokenizer import JsonTokenizer, Tokenizer
 
 log = logging.getLogger("bertkit.data")
 
@@ -294,6 +294,11 @@ def prepare_dataset(config: PrepareConfig, *, progress: bool = True) -> dict[str
         raise DataError(f"--output {output} exists and is not a directory")
     files = expand_inputs(config.inputs)
     tokenizer = Tokenizer.from_pretrained(resolve_model(config.tokenizer))
+    if config.whole_word_mask and isinstance(tokenizer, JsonTokenizer):
+        raise DataError(
+            f"--whole-word-mask reads word boundaries from WordPiece's ## pieces, and {config.tokenizer} is not a "
+            f"WordPiece tokenizer; prepare without --whole-word-mask"
+        )
     created = not output.exists()  # removed again if the inputs turn out to hold no text
     output.mkdir(parents=True, exist_ok=True)
     tokenizer.save_pretrained(output / TOKENIZER_DIR)
