@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -61,7 +62,7 @@ def test_rotation_keeps_the_newest(tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["truncate", "flip", "no_manifest", "missing_file"])
-def test_a_broken_latest_checkpoint_falls_back_to_the_previous_one(tmp_path, damage):
+def test_a_broken_latest_checkpoint_falls_back_to_the_previous_one(tmp_path, damage, caplog):
     model = ToyModel()
     save_checkpoint(tmp_path, 1, model, STATE)
     latest = save_checkpoint(tmp_path, 2, model, STATE)
@@ -77,8 +78,9 @@ def test_a_broken_latest_checkpoint_falls_back_to_the_previous_one(tmp_path, dam
     else:
         (latest / TRAINER_STATE).unlink()
     assert validate_checkpoint(latest) is not None
-    with pytest.warns(UserWarning, match="checkpoint-2"):
+    with caplog.at_level(logging.WARNING, logger="bertkit"):
         assert latest_valid_checkpoint(tmp_path) == tmp_path / "checkpoint-1"
+    assert "skipping checkpoint" in caplog.text and "checkpoint-2" in caplog.text
     with pytest.raises(CheckpointError, match="not usable"):
         load_checkpoint(latest, ToyModel())
 

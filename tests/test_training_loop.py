@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import signal
@@ -86,17 +87,19 @@ def test_refuses_to_overwrite_a_run_without_resume(tmp_path):
         run(tmp_path, max_steps=4)
 
 
-def test_non_finite_steps_are_skipped_and_counted(tmp_path):
-    with pytest.warns(UserWarning, match="skipped"):
+def test_non_finite_steps_are_skipped_and_counted(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING, logger="bertkit"):
         model, result = run(tmp_path, model=ToyModel(nan_at={3, 4}), max_steps=10)
+    assert "update skipped (2 so far)" in caplog.text
     assert result.step == 10 and result.skipped_steps == 2
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
 
-def test_repeated_non_finite_steps_stop_with_the_last_good_checkpoint_intact(tmp_path):
+def test_repeated_non_finite_steps_stop_with_the_last_good_checkpoint_intact(tmp_path, caplog):
     model = ToyModel(nan_at=set(range(6, 100)))
-    with pytest.warns(UserWarning, match="non-finite"), pytest.raises(TrainingDiverged, match="checkpoint-5"):
+    with caplog.at_level(logging.WARNING, logger="bertkit"), pytest.raises(TrainingDiverged, match="checkpoint-5"):
         run(tmp_path, model=model, max_steps=50, save_every=5, max_bad_steps=4)
+    assert "non-finite" in caplog.text
     assert [p.name for p in list_checkpoints(tmp_path)] == ["checkpoint-5"]
 
 
@@ -141,12 +144,13 @@ def test_evaluation_epochs_and_best_export(tmp_path):
     assert (tmp_path / "best" / "model.safetensors").is_file() and model.training
 
 
-def test_lamb_and_bf16_autocast_train_on_cpu(tmp_path):
+def test_lamb_and_bf16_autocast_train_on_cpu(tmp_path, caplog):
     _, lamb = run(tmp_path / "lamb", max_steps=30, optimizer="lamb", log_every=10)
     losses = [r["loss"] for r in lamb.history]
     assert losses[-1] < losses[0]
-    with pytest.warns(UserWarning, match="bf16"):
+    with caplog.at_level(logging.WARNING, logger="bertkit"):
         _, bf16 = run(tmp_path / "bf16", max_steps=4, precision="bf16", log_every=2)
+    assert "bf16 autocast on CPU" in caplog.text
     assert bf16.step == 4 and all(math.isfinite(r["loss"]) for r in bf16.history)
 
 

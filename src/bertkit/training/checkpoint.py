@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import pickle
 import re
 import shutil
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ from bertkit.checkpoint_files import load_hf_state_dict, read_state_dict
 from bertkit.errors import CheckpointError
 from bertkit.io import atomic_write_text
 from bertkit.model import PreTrainedMixin
+from bertkit.notices import notice
 from bertkit.weights import save_pretrained
 
 MANIFEST = "manifest.json"
@@ -192,7 +193,7 @@ def latest_valid_checkpoint(output_dir: str | os.PathLike) -> Path | None:
         problem = validate_checkpoint(path)
         if problem is None:
             return path
-        warnings.warn(f"skipping checkpoint {path}: {problem}; falling back to an older one", stacklevel=2)
+        notice(f"skipping checkpoint {path}: {problem}; falling back to an older one", logging.WARNING)
     return None
 
 

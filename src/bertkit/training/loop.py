@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
 import math
 import signal
 import threading
 import time
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -406,10 +406,10 @@ class Trainer:
         if not counts_as_failure:
             return
         self.bad_in_a_row += 1
-        warnings.warn(
+        notice(
             f"non-finite loss or gradient at step {self.step} (loss {loss}, grad norm {grad_norm}): "
             f"update skipped ({self.skipped} so far)",
-            stacklevel=3,
+            logging.WARNING,
         )
         if self.bad_in_a_row >= self.config.max_bad_steps:
             raise TrainingDiverged(
@@ -530,10 +530,10 @@ class Trainer:
         if len(rngs) == self.env.world_size:
             set_rng_state(rngs[self.env.rank])
         else:
-            warnings.warn(
+            notice(
                 f"resuming {len(rngs)}-process checkpoint on {self.env.world_size} processes: data order "
                 "is kept, dropout streams are re-seeded",
-                stacklevel=3,
+                logging.WARNING,
             )
             seed_everything(self.config.seed + self.env.rank + 1_000_003 * self.step)
         if self.env.is_main:

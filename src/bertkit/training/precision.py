@@ -7,13 +7,14 @@ and optimizer state stay fp32 in every mode.
 from __future__ import annotations
 
 import contextlib
-import warnings
+import logging
 from dataclasses import dataclass
 from typing import Literal
 
 import torch
 
 from bertkit.errors import ConfigError
+from bertkit.notices import notice
 
 PrecisionName = Literal["auto", "fp32", "bf16", "fp16"]
 """What a config may ask for; ``auto`` is made concrete by :func:`precision_name`."""
@@ -63,7 +64,7 @@ def resolve_precision(name: str, device: torch.device) -> Precision:
         return Precision("fp16", device, torch.amp.GradScaler("cuda"))
     if name == "bf16":
         if device.type == "cpu":
-            warnings.warn("bf16 autocast on CPU is usually slower than fp32; it is meant for GPUs", stacklevel=2)
+            notice("bf16 autocast on CPU is usually slower than fp32; it is meant for GPUs", logging.WARNING)
         return Precision("bf16", device)
     if device.type == "cuda":
         # TF32 matmuls on Ampere+: fp32 storage at tensor-core speed, precise enough for BERT training.
