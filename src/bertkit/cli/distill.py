@@ -44,11 +44,13 @@ def _distill_function() -> Callable[..., None]:
             "group_by_length": ("--group-by-length/--random-batches",),
         },
     )
-    return generated_command("distill", distill_command.__doc__, options, _run_distill)
+    task_options = finetune_cli.task_config_options()
+    return generated_command("distill", distill_command.__doc__, options + task_options, _run_distill)
 
 
 def _run_distill(**given: Any) -> None:
     from bertkit.hub import resolve_model
+    from bertkit.tasks.registry import task_option_names
     from bertkit.training.distill import DistillConfig, distill, teacher_settings
 
     own = {f.name for f in dataclasses.fields(DistillConfig)}
@@ -58,16 +60,16 @@ def _run_distill(**given: Any) -> None:
     given = {name: value for name, value in given.items() if name not in own}
     task, task_options, max_seq_length = teacher_settings(resolve_model(settings.teacher))
     options = {name: given.pop(name) for name in _OPTION_NAMES}
-    for name, value in task_options.items():
-        if options.get(name) is None and name in options:
-            options[name] = value
+    for name in task_option_names():  # the teacher's task options, where the command line gives none
+        if given.get(name) is None and name in task_options:
+            given[name] = task_options[name]
     given["task"] = given.get("task") or task
     given["max_seq_length"] = given.get("max_seq_length") or max_seq_length
     given["model"] = settings.teacher
     finetune_cli.run_training(options, given, functools.partial(distill, settings=settings))
 
 
-# the keyword-only options ``finetune`` declares by hand (task options, --config, --search): distill takes them too
+# the keyword-only options ``finetune`` declares by hand (--config, --search, --threads): distill takes them too
 _OPTION_NAMES = [
     p.name
     for p in inspect.signature(finetune_cli._run_finetune, eval_str=True).parameters.values()

@@ -1,11 +1,13 @@
 """Fine-tuning commands: ``finetune`` (and its hyper-parameter ``--search``), ``evaluate`` and ``predict``.
 
-``finetune``'s options are generated from ``FinetuneConfig`` and ``TrainConfig``; the task options (columns,
-metric, labels), the config file and the search switches are declared here.
+``finetune``'s options are generated from ``FinetuneConfig`` and ``TrainConfig``, and the task options from
+each family's options dataclass (``tasks/<family>/options.py``); the config file and the search switches are
+declared here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from bertkit.cli.console import print_json, show_library_warnings
-from bertkit.cli.options import ExampleLastCommand, config_options, lazy_command, show_default
+from bertkit.cli.options import ConfigOption, ExampleLastCommand, config_options, lazy_command, show_default
 from bertkit.cli.program import fail, stopped_by_signal
 from bertkit.cli.shared_options import (
     BackendOption,
@@ -49,66 +51,8 @@ commands = typer.Typer(rich_markup_mode=None)
 
 
 # --------------------------------------------------------------------------------------------- finetune
-MainMetricOption = Annotated[
-    str | None,
-    typer.Option(
-        help="Metric that picks the best epoch (default: accuracy; regression pearson; ner, qa f1; embedding "
-        "ndcg@10, cosent spearman)."
-    ),
-]
-DocStrideOption = Annotated[
-    int | None, typer.Option(help="qa: tokens between the starts of context windows (default: 128).")
-]
-LabelNamesOption = Annotated[
-    str | None,
-    typer.Option(help="classification: names of the sorted labels, comma-separated, e.g. negative,positive for 0/1."),
-]
-# the embedding task's options (tasks/embedding)
-NegativeColumnsOption = Annotated[
-    str | None,
-    typer.Option(
-        help="embedding: hard-negative columns, comma-separated ('' = none) (default: every column whose name "
-        "starts with negative)."
-    ),
-]
-LossOption = Annotated[
-    str | None,
-    typer.Option(
-        help="embedding: mnrl (in-batch negatives on pairs/triplets) or cosent (scored pairs) (default: cosent "
-        "for a file with a score column and no negatives, else mnrl)."
-    ),
-]
-ScaleOption = Annotated[
-    float | None, typer.Option(help="embedding: factor on the cosine similarities in the loss (default: 20).")
-]
-SymmetricOption = Annotated[
-    bool | None,
-    typer.Option("--symmetric", help="embedding, mnrl: also rank the anchors for each positive (both directions)."),
-]
-MatryoshkaOption = Annotated[
-    str | None, typer.Option(help="embedding: also train the leading widths, e.g. 384,256,128,64 (equal weights).")
-]
-PoolingOption = Annotated[
-    str | None, typer.Option(help="embedding: mean, cls or max over the token vectors (default: mean).")
-]
-NormalizeOption = Annotated[
-    bool | None,
-    typer.Option("--normalize/--no-normalize", help="embedding: save a Normalize module (default: normalize)."),
-]
-CacheOption = Annotated[
-    int | None,
-    typer.Option(
-        help="embedding: gradient cache; embed each batch this many texts at a time, so memory stays bounded "
-        "whatever the batch (same gradients; about 1.3x the compute) (default: off)."
-    ),
-]
-ScoreMaxOption = Annotated[
-    float | None,
-    typer.Option(help="embedding, cosent: top of the score scale; scores are divided by it (default: the largest)."),
-]
-
-
 def _finetune_function() -> Callable[..., None]:
+    from bertkit.tasks.registry import FAMILIES
     from bertkit.training.finetune import FinetuneConfig
     from bertkit.training.finetune_defaults import DEFAULTS, MAX_EPOCHS, MIN_UPDATES, SMALL_BATCH, SMALL_SET
     from bertkit.training.train_config import TrainConfig
@@ -124,8 +68,9 @@ def _finetune_function() -> Callable[..., None]:
     # what the user leaves unset is sized to the training set (finetune_defaults.size_to_data): say how
     shown["micro_batch_size"] += f"; at most {SMALL_BATCH} below {SMALL_SET:,} training examples"
     shown["epochs"] += f"; raised, up to {MAX_EPOCHS}, until the run makes {MIN_UPDATES:,} updates"
+    fixed = " or ".join(f"--task {name}" for name, family in FAMILIES.items() if family.fixed_recipe)
     for name in ("micro_batch_size", "epochs"):
-        shown[name] += "; never resized for --task embedding"
+        shown[name] += f"; never resized for {fixed}" if fixed else ""
     options = config_options(
         [FinetuneConfig, TrainConfig],
         exclude={"best_metric", "best_mode"},
@@ -139,30 +84,24 @@ def _finetune_function() -> Callable[..., None]:
             "group_by_length": ("--group-by-length/--random-batches",),
         },
     )
-    return generated_command("finetune", finetune_command.__doc__, options, _run_finetune)
+    return generated_command("finetune", finetune_command.__doc__, options + task_config_options(), _run_finetune)
+
+
+def task_config_options() -> list[ConfigOption]:
+    """The task families' options (``tasks.registry.option_classes``: each family's options dataclass), one flag
+    a field; the values given reach the task through ``tasks.registry.given_task_options``."""
+    from bertkit.tasks.registry import option_classes
+
+    classes = option_classes()
+    flags = {
+        f.name: f.metadata["cli_flags"] for cls in classes for f in dataclasses.fields(cls) if "cli_flags" in f.metadata
+    }
+    return config_options(classes, flags=flags)
 
 
 def _run_finetune(
     *,
     config: ConfigFileOption = None,
-    text_column: TextColumnOption = None,
-    text_pair_column: PairColumnOption = None,
-    label_column: LabelColumnOption = None,
-    main_metric: MainMetricOption = None,
-    doc_stride: DocStrideOption = None,
-    tag_column: TagColumnOption = None,
-    long_text: LongTextOption = None,
-    max_query_length: MaxQueryLengthOption = None,
-    label_names: LabelNamesOption = None,
-    negative_columns: NegativeColumnsOption = None,
-    loss: LossOption = None,
-    scale: ScaleOption = None,
-    symmetric: SymmetricOption = None,
-    matryoshka_dims: MatryoshkaOption = None,
-    pooling: PoolingOption = None,
-    normalize: NormalizeOption = None,
-    cache_mini_batch_size: CacheOption = None,
-    score_max: ScoreMaxOption = None,
     search: Annotated[
         bool,
         typer.Option(
@@ -190,13 +129,14 @@ def run_training(options: dict[str, Any], fields: dict[str, Any], run: Runner | 
     """``finetune`` (or ``run``, distillation's) on the config the parsed ``options`` (``_run_finetune``'s own)
     and generated ``fields`` describe, or the search over it with ``--search``; prints the dev metrics."""
     from bertkit.jobs import finetune_config as build_config
+    from bertkit.tasks.registry import given_task_options, task_option_names
     from bertkit.training.finetune import finetune
 
     use_threads(options.pop("threads", None))
     show_library_warnings()
     config, search = options.pop("config"), options.pop("search")
     search_trials, search_budget = options.pop("search_trials"), options.pop("search_budget")
-    given = task_options(**options)
+    given = given_task_options({name: fields.pop(name) for name in task_option_names() if name in fields})
     finetune_config = build_config(config=config, task_options=given, **fields)
     if search:
         _run_search(finetune_config, config, trials=search_trials, budget=search_budget, run=run)

@@ -45,7 +45,20 @@ class Family:
     """What the user does about examples cut at ``max_seq_length``, in the line ``featurize`` reports."""
     truncation_line: Callable[[Task, int, int, int], str] | None = None
     """``(task, cut, examples, max_seq_length) -> line`` where the family cuts something else (QA: questions)."""
+    options: type | None = None
+    """The dataclass of the family's command-line options: ``bertkit finetune`` generates a flag from each field
+    (its docstring the help; ``metadata["cli_flags"]`` other declarations), and the values given reach the task
+    as its options (the dataclass's ``__post_init__`` may normalise them)."""
 
     def all_names(self) -> tuple[str, ...]:
         """Every command-line name of the family, its own first."""
         return (self.name, *(name for name in self.names if name != self.name))
+
+
+@dataclass
+class CommonTaskOptions:
+    """The command-line options every task family takes."""
+
+    main_metric: str | None = None
+    """Metric that picks the best epoch (default: accuracy; regression pearson; ner, qa f1; embedding ndcg@10,
+    cosent spearman)."""

@@ -11,13 +11,14 @@ training did.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 from bertkit.errors import ConfigError
 from bertkit.tasks import classification, embedding, ner, qa
 from bertkit.tasks.base import CONFIG_KEY, Task
-from bertkit.tasks.family import Family
+from bertkit.tasks.family import CommonTaskOptions, Family
 
 __all__ = [
     "CONFIG_KEY",
@@ -25,11 +26,14 @@ __all__ = [
     "Family",
     "family",
     "get_task",
+    "given_task_options",
     "head_family",
     "make_task",
+    "option_classes",
     "register",
     "saved_settings",
     "task_names",
+    "task_option_names",
 ]
 
 FAMILIES: dict[str, Family] = {
@@ -90,6 +94,28 @@ def make_task(name: str, options: Mapping[str, Any] | None = None) -> Task:
     given = dict(options or {})
     chosen = {**named, **given} if name == record.name else {**given, **named}
     return get_task(record.name, **chosen)
+
+
+def option_classes() -> tuple[type, ...]:
+    """The dataclasses of the task options ``bertkit finetune`` takes: the common ones, then each family's."""
+    return (CommonTaskOptions, *(f.options for f in FAMILIES.values() if f.options is not None))
+
+
+def task_option_names() -> list[str]:
+    """The names of the task options ``bertkit finetune`` takes as flags (the fields of ``option_classes``)."""
+    return [f.name for cls in option_classes() for f in dataclasses.fields(cls)]
+
+
+def given_task_options(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The task options among ``values`` (flat, by field name) that were given (not ``None``), each read through
+    its family's options dataclass (which may normalise it: ``--tag-column 7`` is column 7)."""
+    given: dict[str, Any] = {}
+    for cls in option_classes():
+        names = [f.name for f in dataclasses.fields(cls) if values.get(f.name) is not None]
+        if names:
+            parsed = cls(**{name: values[name] for name in names})
+            given.update({name: getattr(parsed, name) for name in names})
+    return given
 
 
 def saved_settings(task: str, max_seq_length: int, task_options: Mapping[str, Any]) -> dict[str, Any]:

@@ -6,6 +6,7 @@ accuracy, F1, MCC or Pearson/Spearman; ``FAMILY`` is what the registry knows of 
 
 from __future__ import annotations
 
+from bertkit.tasks.classification.options import ClassificationTaskOptions
 from bertkit.tasks.classification.task import ClassificationExample, ClassificationPrediction, ClassificationTask
 from bertkit.tasks.family import Family
 
@@ -17,6 +18,7 @@ FAMILY = Family(
     names={"classification": {"regression": False}, "regression": {"regression": True}},
     problem_types={"regression": "regression"},
     truncation_fix="raise --max-seq-length, or pass --long-text windows",
+    options=ClassificationTaskOptions,
 )
 
 __all__ = ["FAMILY", "ClassificationExample", "ClassificationPrediction", "ClassificationTask"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from bertkit.tasks.embedding.data import EmbeddingExample
 from bertkit.tasks.embedding.encoder import SentenceEncoder
+from bertkit.tasks.embedding.options import EmbeddingTaskOptions
 from bertkit.tasks.embedding.sampler import NoDuplicatesOrder
 from bertkit.tasks.embedding.task import EmbeddingPredictions, EmbeddingTask
 from bertkit.tasks.family import Family
@@ -25,6 +26,7 @@ FAMILY = Family(
     # pretrained sentence encoder needs no minimum of updates for a fresh head: never sized to the data.
     defaults={"lr": 2e-5, "epochs": 1.0, "max_seq_length": 256, "micro_batch_size": 64},
     fixed_recipe=True,
+    options=EmbeddingTaskOptions,
 )
 
 __all__ = [

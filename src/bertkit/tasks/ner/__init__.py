@@ -7,8 +7,9 @@ first-subtoken decoding.
 from __future__ import annotations
 
 from bertkit.tasks.family import Family
+from bertkit.tasks.ner.options import NerTaskOptions
 from bertkit.tasks.ner.task import NerExample, NerPrediction, NerTask, read_conll
 
-FAMILY = Family(name="ner", task=NerTask, head="BertForTokenClassification", pipeline="tag")
+FAMILY = Family(name="ner", task=NerTask, head="BertForTokenClassification", pipeline="tag", options=NerTaskOptions)
 
 __all__ = ["FAMILY", "NerExample", "NerPrediction", "NerTask", "read_conll"]

@@ -10,6 +10,7 @@ from typing import Any
 
 from bertkit.tasks.base import Task
 from bertkit.tasks.family import Family
+from bertkit.tasks.qa.options import QaTaskOptions
 from bertkit.tasks.qa.task import QuestionAnsweringTask, SquadExample, SquadPredictions, read_squad
 
 
@@ -28,6 +29,7 @@ FAMILY = Family(
     defaults={"lr": 3e-5, "epochs": 2.0, "max_seq_length": 384, "micro_batch_size": 12},
     default_length=384,
     truncation_line=questions_cut,
+    options=QaTaskOptions,
 )
 
 __all__ = ["FAMILY", "QuestionAnsweringTask", "SquadExample", "SquadPredictions", "read_squad"]

@@ -1,0 +1,15 @@
+"""The qa family's command-line options (``bertkit finetune`` generates its flags from them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class QaTaskOptions:
+    """How ``--task qa`` cuts questions and windows contexts."""
+
+    doc_stride: int | None = None
+    """qa: tokens between the starts of context windows (default: 128)."""
+    max_query_length: int | None = None
+    """qa: longest question in tokens; longer ones are cut (default: 64)."""
