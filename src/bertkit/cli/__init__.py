@@ -3,7 +3,7 @@
 - ``program``: the root app, ``main()``, and how errors become exit codes and one-line messages
 - ``tokenizer``: ``tokenize``, ``tokenizer train``, ``tokenizer extend``
 - ``inference``: ``embed``, ``fill-mask``, ``next-sentence``, ``classify``, ``tag``, ``answer``, ``attention``
-- ``serve_export_convert``: ``serve``, ``export onnx``, ``convert``
+- ``serve``; ``convert``; ``export_onnx`` (``export onnx``)
 - ``pretrain``; ``finetune`` (``finetune``, ``evaluate``, ``predict``); ``distill``; ``prepare_data``; ``demo``
 - ``retrieval``: ``retrieval from-squad``, ``retrieval mine-negatives``
 
@@ -12,20 +12,34 @@ Options: ``options`` generates them from the config dataclasses, so that a field
 """
 
 from bertkit.cli import (
+    convert,
     demo,
     distill,
+    export_onnx,
     finetune,
     inference,
     prepare_data,
     pretrain,
     retrieval,
-    serve_export_convert,
+    serve,
     tokenizer,
 )
 from bertkit.cli.program import app, main
 
 # In this order in `bertkit --help`.
-for _group in (tokenizer, inference, serve_export_convert, pretrain, finetune, distill, retrieval, prepare_data, demo):
+for _group in (
+    tokenizer,
+    inference,
+    serve,
+    convert,
+    export_onnx,
+    pretrain,
+    finetune,
+    distill,
+    retrieval,
+    prepare_data,
+    demo,
+):
     app.add_typer(_group.commands)
 
 __all__ = ["app", "main"]

@@ -205,3 +205,8 @@ def only_fields(cls: type, *names: str) -> set[str]:
     missing = set(names) - {f.name for f in dataclasses.fields(cls)}
     assert not missing, f"{cls.__name__} has no field {', '.join(sorted(missing))}"
     return {f.name for f in dataclasses.fields(cls)} - set(names)
+
+
+def head_class(head: str) -> str | None:
+    """The model class ``--head`` names: ``auto`` -> None (the checkpoint decides), ``encoder`` -> BertModel."""
+    return {"auto": None, "encoder": "BertModel"}.get(head, head)

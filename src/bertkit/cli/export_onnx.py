@@ -1,0 +1,64 @@
+"""``export onnx``: a model as an ONNX graph, optionally int8, checked against PyTorch."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from bertkit.cli.options import ExampleLastCommand
+from bertkit.cli.program import fail
+from bertkit.cli.shared_options import (
+    ModelOption,
+    head_class,
+)
+
+commands = typer.Typer(rich_markup_mode=None)
+
+
+export_app = typer.Typer(rich_markup_mode=None, help="Export a model to other runtimes.", no_args_is_help=True)
+commands.add_typer(export_app, name="export")
+
+
+@export_app.command("onnx", short_help="Export to ONNX (dynamic batch and length axes).", cls=ExampleLastCommand)
+def export_onnx_command(
+    model: ModelOption,
+    output: Annotated[str, typer.Option("--output", "-o", help="The .onnx file to write.")],
+    head: Annotated[
+        str, typer.Option(help="auto (the checkpoint's head) | encoder | a class name like BertForMaskedLM.")
+    ] = "auto",
+    opset: Annotated[int, typer.Option(help="ONNX opset version.")] = 17,
+    verify: Annotated[bool, typer.Option(help="Run the file with onnxruntime and compare with PyTorch.")] = True,
+    quantize: Annotated[
+        str | None,
+        typer.Option(
+            "--quantize", help="int8: quantize the graph's matmuls with onnxruntime's dynamic quantizer (per channel)."
+        ),
+    ] = None,
+) -> None:
+    """Export to ONNX with dynamic batch and sequence axes (inputs input_ids, token_type_ids, attention_mask).
+
+    \b
+    Example:
+      bertkit export onnx --model ./sst2-model --output sst2.onnx
+    """
+    from bertkit.export import check_onnx_installed, export_onnx, output_names, quantize_onnx, verify_onnx
+    from bertkit.quantize import check_scheme
+    from bertkit.weights import load_model
+
+    check_onnx_installed()
+    check_scheme(quantize)
+    loaded = load_model(model, head=head_class(head))
+    path = export_onnx(loaded, output, opset=opset)
+    if quantize:
+        quantize_onnx(path, path)
+    kind = f"{type(loaded).__name__}{', int8' if quantize else ''}"
+    print(f"wrote {path} ({kind}: outputs {', '.join(output_names(loaded))})", file=sys.stderr)
+    if verify:
+        diff = verify_onnx(loaded, path)
+        print(f"onnxruntime matches PyTorch: max abs diff {diff:.2e}", file=sys.stderr)
+        if quantize:  # int8 rounding moves outputs by far more than float tolerance; the figure is for the user
+            return
+        if diff > 1e-4:
+            fail(f"the exported graph differs from the model by {diff:.2e} (more than 1e-4)")
