@@ -5,6 +5,10 @@ gives there the outputs bertkit gives."""
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
+import signal
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +23,7 @@ from bertkit.weights import load_model, save_pretrained
 from inference_helpers import write_squad
 from test_modernbert_toolkit import tiny_config
 from test_reliability_chaos import EMBEDDING_PAIRS, NER_SENTENCES, QA_CONTEXTS
+from test_reliability_faults import run_child
 from test_tokenizer_json import MODERNBERT_NAMES, bpe_directory
 
 transformers = pytest.importorskip("transformers", reason="transformers is the reference for ModernBERT")
@@ -104,3 +109,44 @@ def test_embedding_fine_tunes_into_a_sentence_transformers_folder(base: Path, tm
     assert not np.allclose(ours, before, atol=1e-4)  # it trained
     theirs = sentence_transformers.SentenceTransformer(str(out), device="cpu").encode(TEXTS)
     np.testing.assert_allclose(ours, theirs, atol=1e-5, rtol=1e-5)
+
+
+def _ner_child(base: str, train: str, output: str, nth: int, resume: bool) -> None:
+    """Fine-tune for NER in a forked process that SIGKILLs itself in its ``nth`` encoder forward pass (0: never)."""
+    from bertkit.models.modernbert import ModernBertModel
+
+    torch.set_num_threads(1)  # reproducible CPU reductions
+    warnings.simplefilter("ignore")
+    os.fsync = lambda fd: None  # a killed process's writes stay in the page cache
+    real_forward, calls = ModernBertModel.forward, {"n": 0}
+
+    def forward(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == nth:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real_forward(self, *args, **kwargs)
+
+    ModernBertModel.forward = forward  # type: ignore[method-assign]  # the fault, in the child only
+    finetune(FinetuneConfig.from_options(task="ner", model=base, train_file=train, dev_file=train, output=output,
+                                         epochs=3, lr=3e-3, micro_batch_size=2, global_batch_size=4,
+                                         max_seq_length=96, save_every=1, seed=5, progress=False, resume=resume,
+                                         train_options={"tensorboard": False, "plot": False}))  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_killed_modernbert_fine_tuning_resumes_exactly(base: Path, tmp_path: Path) -> None:
+    conll = "".join("".join(f"{w} NN O {t}\n" for w, t in s) + "\n" for s in NER_SENTENCES * 2)
+    train = tmp_path / "ner.txt"
+    train.write_text(conll, encoding="utf-8")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", "torch._dynamo", "bertkit.training.finetune", "bertkit.models.modernbert"])
+    reference, run = tmp_path / "reference", tmp_path / "killed"
+    assert run_child(ctx, _ner_child, str(base), str(train), str(reference), 0, False) == 0
+    # mid-training after two checkpoints and a dev evaluation, then again in the resumed run
+    assert run_child(ctx, _ner_child, str(base), str(train), str(run), 8, False) == -signal.SIGKILL
+    assert run_child(ctx, _ner_child, str(base), str(train), str(run), 4, True) == -signal.SIGKILL
+    assert not run.exists()  # the output appears whole at the end, or not at all
+    assert run_child(ctx, _ner_child, str(base), str(train), str(run), 0, True) == 0
+    assert (run / "model.safetensors").read_bytes() == (reference / "model.safetensors").read_bytes()
+    got, want = (json.loads((d / "metrics.json").read_text()) for d in (run, reference))
+    assert got["dev"] == want["dev"]

@@ -18,7 +18,13 @@ from typing import Any
 from torch import nn
 
 from bertkit import quantize as quantization
-from bertkit.checkpoint_files import load_hf_state_dict, read_pretrained, to_hf_state_dict, write_pretrained
+from bertkit.checkpoint_files import (
+    load_hf_state_dict,
+    read_pretrained,
+    read_state_dict,
+    to_hf_state_dict,
+    write_pretrained,
+)
 from bertkit.compiling import compile_model
 from bertkit.config import CONFIG_NAME, BertConfig, ModernBertConfig, model_type_of
 from bertkit.errors import CheckpointError, ConfigError
@@ -37,6 +43,7 @@ __all__ = [
     "encoder_and_prefix",
     "is_modernbert",
     "load_model",
+    "load_weights",
     "save_pretrained",
 ]
 
@@ -144,6 +151,16 @@ def load_model(
         quantization.quantize_model(model, quantize_scheme)
     model.eval()
     return compile_model(model, frozen=True) if compile else model
+
+
+def load_weights(model: nn.Module, directory: str | os.PathLike) -> None:
+    """Copy the weights of a model directory (``config.json`` + weights, as ``save_pretrained`` writes it) into
+    ``model`` in place, by Hugging Face names, for BERT or ModernBERT."""
+    state, source = read_state_dict(directory), str(directory)
+    if isinstance(model, ModernBertPreTrained):
+        load_modernbert_state(model, state, source=source)
+    else:
+        load_hf_state_dict(model, state, source=source)
 
 
 MODERNBERT_INPUTS = ["input_ids", "attention_mask"]

@@ -330,9 +330,9 @@ def repredict_on_resume(config: FinetuneConfig, data: FinetuneData, trained: Tra
     best, best_dir = trained.selection.best, config.partial_dir / "best"
     if not best or best.get("predictions") is not None or not best_dir.is_dir() or data.dev is None:
         return
-    from bertkit.checkpoint_files import load_hf_state_dict, read_state_dict
+    from bertkit.weights import load_weights
 
-    load_hf_state_dict(data.task.saved_model(trained.model), read_state_dict(best_dir), source=str(best_dir))
+    load_weights(data.task.saved_model(trained.model), best_dir)
     best["predictions"], _ = predict_features(
         trained.model, data.task, *data.dev, batch_size=config.eval_batch_size, pad_id=data.tokenizer.pad_id
     )
