@@ -1,10 +1,10 @@
 """Time to quality: held-out masked-LM accuracy against wall-clock seconds, for bertkit's recipes and for the
 ``transformers`` peers, on the same corpus, vocabulary, model size, seed, threads and time budget.
 
-    python benchmarks/bench_time_to_quality.py --budget 150 --threads 1 \
-        --output benchmarks/results/time_to_quality.json
-    python benchmarks/bench_time_to_quality.py --ablation --budget 60 --seeds 1 2 3 --threads 1 \
-        --output benchmarks/results/recipe_ablation.json
+    flock /tmp/bertkit-cpu1.lock taskset -c 1 env OMP_NUM_THREADS=1 \
+        python benchmarks/bench_time_to_quality.py --budget 300 --calibrate 10 --threads 1
+    flock /tmp/bertkit-cpu1.lock taskset -c 1 env OMP_NUM_THREADS=1 \
+        python benchmarks/bench_time_to_quality.py --ablation --budget 100 --calibrate 10 --threads 1
 
 The corpus is ``data/books`` (the demo's second half) less one book, ``--heldout-book``, whose sentences,
 packed into blocks of ``--seq`` tokens and masked once at 15 % with a fixed seed, are the one held-out set
@@ -13,17 +13,21 @@ training books. The sides:
 
 - ``bertkit-bert``, ``bertkit-modern``: ``prepare-data`` and ``pretrain`` with ``--recipe bert|modern``;
 - ``hf-pretraining``: ``transformers.BertForPreTraining`` with ``TextDatasetForNextSentencePrediction`` and
-  ``DataCollatorForLanguageModeling`` through ``Trainer`` (the paper's recipe, as transformers ships it);
+  ``DataCollatorForLanguageModeling`` through ``Trainer`` (the paper's recipe, as transformers ships it, with
+  each pair cut to ``--seq`` tokens as the paper's ``truncate_seq_pair`` does: the dataset class leaves that out);
 - ``hf-mlm``: ``BertForMaskedLM`` with ``DataCollatorForLanguageModeling`` through ``Trainer`` on the text
   concatenated and cut into blocks (what ``run_mlm.py`` does).
 
 Every side gets the same optimizer settings (AdamW, ``--lr``, weight decay 0.01, eps 1e-6, clipping 1.0,
 linear warmup over 10 %), micro-batch ``--batch`` and the budget. A schedule needs the run's length in
 updates, so each side first runs ``--calibrate`` seconds to measure its pace, then runs ``pace x budget``
-updates, stopped at the budget in any case. The clock starts when training is called (data preparation and
+updates (the peers are also stopped at the budget). The clock (``--clock``) counts by default the CPU seconds
+of the training process, not elapsed time: with one thread pinned to one core, it is the elapsed time of a core
+nothing else uses, and jobs that the scheduler puts on the same core for a while do not count against a
+side. The clock starts when training is called (data preparation and
 tokenisation are outside it, for every side); the weights are copied at every tenth of the budget and scored
-after the run, outside the clock. ``--ablation`` runs the paper's recipe and each option alone (bertkit only)
-over ``--seeds``.
+after the run, outside the clock. ``--ablation`` runs the paper's recipe, each option alone, ``--recipe modern``
+and modern with warmup-stable-decay (bertkit only) over ``--seeds``.
 """
 
 from __future__ import annotations
@@ -64,8 +68,11 @@ ABLATION: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "warmup-stable-decay": ({}, {"schedule": "wsd"}),
     "one-cycle": ({}, {"schedule": "onecycle", "warmup_ratio": 0.3}),
     "batch warmup 8->32": ({}, {"micro_batch_size": 8, "global_batch_size": 32, "batch_warmup_ratio": 0.2}),
+    "modern": ({"recipe": "modern"}, {"recipe": "modern"}),
+    "modern + warmup-stable-decay": ({"recipe": "modern"}, {"recipe": "modern", "schedule": "wsd"}),
 }
-"""Each option alone on top of the paper's recipe: (prepare-data options, pretrain options)."""
+"""Each option alone on top of the paper's recipe, then ``--recipe modern`` and modern with one more option:
+(prepare-data options, pretrain options)."""
 
 
 @dataclasses.dataclass
@@ -167,12 +174,20 @@ def score(model: torch.nn.Module, setup: Setup) -> float:
 
 
 # ------------------------------------------------------------------------------------------ the clock
+CLOCKS: dict[str, Callable[[], float]] = {"cpu": time.process_time, "wall": time.perf_counter}
+CLOCK_HELP = (
+    "cpu: seconds the training process ran on the CPU (all its threads), which other jobs sharing the core do not "
+    "inflate; wall: elapsed seconds (the same on a core nothing else uses)"
+)
+
+
 class Snapshots:
     """Copies of the weights at every tenth of the budget, timed by a clock that starts with training."""
 
-    def __init__(self, budget: float, points: int = 10):
+    def __init__(self, budget: float, clock: str, points: int = 10):
         self.budget, self.every = budget, budget / points
-        self.start = time.perf_counter()
+        self.clock = CLOCKS[clock]
+        self.start = self.clock()
         self.paused = 0.0
         self.taken: list[tuple[float, int, dict[str, torch.Tensor]]] = []
         self.seen: list[tuple[float, int]] = []  # the first and the latest (seconds, step) observed
@@ -183,7 +198,7 @@ class Snapshots:
         return (s1 - s0) / (t1 - t0) if t1 > t0 else 0.0
 
     def seconds(self) -> float:
-        return time.perf_counter() - self.start - self.paused
+        return self.clock() - self.start - self.paused
 
     def maybe(self, model: torch.nn.Module, step: int, force: bool = False) -> None:
         """Copy the weights when the clock passed the next point (or ``force``); the copy is off the clock."""
@@ -192,10 +207,10 @@ class Snapshots:
         if not self.seen:
             self.seen.append((now, step))
         if force or now >= len(self.taken) * self.every:
-            began = time.perf_counter()
+            began = self.clock()
             state = {k: v.detach().clone() for k, v in model.state_dict().items()}
             self.taken.append((now, step, state))
-            self.paused += time.perf_counter() - began
+            self.paused += self.clock() - began
 
     def curve(self, model: torch.nn.Module, setup: Setup) -> list[dict[str, float]]:
         points = []
@@ -239,7 +254,7 @@ def run_bertkit(
     if "warmup_ratio" not in options:
         options["warmup_ratio"] = 0.1
     output = setup.work / f"run-{time.monotonic_ns()}"
-    snaps = Snapshots(budget)
+    snaps = Snapshots(budget, setup.args.clock)
     calls = [0]
 
     def evaluate(model: torch.nn.Module) -> dict[str, float]:
@@ -249,10 +264,10 @@ def run_bertkit(
 
     config = build_config(
         dict(model_config=str(setup.model_config), data=str(data), output=str(output), lr=setup.args.lr,
-             max_time=budget, max_steps=steps or 10**7, seed=seed, eval_every=EVAL_EVERY, log_every=10**6, save_every=0,
+             max_time=budget if not steps or setup.args.clock == "wall" else 5 * budget, max_steps=steps or 10**7, seed=seed, eval_every=EVAL_EVERY, log_every=10**6, save_every=0,
              progress=False, tensorboard=False, plot=False, precision="fp32", peak_flops=1e12, **options)
     )  # fmt: skip
-    snaps.start = time.perf_counter()
+    snaps.start = snaps.clock()
     result = pretrain(config, evaluate=evaluate)
     assert result.model is not None
     snaps.maybe(result.model, result.step, force=True)
@@ -275,7 +290,7 @@ def hf_side(setup: Setup, kind: str, budget: float, steps: int | None, seed: int
         model = transformers.BertForMaskedLM(config)
         dataset = hf_blocks(tokenizer, setup)
     collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15)
-    snaps = Snapshots(budget)
+    snaps = Snapshots(budget, setup.args.clock)
 
     class Clock(transformers.TrainerCallback):
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
@@ -291,7 +306,7 @@ def hf_side(setup: Setup, kind: str, budget: float, steps: int | None, seed: int
         report_to=[], seed=seed, use_cpu=True, dataloader_num_workers=0, disable_tqdm=True, max_grad_norm=1.0,
     )  # fmt: skip
     trainer = Trainer(model=model, args=arguments, train_dataset=dataset, data_collator=collator, callbacks=[Clock()])
-    snaps.start = time.perf_counter()
+    snaps.start = snaps.clock()
     trainer.train()
     snaps.maybe(model, trainer.state.global_step, force=True)
     return snaps, trainer.state.global_step, model
@@ -309,10 +324,32 @@ def hf_nsp_dataset(tokenizer: Any, setup: Setup) -> Any:
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            _HF_DATA["nsp"] = TextDatasetForNextSentencePrediction(
+            dataset = TextDatasetForNextSentencePrediction(
                 tokenizer, str(setup.sentences_file), block_size=setup.args.seq, overwrite_cache=True
             )
+        rng = random.Random(setup.args.seed)
+        dataset.examples = [truncate_pair(example, setup.args.seq, rng) for example in dataset.examples]
+        _HF_DATA["nsp"] = dataset
     return _HF_DATA["nsp"]
+
+
+def truncate_pair(example: dict[str, torch.Tensor], limit: int, rng: random.Random) -> dict[str, torch.Tensor]:
+    """The pair cut to ``limit`` tokens with its specials, as the paper's ``truncate_seq_pair`` does: the longer
+    segment loses a token from the front or the back at random. ``TextDatasetForNextSentencePrediction`` leaves
+    that step out and makes pairs up to twice its ``block_size``."""
+    ids, types = example["input_ids"].tolist(), example["token_type_ids"].tolist()
+    if len(ids) <= limit:
+        return example
+    first = types.count(0)  # [CLS] a [SEP]
+    a, b = ids[1 : first - 1], ids[first:-1]
+    while len(a) + len(b) > limit - 3:
+        longer = a if len(a) > len(b) else b
+        del longer[0 if rng.random() < 0.5 else -1]
+    return {
+        "input_ids": torch.tensor([ids[0], *a, ids[first - 1], *b, ids[-1]]),
+        "token_type_ids": torch.tensor([0] * (len(a) + 2) + [1] * (len(b) + 1)),
+        "next_sentence_label": example["next_sentence_label"],
+    }
 
 
 def hf_blocks(tokenizer: Any, setup: Setup) -> list[dict[str, list[int]]]:
@@ -500,8 +537,8 @@ def write_doc(check: bool) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budget", type=float, default=150.0, help="seconds of training per side")
-    parser.add_argument("--calibrate", type=float, default=15.0, help="seconds of the pace-measuring run")
+    parser.add_argument("--budget", type=float, default=300.0, help="seconds of training per side")
+    parser.add_argument("--calibrate", type=float, default=10.0, help="seconds of the pace-measuring run")
     parser.add_argument("--sides", nargs="+", default=None, help=f"default: {' '.join(SIDES)}")
     parser.add_argument("--ablation", action="store_true", help="the paper's recipe and each option alone")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1])
@@ -515,6 +552,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heldout-book", default="pg174", help="the book left out of training (file name start)")
     parser.add_argument("--heldout-blocks", type=int, default=300)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu", help=CLOCK_HELP)
     parser.add_argument("--note", default="shared machine: other engineers' jobs ran on the same 2 cores")
     parser.add_argument("--doc", action="store_true", help="write the recipes section of docs/pretraining.md")
     parser.add_argument("--check", action="store_true", help="with --doc: exit 1 if the section is out of date")
