@@ -17,7 +17,6 @@ them all for :class:`bertkit.training.run_log.MetricsLogger`, which stays the on
   rest of the run.
 """
 
-from bertkit.training.tracking.base import RunInfo, Tracker
 from bertkit.training.tracking.session import (
     STATE_FILE,
     Tracking,
@@ -27,6 +26,7 @@ from bertkit.training.tracking.session import (
     run_params,
     system_info,
 )
+from bertkit.training.tracking.tracker import RunInfo, Tracker
 
 __all__ = [
     "STATE_FILE",

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from bertkit.notices import notice
 
 if TYPE_CHECKING:
-    from bertkit.training.tracking.base import RunInfo, Tracker
+    from bertkit.training.tracking.tracker import RunInfo, Tracker
     from bertkit.training.train_config import TrackingConfig
 
 DEFAULT_NAME = "bertkit"

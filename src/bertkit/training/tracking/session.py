@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from bertkit.io import atomic_write_text
 from bertkit.notices import notice
 from bertkit.training.tracking.backends import make_tracker
-from bertkit.training.tracking.base import RunInfo, Tracker
+from bertkit.training.tracking.tracker import RunInfo, Tracker
 
 if TYPE_CHECKING:
     from bertkit.training.train_config import TrackingConfig, TrainConfig
