@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from bertkit import __version__
-from bertkit.export import export_onnx, output_names, quantize_onnx
+from bertkit.export import export_onnx, int8_reduce_range, output_names, quantize_onnx
 from bertkit.io import atomic_write_text
 from bertkit.notices import notice
 
@@ -85,6 +85,7 @@ def exported_graph(model: nn.Module, quantize: str | None) -> Path:
         export_onnx(model, path)
     else:
         with tempfile.TemporaryDirectory(dir=folder) as scratch:
-            quantize_onnx(export_onnx(model, Path(scratch) / "float32.onnx"), path)
+            float32 = export_onnx(model, Path(scratch) / "float32.onnx")
+            quantize_onnx(float32, path, reduce_range=int8_reduce_range(model))
     write_about(folder, model, quantize, "onnxruntime")
     return path

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor, nn
 
 from bertkit.errors import BertkitError
-from bertkit.export import INPUT_NAMES, output_names
+from bertkit.export import INPUT_NAMES, input_names, output_names
 from bertkit.model import (
     BertForMaskedLM,
     BertForPreTraining,
@@ -37,6 +37,14 @@ from bertkit.model import (
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
+from bertkit.models.modernbert import (
+    ModernBertForMaskedLM,
+    ModernBertForQuestionAnswering,
+    ModernBertForSequenceClassification,
+    ModernBertForTokenClassification,
+    ModernBertModel,
+    ModernBertPreTrained,
+)
 
 Runner = Callable[[list[str], dict[str, np.ndarray]], list[np.ndarray]]
 """An engine's run: output names and input arrays by name -> the output arrays, in the names' order."""
@@ -48,6 +56,11 @@ OUTPUT_CLASSES: dict[type[nn.Module], type] = {
     BertForSequenceClassification: SequenceClassifierOutput,
     BertForTokenClassification: TokenClassifierOutput,
     BertForQuestionAnswering: QuestionAnsweringOutput,
+    ModernBertModel: BertOutput,
+    ModernBertForMaskedLM: MaskedLMOutput,
+    ModernBertForSequenceClassification: SequenceClassifierOutput,
+    ModernBertForTokenClassification: TokenClassifierOutput,
+    ModernBertForQuestionAnswering: QuestionAnsweringOutput,
 }
 """The output dataclass of each model class; graph output names are its field names."""
 
@@ -62,6 +75,7 @@ class GraphForward:
         self.quantize = quantize
         self.threads = threads
         self.names = output_names(model)
+        self.inputs = input_names(model)
         self.output_class = next(out for cls, out in OUTPUT_CLASSES.items() if isinstance(model, cls))
         self._build = build
         self._run: Runner | None = None
@@ -87,7 +101,8 @@ class GraphForward:
             torch.zeros_like(ids) if token_type_ids is None else token_type_ids.to(torch.int64).cpu(),
             torch.ones_like(ids) if attention_mask is None else attention_mask.to(torch.int64).cpu(),
         )
-        got = self.run(self.names, {n: t.numpy() for n, t in zip(INPUT_NAMES, inputs)})
+        arrays = {n: t.numpy() for n, t in zip(INPUT_NAMES, inputs)}
+        got = self.run(self.names, {n: arrays[n] for n in self.inputs})
         values: dict[str, Any] = {name: torch.from_numpy(np.asarray(a)) for name, a in zip(self.names, got)}
         for field in dataclasses.fields(self.output_class):
             if field.default is dataclasses.MISSING and field.name not in values:
@@ -101,8 +116,8 @@ def put_behind(model: nn.Module, engine: str, quantize: str | None, build: Calla
         raise BertkitError(f"--backend {engine} cannot run a {type(model).__name__}")
     threads = torch.get_num_threads()
     vars(model)["forward"] = GraphForward(model, engine, quantize, build, threads)  # before its class's forward
-    encoder = getattr(model, "bert", None)
-    if isinstance(encoder, BertModel):
+    encoder = getattr(model, "model" if isinstance(model, ModernBertPreTrained) else "bert", None)
+    if isinstance(encoder, BertModel | ModernBertModel):
         vars(encoder)["forward"] = GraphForward(encoder, engine, quantize, build, threads)
     torch.set_num_threads(1)  # the engine's threads do the model's work (module docstring)
     return model

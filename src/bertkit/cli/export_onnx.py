@@ -37,13 +37,21 @@ def export_onnx_command(
         ),
     ] = None,
 ) -> None:
-    """Export to ONNX with dynamic batch and sequence axes (inputs input_ids, token_type_ids, attention_mask).
+    """Export to ONNX with dynamic batch and sequence axes (inputs input_ids, token_type_ids, attention_mask;
+    a ModernBERT graph has no token_type_ids).
 
     \b
     Example:
       bertkit export onnx --model ./sst2-model --output sst2.onnx
     """
-    from bertkit.export import check_onnx_installed, export_onnx, output_names, quantize_onnx, verify_onnx
+    from bertkit.export import (
+        check_onnx_installed,
+        export_onnx,
+        int8_reduce_range,
+        output_names,
+        quantize_onnx,
+        verify_onnx,
+    )
     from bertkit.quantize import check_scheme
     from bertkit.weights import load_model
 
@@ -52,7 +60,7 @@ def export_onnx_command(
     loaded = load_model(model, head=head_class(head))
     path = export_onnx(loaded, output, opset=opset)
     if quantize:
-        quantize_onnx(path, path)
+        quantize_onnx(path, path, reduce_range=int8_reduce_range(loaded))
     kind = f"{type(loaded).__name__}{', int8' if quantize else ''}"
     print(f"wrote {path} ({kind}: outputs {', '.join(output_names(loaded))})", file=sys.stderr)
     if verify:

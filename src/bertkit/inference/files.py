@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from bertkit.config import BertConfig
+from bertkit.config import load_config
 from bertkit.errors import CheckpointError
 from bertkit.features.runner import predict_features
 from bertkit.hub import resolve_model
@@ -43,8 +43,9 @@ def load_finetuned(
     path = resolve_model(path)
     if not path.is_dir():
         raise CheckpointError(f"--model {path} is not a directory; give a fine-tuned model directory")
-    config = BertConfig.load(path)
-    own = next((f for f in map(head_family, config.architectures or []) if f is not None), None)
+    config = load_config(path)
+    heads = [name.removeprefix("Modern") for name in config.architectures or []]  # ModernBert* heads: BERT's roles
+    own = next((f for f in map(head_family, heads) if f is not None), None)
     if own is None:
         raise CheckpointError(
             f"{path} is not a fine-tuned model (architectures {config.architectures}); "
