@@ -37,6 +37,7 @@ import dataclasses
 import gzip
 import json
 import random
+import shlex
 import statistics
 import sys
 import time
@@ -573,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
     name = "recipe_ablation.json" if args.ablation else "time_to_quality.json"
     path = output_path(args, RESULTS / name)
     payload = {
-        "command": "python benchmarks/bench_time_to_quality.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": "python benchmarks/bench_time_to_quality.py " + shlex.join(sys.argv[1:] if argv is None else argv),
         "machine": machine(),
         "note": args.note,
         "settings": {k: v for k, v in vars(args).items() if k not in ("output", "smoke")},
