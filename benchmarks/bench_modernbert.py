@@ -71,12 +71,19 @@ def pair(size: str) -> tuple[Any, Any]:
     return ours, theirs
 
 
+REPEATS = [1]
+"""Timed calls per measurement (``--repeats``); the median is kept."""
+
+
 def timed(step: Any, warm_up: bool) -> float:
     if warm_up:
         step()
-    start = time.perf_counter()
-    step()
-    return time.perf_counter() - start
+    times = []
+    for _ in range(REPEATS[0]):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
 
 
 def speed(size: str, batch: int, length: int, warm_up: bool = True) -> dict[str, Any]:
@@ -154,12 +161,12 @@ def memory_child(library: str, task: str, size: str, lengths: list[int], threads
     queue.put(peaks)
 
 
-def measure_in_child(library: str, task: str, size: str, length: int, threads: int | None) -> dict[str, Any]:
-    """``memory_child`` for one length in a fresh process (freed memory stays with the allocator); a child that
+def measure_in_child(library: str, task: str, size: str, lengths: list[int], threads: int | None) -> dict[str, Any]:
+    """``memory_child`` for ``lengths`` in a fresh process (freed memory stays with the allocator); a child that
     dies (killed for memory) gives ``{length: "failed (exit code N)"}``."""
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
-    child = context.Process(target=memory_child, args=(library, task, size, [length], threads, queue))
+    child = context.Process(target=memory_child, args=(library, task, size, lengths, threads, queue))
     child.start()
     while True:
         try:
@@ -167,20 +174,23 @@ def measure_in_child(library: str, task: str, size: str, length: int, threads: i
             break
         except queues.Empty:
             if not child.is_alive():
-                got = {str(length): f"failed (exit code {child.exitcode})"}
+                got = {str(length): f"failed (exit code {child.exitcode})" for length in lengths}
                 break
     child.join()
     return got
 
 
-def memory(size: str, lengths: list[int], threads: int | None, done: Any = None) -> list[dict[str, Any]]:
-    """Peak memory rows (library, task) at each length; ``done(rows)`` after each row."""
+def memory(
+    size: str, lengths: list[int], threads: int | None, done: Any = None, fresh: bool = True
+) -> list[dict[str, Any]]:
+    """Peak memory rows (library, task) at each length (each in a fresh process unless not ``fresh``: the smoke
+    run's, to start fewer processes); ``done(rows)`` after each row."""
     rows: list[dict[str, Any]] = []
     for task in ("classification", "embedding"):
         for library in ("bertkit", "transformers"):
             peaks: dict[str, Any] = {}
-            for length in lengths:
-                peaks.update(measure_in_child(library, task, size, length, threads))
+            for group in [[length] for length in lengths] if fresh else [lengths]:
+                peaks.update(measure_in_child(library, task, size, group, threads))
             rows.append({"library": library, "task": task, "size": size, "peak_mib_above_model": peaks})
             print(f"{library} {task} peak MiB above the model: {peaks}", flush=True)
             if done is not None:
@@ -192,12 +202,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_options(parser)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--repeats", type=int, default=1, help="timed calls per measurement (the median is kept)")
+    parser.add_argument("--sizes", default="tiny,base", help="configs whose speed is measured")
+    parser.add_argument("--no-memory", dest="memory", action="store_false", help="skip the peak-memory part")
     args = parser.parse_args(argv)
     set_threads(args.threads)
+    REPEATS[0] = args.repeats
     if args.smoke:
         runs, memory_size, lengths = [("tiny", 4, 64, True)], "tiny", [256, 512]
     else:  # the base config's calls take tens of seconds each: measured once, without a warm-up call
-        runs = [("tiny", 16, 512, True), ("base", 4, 512, False)]
+        runs = [run for run in [("tiny", 16, 512, True), ("base", 4, 512, False)] if run[0] in args.sizes.split(",")]
         memory_size, lengths = "base", [1024, 4096, 8192]
     affinity = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
     path = output_path(args, RESULTS / "modernbert.json")
@@ -209,8 +223,9 @@ def main(argv: list[str] | None = None) -> int:
         "speed": [],
         "memory": [],
         "complete": False,
-        "note": "tiny: one timed call after a warm-up call; base: one timed call; the machine was shared with "
-        "other jobs (on the cores outside cpu_affinity)",
+        "repeats": args.repeats,
+        "note": "tiny: the median of `repeats` timed calls after a warm-up call; base: the same without the "
+        "warm-up; the machine was shared with other jobs (load_average), which also ran on the pinned core",
     }
     for run in runs:
         row = speed(*run)
@@ -223,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         result["memory"] = rows
         write_json(path, result)
 
-    memory(memory_size, lengths, args.threads, done=save_memory)
+    if args.memory:
+        memory(memory_size, lengths, args.threads, done=save_memory, fresh=not args.smoke)
     result["complete"] = True
     write_json(path, result)
     print(f"wrote {path}")
