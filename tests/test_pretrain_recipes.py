@@ -11,6 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from bertkit.config import BertConfig
 from bertkit.data import PrepareConfig
 from bertkit.data.instances import create_full_sentence_instances
 from bertkit.data.loader import PretrainingLoader
@@ -161,8 +162,9 @@ def test_dropout_off_and_the_modern_recipe_defaults(dynamic, tmp_path):
 
     cfg = build_config(dict(data=str(dynamic), output=str(tmp_path), max_steps=2, recipe="modern"))
     assert (cfg.masking_rate, cfg.masking_rate_end, cfg.dropout) == (0.3, 0.15, 0.0)
-    model = build_model(cfg, open_dataset(dynamic))
-    assert model.config.hidden_dropout_prob == 0 and model.config.attention_probs_dropout_prob == 0
+    config = build_model(cfg, open_dataset(dynamic)).config
+    assert isinstance(config, BertConfig)
+    assert config.hidden_dropout_prob == 0 and config.attention_probs_dropout_prob == 0
     explicit = build_config(dict(data=str(dynamic), output=str(tmp_path), max_steps=2, recipe="modern", dropout=0.1))
     assert explicit.dropout == 0.1
     bert = build_config(dict(data=str(dynamic), output=str(tmp_path), max_steps=2))
