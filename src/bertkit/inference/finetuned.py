@@ -178,7 +178,16 @@ def word_spans(tokenizer: Tokenizer, text: str) -> list[tuple[int, int]]:
         else:
             spans.append((start, end))
             last = word
-    return spans
+    return [_without_spaces(text, start, end) for start, end in spans]
+
+
+def _without_spaces(text: str, start: int, end: int) -> tuple[int, int]:
+    """A word's span less the whitespace a byte-level token carries (``Ġsmith`` covers `` smith``)."""
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
 
 
 @torch.inference_mode()

@@ -107,6 +107,8 @@ class JsonTokenizer(Tokenizer):
         self.model_max_length = int(model_max_length)
         self._variants: dict[tuple, _Backend] = {}
         self._lock = threading.Lock()
+        pre_tokenizer = json.loads(backend.to_str()).get("pre_tokenizer")
+        self.spaces_are_tokens = '"ByteLevel"' in json.dumps(pre_tokenizer)
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, **overrides: Any) -> JsonTokenizer:

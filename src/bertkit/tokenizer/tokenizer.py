@@ -297,6 +297,10 @@ class Tokenizer:
                               return_token_type_ids=return_token_type_ids, return_attention_mask=return_attention_mask,
                               return_offsets_mapping=return_offsets_mapping)  # fmt: skip
 
+    spaces_are_tokens = False
+    """Whether a space before a word changes its tokens (byte-level BPE: ``Ġsmith`` is not ``smith``); never
+    for WordPiece, whose pre-tokenizer drops whitespace."""
+
     def ids_batch(self, texts: Sequence[str]) -> list[list[int]]:
         """WordPiece ids of each text, without special tokens or truncation: the data-preparation fast path."""
         return [e.ids for e in self._backend.encode_batch(list(texts), add_special_tokens=False)]

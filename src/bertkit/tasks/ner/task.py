@@ -263,7 +263,9 @@ class NerTask(HeadTraining):
         room = max_seq_length - 2
         if room < 1:
             raise ConfigError(f"--max-seq-length {max_seq_length} leaves no room for words; raise it")
-        flat = [w for e in examples for w in e.words]
+        # Each word as it reads in running text: after a space where the tokenizer marks spaces (byte-level BPE).
+        space = " " if getattr(tokenizer, "spaces_are_tokens", False) else ""
+        flat = [space + w if i else w for e in examples for i, w in enumerate(e.words)]
         flat_ids = tokenizer.ids_batch(flat) if flat else []
         features: list[Feature] = []
         cursor = 0
