@@ -63,6 +63,7 @@ def pretrain_command() -> None:
         --output runs/mini --global-batch-size 256 --micro-batch-size 64 \\
         --lr 1e-4 --warmup-steps 1000 --max-steps 20000 --save-every 1000 \\
         --eval-every 1000
-      bertkit pretrain --data data/modern128 --recipe modern --architecture modernbert \\
-        --model-config mini --output runs/modernbert --max-steps 20000
+      bertkit pretrain --data data/modern128 --recipe modern \\
+        --architecture modernbert --model-config mini --output runs/modernbert \\
+        --max-steps 20000
     """
