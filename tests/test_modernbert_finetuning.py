@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
 import signal
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +23,7 @@ from test_modernbert_toolkit import tiny_config
 from test_reliability_chaos import EMBEDDING_PAIRS, NER_SENTENCES, QA_CONTEXTS
 from test_reliability_faults import run_child
 from test_tokenizer_json import MODERNBERT_NAMES, bpe_directory
+from training_helpers import die_in_nth_forward
 
 transformers = pytest.importorskip("transformers", reason="transformers is the reference for ModernBERT")
 TEXTS = ["john smith lived in paris .", "who led the army ?", "a good story"]
@@ -115,18 +114,7 @@ def _ner_child(base: str, train: str, output: str, nth: int, resume: bool) -> No
     """Fine-tune for NER in a forked process that SIGKILLs itself in its ``nth`` encoder forward pass (0: never)."""
     from bertkit.models.modernbert import ModernBertModel
 
-    torch.set_num_threads(1)  # reproducible CPU reductions
-    warnings.simplefilter("ignore")
-    os.fsync = lambda fd: None  # a killed process's writes stay in the page cache
-    real_forward, calls = ModernBertModel.forward, {"n": 0}
-
-    def forward(self, *args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == nth:
-            os.kill(os.getpid(), signal.SIGKILL)
-        return real_forward(self, *args, **kwargs)
-
-    ModernBertModel.forward = forward  # type: ignore[method-assign]  # the fault, in the child only
+    die_in_nth_forward(ModernBertModel, nth)
     finetune(FinetuneConfig.from_options(task="ner", model=base, train_file=train, dev_file=train, output=output,
                                          epochs=3, lr=3e-3, micro_batch_size=2, global_batch_size=4,
                                          max_seq_length=96, save_every=1, seed=5, progress=False, resume=resume,

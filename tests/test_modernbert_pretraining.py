@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import signal
-import warnings
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ from bertkit.errors import ConfigError, DataError
 from bertkit.models import ModernBertForMaskedLM
 from bertkit.training.pretrain import build_config, build_model, pretrain
 from test_reliability_faults import run_child
-from training_helpers import make_pretraining_dataset
+from training_helpers import die_in_nth_forward, make_pretraining_dataset
 
 transformers = pytest.importorskip("transformers", reason="transformers is the reference for ModernBERT")
 STEPS = 6
@@ -111,22 +110,9 @@ def test_continued_pretraining_starts_from_the_weights(data: Path, tmp_path: Pat
 # ------------------------------------------------------------------------------------------ kill and resume
 def _child(data: str, output: str, nth: int) -> None:
     """Pre-train in a forked process that SIGKILLs itself in its ``nth`` encoder forward pass (0: never)."""
-    import os
-
     from bertkit.models.modernbert import ModernBertModel
 
-    torch.set_num_threads(1)  # reproducible CPU reductions
-    warnings.simplefilter("ignore")
-    os.fsync = lambda fd: None  # a killed process's writes stay in the page cache
-    real_forward, calls = ModernBertModel.forward, {"n": 0}
-
-    def forward(self, *args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == nth:
-            os.kill(os.getpid(), signal.SIGKILL)
-        return real_forward(self, *args, **kwargs)
-
-    ModernBertModel.forward = forward  # type: ignore[method-assign]  # the fault, in the child only
+    die_in_nth_forward(ModernBertModel, nth)
     pretrain(build_config(options(Path(data), Path(output), architecture="modernbert", model_config="tiny",
                                   resume="auto")))  # fmt: skip
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -128,3 +131,21 @@ def make_pretraining_dataset(
     tokenizer.save_pretrained(directory / "tokenizer")
     index_dataset(directory, header, expected_blocks=1)
     return directory
+
+
+def die_in_nth_forward(module_class: type[nn.Module], nth: int) -> None:
+    """Set up a forked training child for a kill test: one thread (reproducible CPU reductions), no warnings, no
+    fsync (a killed process's writes stay in the page cache), and a SIGKILL in ``module_class``'s ``nth``
+    forward pass (0: never). The patch lives in the child only."""
+    torch.set_num_threads(1)
+    warnings.simplefilter("ignore")
+    os.fsync = lambda fd: None
+    real_forward, calls = module_class.forward, {"n": 0}
+
+    def forward(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == nth:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real_forward(self, *args, **kwargs)
+
+    module_class.forward = forward
