@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from bertkit.tasks import metrics
+from bertkit.tasks.ner import metrics as ner_metrics
+from bertkit.tasks.qa import metrics as qa_metrics
 
 # ------------------------------------------------------------------------------------------------ GLUE
 
@@ -72,14 +74,14 @@ def test_against_scipy_and_sklearn():
     ],
 )
 def test_conlleval_chunks(tags, chunks):
-    assert metrics.get_entities(tags) == chunks
+    assert ner_metrics.get_entities(tags) == chunks
 
 
 def test_entity_scores_by_hand():
     gold = [["B-PER", "I-PER", "O", "B-LOC"], ["B-ORG", "O"]]
     pred = [["B-PER", "O", "O", "B-LOC"], ["B-ORG", "B-MISC"]]
     # pred chunks: PER(0,1) LOC(3,4) ORG(0,1) MISC(1,2); gold: PER(0,2) LOC(3,4) ORG(0,1); correct: LOC, ORG
-    s = metrics.entity_scores(pred, gold)
+    s = ner_metrics.entity_scores(pred, gold)
     assert s["precision"] == pytest.approx(2 / 4)
     assert s["recall"] == pytest.approx(2 / 3)
     assert s["f1"] == pytest.approx(2 * 0.5 * (2 / 3) / (0.5 + 2 / 3))
@@ -94,30 +96,30 @@ def test_entity_scores_schemes_agree():
     iob1 = [["I-PER", "I-PER", "B-PER", "O", "I-LOC"]]
     bioes = [["B-PER", "E-PER", "S-PER", "O", "S-LOC"]]
     for other in (iob1, bioes):
-        assert metrics.get_entities(other[0]) == metrics.get_entities(iob2[0])
-    assert metrics.entity_scores(iob2, iob2)["f1"] == 1.0
+        assert ner_metrics.get_entities(other[0]) == ner_metrics.get_entities(iob2[0])
+    assert ner_metrics.entity_scores(iob2, iob2)["f1"] == 1.0
 
 
 # ---------------------------------------------------------------------------------------------- SQuAD
 
 
 def test_squad_normalization_and_scores_by_hand():
-    assert metrics.normalize_answer("The  Quick, brown fox!") == "quick brown fox"
-    assert metrics.normalize_answer("an  apple") == "apple"
-    assert metrics.normalize_answer("theater") == "theater"  # articles only as whole words
-    assert metrics.squad_exact("an apple", "Apple.") == 1.0
+    assert qa_metrics.normalize_answer("The  Quick, brown fox!") == "quick brown fox"
+    assert qa_metrics.normalize_answer("an  apple") == "apple"
+    assert qa_metrics.normalize_answer("theater") == "theater"  # articles only as whole words
+    assert qa_metrics.squad_exact("an apple", "Apple.") == 1.0
     # "cat sat on mat" vs "cat on mat": P = 3/4, R = 1
-    assert metrics.squad_f1("the cat sat on the mat", "cat on mat") == pytest.approx(6 / 7)
-    assert metrics.squad_f1("", "", version="1.1") == 0.0
-    assert metrics.squad_f1("", "", version="2.0") == 1.0
-    assert metrics.squad_f1("the", "", version="2.0") == 1.0  # both normalise to nothing
-    assert metrics.squad_f1("", "cat", version="2.0") == 0.0
+    assert qa_metrics.squad_f1("the cat sat on the mat", "cat on mat") == pytest.approx(6 / 7)
+    assert qa_metrics.squad_f1("", "", version="1.1") == 0.0
+    assert qa_metrics.squad_f1("", "", version="2.0") == 1.0
+    assert qa_metrics.squad_f1("the", "", version="2.0") == 1.0  # both normalise to nothing
+    assert qa_metrics.squad_f1("", "cat", version="2.0") == 0.0
 
 
 def test_squad_v11_max_over_answers_and_missing_predictions():
     answers = {"q1": ["Denver Broncos", "Broncos"], "q2": ["Santa Clara"], "q3": ["1990"]}
     predictions = {"q1": "the Broncos", "q2": "Santa Clara, California"}  # q3 missing: scores 0
-    s = metrics.squad_evaluate(predictions, answers, version="1.1")
+    s = qa_metrics.squad_evaluate(predictions, answers, version="1.1")
     assert s["exact_match"] == pytest.approx(100 / 3)
     # q1 exact; q2: "santa clara california" vs "santa clara" = 2*(2/3*1)/(2/3+1) = 0.8
     assert s["f1"] == pytest.approx(100 * (1 + 0.8) / 3)
@@ -125,13 +127,13 @@ def test_squad_v11_max_over_answers_and_missing_predictions():
 
 def test_squad_v2_scores_and_threshold_search_by_hand():
     answers = {"q1": ["Denver Broncos"], "q2": []}
-    s = metrics.squad_evaluate({"q1": "Broncos", "q2": ""}, answers, version="2.0")
+    s = qa_metrics.squad_evaluate({"q1": "Broncos", "q2": ""}, answers, version="2.0")
     assert s["exact"] == 50.0
     assert s["f1"] == pytest.approx(100 * (2 / 3 + 1) / 2)
     assert s["HasAns_f1"] == pytest.approx(200 / 3) and s["NoAns_exact"] == 100.0 and s["total"] == 2
     # threshold search on the best non-null answers: q2 predicts a span, so only a threshold that nulls q2
     # (between 0.5 and 0.9) keeps q1's 2/3 and gains q2's 1.
-    s = metrics.squad_evaluate(
+    s = qa_metrics.squad_evaluate(
         {"q1": "Broncos", "q2": "Denver"},
         answers,
         version="2.0",

@@ -11,9 +11,8 @@ import pytest
 
 from bertkit.cli import main
 from bertkit.errors import DataError
-from bertkit.tasks import metrics
 from bertkit.tasks.classification import ClassificationTask
-from bertkit.tasks.ner import NerTask
+from bertkit.tasks.ner import NerTask, metrics
 
 # ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC; sentence 2 has a multiword token (1-2) and an empty node.
 SENTENCES = [

@@ -1,7 +1,8 @@
 """The ``ner`` task family: word tags from CoNLL or CoNLL-U files, scored by ``conlleval``'s chunk rules.
 
 ``FAMILY`` is what the registry knows of it; ``task`` holds the reader, the word-window features and the
-first-subtoken decoding.
+first-subtoken decoding; ``metrics`` the entity scores (``conlleval``) and the token scores of tags that are not
+chunked.
 """
 
 from __future__ import annotations

@@ -38,9 +38,9 @@ from bertkit.errors import ConfigError, DataError
 from bertkit.features import Feature
 from bertkit.features.padding import pad_and_stack, to_numpy_rows
 from bertkit.io import atomic_open, write_jsonl
-from bertkit.tasks import metrics
 from bertkit.tasks.base import Featurized, HeadTraining, Read
 from bertkit.tasks.labels import LabelMap
+from bertkit.tasks.ner import metrics
 from bertkit.tasks.readers import ReadReport, read_text_file
 from bertkit.tasks.readers.conllu import looks_like_conllu, read_conllu, what_it_is
 

@@ -1,7 +1,8 @@
 """The ``qa`` task family: extractive question answering on SQuAD v1.1 and v2.0 files.
 
 ``FAMILY`` is what the registry knows of it (SQuAD's recipe: 384 tokens, context windows); ``task`` holds
-the reader, the windowed features and Google BERT's answer post-processing.
+the reader, the windowed features and Google BERT's answer post-processing; ``metrics`` the official SQuAD
+v1.1 and v2.0 scores.
 """
 
 from __future__ import annotations

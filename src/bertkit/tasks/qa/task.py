@@ -43,8 +43,8 @@ from bertkit.features import Feature
 from bertkit.features.padding import pad_and_stack
 from bertkit.features.windows import max_context, window_starts
 from bertkit.io import write_json
-from bertkit.tasks import metrics
 from bertkit.tasks.base import Featurized, HeadTraining, Read
+from bertkit.tasks.qa import metrics
 from bertkit.tasks.readers import ReadReport, read_text_file
 from bertkit.tasks.readers.table import only_format
 
