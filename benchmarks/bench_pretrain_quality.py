@@ -69,7 +69,7 @@ def prepare(args: argparse.Namespace, corpus: Path, work: Path, env: dict, timin
 def pretrain(args: argparse.Namespace, work: Path, env: dict, timings: dict) -> None:
     # A smoke run stops after a few updates instead of at the time budget, and evaluates every other one.
     every = {"eval": "2", "batches": "2", "save": "4", "log": "1"} if args.smoke else {}
-    smoke = ["--max-steps", "4", "--no-plot", "--no-tensorboard", "--peak-flops", "1e11"] if args.smoke else []
+    smoke = ["--max-steps", "4", "--no-plot", "--report-to", "none", "--peak-flops", "1e11"] if args.smoke else []
     started = time.perf_counter()
     bertkit(
         "pretrain", "--data", str(work / "data"), "--model-config", args.model, "--output", str(work / "run"),

@@ -106,7 +106,7 @@ def pretraining_run(work: Path) -> Path:
     bertkit(
         "pretrain", "--data", str(data), "--model-config", "tiny", "--output", str(work / "run"),
         "--micro-batch-size", "4", "--max-steps", "4", "--eval-every", "2", "--eval-batches", "2",
-        "--log-every", "1", "--precision", "fp32", "--no-progress", "--no-plot", "--no-tensorboard",
+        "--log-every", "1", "--precision", "fp32", "--no-progress", "--no-plot", "--report-to", "none",
         "--peak-flops", "1e11", "--num-workers", "0",  # no peak to measure, no loader process to start
     )  # fmt: skip
     return work / "run"

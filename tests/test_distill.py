@@ -121,7 +121,8 @@ def _distill_args(teacher: Path, train: Path, output: Path, *more) -> list:
         "--lr",
         "1e-3",
         "--no-progress",
-        "--no-tensorboard",
+        "--report-to",
+        "none",
         "--no-plot",
         *more,
     ]

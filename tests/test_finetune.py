@@ -726,7 +726,8 @@ def test_epochs_and_max_steps_end_the_run_at_whichever_comes_first(base, data, t
         "--no-progress",
         "--micro-batch-size",
         "8",
-        "--no-tensorboard",
+        "--report-to",
+        "none",
         "--no-plot",
     ]
     code, _, err = run_cli([*common, "--output", tmp_path / "epochs", "--epochs", "1", "--max-steps", "25"], capsys)
@@ -839,7 +840,7 @@ def test_headerless_training_file_keeps_every_row_and_reports_it(base, tmp_path,
     output = tmp_path / "out"
     args = ["finetune", "--task", "classification", "--model", base, "--train", train, "--dev", dev]
     args += ["--text-column", "0", "--label-column", "1", "--output", output, "--max-steps", "1"]
-    args += ["--no-progress", "--no-tensorboard", "--no-plot"]
+    args += ["--no-progress", "--report-to", "none", "--no-plot"]
     code, _, err = run_cli([*args, "--max-seq-length", "5"], capsys)
     assert code == 0, err
     assert f"{train} (tsv): read 24 rows, used 24, skipped 0; no header" in err
@@ -920,7 +921,7 @@ def test_label_names_name_the_0_1_labels(base, tmp_path, capsys):
     table.write_text("sentence\tlabel\n" + "".join(f"{t}\t{label}\n" for t, label in rows), encoding="utf-8")
     output = tmp_path / "named"
     common = ["finetune", "-t", "classification", "-m", base, "--train", table, "--dev", table]
-    common += ["--epochs", "1", "--micro-batch-size", "8", "--no-progress", "--no-tensorboard", "--no-plot"]
+    common += ["--epochs", "1", "--micro-batch-size", "8", "--no-progress", "--report-to", "none", "--no-plot"]
     code, _, err = run_cli([*common, "-o", output, "--label-names", "negative,positive"], capsys)
     assert code == 0, err
     config = json.loads((output / "config.json").read_text())

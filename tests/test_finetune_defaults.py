@@ -110,7 +110,7 @@ def test_a_run_sizes_prints_and_records_the_choice(small_set, tmp_path, capsys):
 def test_cli_flags_override_the_rule(small_set, tmp_path, capsys):
     output = tmp_path / "cli"
     args = ["finetune", "--task", "classification", "--model", small_set["model"], "--train", small_set["train"]]
-    args += ["--output", output, "--max-seq-length", "16", "--no-progress", "--no-plot", "--no-tensorboard"]
+    args += ["--output", output, "--max-seq-length", "16", "--no-progress", "--no-plot", "--report-to", "none"]
     assert main([str(a) for a in [*args, "--micro-batch-size", "8", "--epochs", "1"]]) == 0
     err = capsys.readouterr().err
     assert "training examples:" not in err and "5 updates" in err

@@ -145,7 +145,7 @@ def test_cli_search_with_a_grid_from_the_config_file(setup, tmp_path, capsys):
     output = tmp_path / "cli"
     args = ["finetune", "--task", "classification", "--model", setup["model"], "--train", setup["train"]]
     args += ["--dev", setup["train"], "--output", output, "--config", grid_file, "--micro-batch-size", "8"]
-    args += ["--max-seq-length", "16", "--no-progress", "--no-plot", "--no-tensorboard", "--search"]
+    args += ["--max-seq-length", "16", "--no-progress", "--no-plot", "--report-to", "none", "--search"]
     assert main([str(a) for a in args]) == 0
     out, err = capsys.readouterr()
     assert "search: a grid of 2 runs over lr" in err and "| run-01 | 1e-05 |" in out
@@ -161,7 +161,7 @@ def test_the_search_table_names_every_column_once(setup, tmp_path, capsys):
     output = tmp_path / "cli"
     args = ["finetune", "--task", "classification", "--model", setup["model"], "--train", setup["train"]]
     args += ["--dev", setup["train"], "--output", output, "--config", grid_file, "--max-seq-length", "16"]
-    assert main([str(a) for a in [*args, "--no-progress", "--no-plot", "--no-tensorboard", "--search"]]) == 0
+    assert main([str(a) for a in [*args, "--no-progress", "--no-plot", "--report-to", "none", "--search"]]) == 0
     out = capsys.readouterr().out
     table = (output / "search.md").read_text()
     assert table == out
@@ -181,7 +181,7 @@ def test_a_search_killed_by_a_signal_resumes_from_the_command_line(setup, tmp_pa
     args = [sys.executable, "-m", "bertkit", "finetune", "--task", "classification", "--model", setup["model"]]
     args += ["--train", setup["train"], "--dev", setup["train"], "--output", output, "--micro-batch-size", "4"]
     args += ["--epochs", "4", "--max-seq-length", "16", "--seed", "3", "--no-progress", "--no-plot"]
-    args += ["--no-tensorboard", "--search", "--config", tmp_path / "grid.toml"]
+    args += ["--report-to", "none", "--search", "--config", tmp_path / "grid.toml"]
     (tmp_path / "grid.toml").write_text("[search]\nlr = [1e-5, 5e-3, 1e-3]\n", encoding="utf-8")
     process = subprocess.Popen([str(a) for a in args], stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     assert process.stderr is not None

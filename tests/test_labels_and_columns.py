@@ -19,7 +19,7 @@ from bertkit.tasks.classification.task import MANY_CLASSES, ClassificationTask
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 WORDS = "good bad great movie film story very the lazy cat sat dog".split()
-QUICK = ["--max-steps", "1", "--no-progress", "--no-tensorboard", "--no-plot"]
+QUICK = ["--max-steps", "1", "--no-progress", "--report-to", "none", "--no-plot"]
 
 
 def run_cli(args: list, capsys) -> tuple[int, str]:

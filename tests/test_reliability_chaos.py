@@ -273,7 +273,7 @@ def test_disk_full_during_a_checkpoint_stops_with_one_line_and_resume_ends_the_s
     args = ["finetune", "--task", "ner", "--model", str(encoder_dir), "--train", str(data["ner"])]
     args += ["--dev", str(data["ner"]), "--epochs", "2", "--micro-batch-size", "2", "--global-batch-size", "4"]
     args += ["--max-seq-length", "48", "--save-every", "1", "--seed", "5", "--lr", "3e-3"]
-    args += ["--no-progress", "--no-plot", "--no-tensorboard"]
+    args += ["--no-progress", "--no-plot", "--report-to", "none"]
     reference, run = tmp_path / "reference", tmp_path / "full"
     assert main([*args, "--output", str(reference)]) == 0
 

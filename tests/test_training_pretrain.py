@@ -232,7 +232,7 @@ def test_a_dataset_without_eval_instances_is_said(tmp_path, capsys):
     """pretrain says that it will not evaluate, and how to hold data out, instead of passing over it in silence."""
     empty_eval = make_pretraining_dataset(tmp_path / "d", n_train=16, n_eval=0, seq=24, vocab=60)
     args = ["pretrain", "--data", empty_eval, "--model-config", "tiny", "--micro-batch-size", "8", "--max-steps", "1"]
-    args += ["--no-progress", "--no-tensorboard", "--no-plot", "--peak-flops", "1e12"]
+    args += ["--no-progress", "--report-to", "none", "--no-plot", "--peak-flops", "1e12"]
     assert main([str(a) for a in [*args, "--output", tmp_path / "out"]]) == 0
     err = capsys.readouterr().err
     assert "holds no eval instances" in err and "--eval-fraction" in err, err

@@ -209,7 +209,6 @@ class Trainer:
         self.logger = MetricsLogger(
             self.config.output_dir,
             enabled=env.is_main,
-            tensorboard=self.config.logging.tensorboard,
             resume_step=self.step if resumed else None,
             resume_history=history,
             config=self.config,

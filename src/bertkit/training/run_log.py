@@ -164,7 +164,6 @@ class MetricsLogger:
         output_dir: str | os.PathLike,
         *,
         enabled: bool = True,
-        tensorboard: bool = True,
         resume_step: int | None = None,
         resume_history: list[dict[str, Any]] | None = None,
         config: TrainConfig | None = None,
@@ -198,7 +197,7 @@ class MetricsLogger:
             atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in kept))
         # Open for the whole run, each record appended and flushed as it is logged; close() closes it.
         self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
-        self.tracking = open_tracking(config, self.dir, tensorboard=tensorboard, resume_step=resume_step, device=device)
+        self.tracking = open_tracking(config, self.dir, resume_step=resume_step, device=device)
 
     def log(self, record: dict[str, Any]) -> None:
         if not self.enabled:

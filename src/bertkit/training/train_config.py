@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from bertkit.errors import ConfigError
 from bertkit.formats import read_text
+from bertkit.notices import notice
 from bertkit.option_groups import (
     NOT_AN_OPTION,
     OptionGroup,
@@ -303,9 +304,6 @@ class LoggingConfig(OptionGroup):
     progress: bool = True
     """Show progress on stderr (main process only): a bar in a terminal, a plain line every 30 s when
     redirected to a file or a CI log."""
-    tensorboard: bool = True
-    """An alias kept for existing scripts: ``--no-tensorboard`` is leaving ``tensorboard`` out of ``--report-to``
-    (the one switch for trackers), and wins over ``--report-to tensorboard``."""
     plot: bool = True
     """Write ``curves.png`` at the end (needs ``matplotlib``; skipped with a notice if absent)."""
     peak_flops: float | None = None
@@ -424,7 +422,7 @@ class TrainConfig:
     checkpointing: CheckpointConfig = field(default_factory=CheckpointConfig)
     """Checkpoint cadence, how many to keep, and resume."""
     logging: LoggingConfig = field(default_factory=LoggingConfig)
-    """Log cadence, progress display, TensorBoard, curves, the MFU peak."""
+    """Log cadence, progress display, curves, the MFU peak."""
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     """Experiment trackers (TensorBoard, MLflow, W&B), the run's name, group and tags."""
     max_bad_steps: int = 10
@@ -485,10 +483,27 @@ class TrainConfig:
 def _known(options: Mapping[str, Any]) -> dict[str, Any]:
     """``options`` if every key is a training option; else a ``ConfigError`` naming the closest one."""
     known = [leaf.name for leaf in leaves(TrainConfig)]
+    options = _without_tensorboard_key(options)
     for key in options:
         if key not in known:
             raise ConfigError(f"unknown training option {key!r}{_did_you_mean(key, known)}")
-    return dict(options)
+    return options
+
+
+def _without_tensorboard_key(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with a ``tensorboard`` key (config files and saved run configs that predate ``report_to``
+    being the one switch) read as ``report_to``: ``tensorboard = false`` is ``report_to`` without tensorboard,
+    said in one line; ``true`` was the default and changes nothing."""
+    out = dict(options)
+    if "tensorboard" not in out or out.pop("tensorboard"):
+        return out
+    asked = _names(out["report_to"]) if out.get("report_to") is not None else ["tensorboard"]
+    if "all" in asked:
+        asked = [name for name, (package, _) in TRACKERS.items() if importlib.util.find_spec(package)]
+    kept = [name for name in asked if name not in ("tensorboard", "all")]
+    out["report_to"] = kept or ["none"]
+    notice(f"tensorboard = false is read as report_to = {out['report_to']} (report_to is the one tracker switch)")
+    return out
 
 
 # ------------------------------------------------------------------------------------------ options
@@ -529,7 +544,7 @@ def split_options(options: Mapping[str, Any], cls: type, *, source: str = "") ->
     train_names = option_names(TrainConfig)
     own: dict[str, Any] = {}
     train: dict[str, Any] = {}
-    for key, value in options.items():
+    for key, value in _without_tensorboard_key(options).items():
         if key in own_names:
             own[key] = value
         elif key in train_names:
@@ -558,5 +573,6 @@ def read_config_file(path: str | os.PathLike, cls: type) -> dict[str, Any]:
     flat = {aliases.get(key, key): value for key, value in data.items()}
     for table in tables:  # a key in a table wins over the same key at the top
         flat.update({k.replace("-", "_"): v for k, v in table.items()})
+    flat = _without_tensorboard_key(flat)
     split_options(flat, cls, source=str(path))  # unknown keys are an error now, before anything runs
     return flat

@@ -93,7 +93,6 @@ def open_tracking(
     config: TrainConfig | None,
     output_dir: Path,
     *,
-    tensorboard: bool = True,
     resume_step: int | None = None,
     device: str | None = None,
 ) -> Tracking:
@@ -101,7 +100,7 @@ def open_tracking(
     from bertkit.training.train_config import TrackingConfig
 
     settings = config.tracking if config is not None else TrackingConfig()
-    names = [n for n in settings.trackers() if tensorboard or n != "tensorboard"]
+    names = settings.trackers()
     trackers = [t for t in (make_tracker(n, settings, explicit=settings.report_to is not None) for n in names) if t]
     path = output_dir / STATE_FILE
     state: dict[str, Any] = {"log_model": settings.log_model}
