@@ -9,7 +9,9 @@ input (a string, or a pair) gives a single result; a list gives a list.
 - ``encoder_outputs``: ``embed`` (``embed_settings``: the one rule for its defaults; ``embed_token_ids``; Matryoshka
   ``truncate_dimensions``) and ``attentions``, on any model;
 - ``pretraining``: ``fill_mask`` and ``next_sentence``, on the pre-training heads;
-- ``finetuned``: ``classify``, ``tag``, ``answer`` and ``rerank`` (``pair_scores``: a cross-encoder's scores), on fine-tuned heads, with the task's post-processing;
+- ``finetuned``: ``classify``, ``tag``, ``answer`` and ``rerank`` (``pair_scores``: a cross-encoder's scores), on
+  fine-tuned heads: each loads the model and runs its family's pipeline (``tasks/<family>/pipeline.py``), with
+  the task's post-processing;
 - ``files``: ``predict`` and ``evaluate_model`` on a whole file in the task's format (``bertkit predict``).
 
 A pipeline refuses, with one clear line, a model that has no trained weights for its head (fill-mask on an
@@ -30,22 +32,13 @@ from bertkit.inference.encoder_outputs import (
     truncate_dimensions,
 )
 from bertkit.inference.files import evaluate_model, load_finetuned, predict
-from bertkit.inference.finetuned import (
-    Answer,
-    Entity,
-    Ranked,
-    TaggedWord,
-    TagResult,
-    answer,
-    classify,
-    pair_scores,
-    rerank,
-    tag,
-    word_spans,
-)
-from bertkit.inference.inputs import TextInput
+from bertkit.inference.finetuned import answer, classify, pair_scores, rerank, tag
 from bertkit.inference.loading import PIPELINES, Loaded, Settings, checkpoint_tensor_names, load
 from bertkit.inference.pretraining import MASK_PATTERN, MaskCandidate, fill_mask, next_sentence
+from bertkit.tasks.classification.pipeline import Ranked
+from bertkit.tasks.ner.pipeline import Entity, TaggedWord, TagResult, word_spans
+from bertkit.tasks.pipeline import TextInput
+from bertkit.tasks.qa.pipeline import Answer
 
 __all__ = [
     "MASK_PATTERN",

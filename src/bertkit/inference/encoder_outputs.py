@@ -15,9 +15,9 @@ from bertkit.errors import BertkitError, TruncationWarning
 from bertkit.features import Feature
 from bertkit.features.runner import run_batches
 from bertkit.features.windows import max_context, window_starts
-from bertkit.inference.inputs import TextInput, check_texts, encode
 from bertkit.inference.loading import Loaded, as_loaded
 from bertkit.model import pool_tokens
+from bertkit.tasks.pipeline import TextInput, check_texts, input_length
 from bertkit.tokenizer import Encoding
 
 
@@ -380,6 +380,21 @@ def _as_array(rows: list[torch.Tensor], settings: EmbedSettings, width: int) -> 
     if settings.normalize:  # as torch.nn.functional.normalize: divided by the norm, at least 1e-12
         vectors /= np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
     return vectors
+
+
+def encode(
+    loaded: Loaded, texts: Sequence[TextInput], max_length: int | None, truncation: bool = True
+) -> list[Encoding]:
+    """Encodings of ``texts``; pairs are always cut to ``max_length``, single texts only with ``truncation``."""
+    length = input_length(loaded, max_length)
+    firsts = [t if isinstance(t, str) else t[0] for t in texts]
+    pairs = [None if isinstance(t, str) else t[1] for t in texts]
+    if any(p is not None for p in pairs):
+        return [
+            loaded.tokenizer.encode(a, b, max_length=length, truncation=truncation or b is not None)
+            for a, b in zip(firsts, pairs)
+        ]
+    return list(loaded.tokenizer.encode_batch(firsts, max_length=length, truncation=truncation))
 
 
 def _encode_counting(loaded: Loaded, texts: list[TextInput], max_length: int, truncation: bool) -> list[Encoding]:

@@ -9,7 +9,6 @@ service) reads them from here, so the same text gets the same prediction whichev
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from collections.abc import Mapping
@@ -84,6 +83,11 @@ class Settings:
 
 MODERNBERT_HEAD_TENSORS = {"fill_mask": ("head.dense.weight",), "answer": ("classifier.weight",)}
 """Tensors a ModernBERT checkpoint has for a head whose names differ from BERT's (``PIPELINES``)."""
+PRE_LN_HEAD_TENSORS = {
+    "fill_mask": ("lm_head.dense.weight", "lm_head.bias"),
+    "classify": ("classifier.out_proj.weight",),
+}
+"""The same for a pre-LN BERT, saved in RoBERTa-PreLayerNorm's layout (``bertkit.checkpoint_files.hf_names``)."""
 
 
 def head_name(model: torch.nn.Module) -> str | None:
@@ -207,6 +211,8 @@ class Loaded:
             return False
         if isinstance(self.model, ModernBertPreTrained):
             names = MODERNBERT_HEAD_TENSORS.get(pipeline, names)
+        elif getattr(self.model.config, "pre_layer_norm", False):
+            names = PRE_LN_HEAD_TENSORS.get(pipeline, names)
         return self.checkpoint_names is None or all(name in self.checkpoint_names for name in names)
 
     @property
@@ -308,12 +314,3 @@ def for_pipeline(pipeline: str, model: str | os.PathLike | Loaded) -> Loaded:
     loaded = as_loaded(model)
     loaded.require(pipeline)
     return loaded
-
-
-def with_options(task: Task, **options: Any) -> Task:
-    """A copy of ``task`` (a task dataclass) with the options that are not ``None`` replaced."""
-    chosen = {name: value for name, value in options.items() if value is not None}
-    if not chosen:
-        return task
-    copy: Task = dataclasses.replace(cast(Any, task), **chosen)  # every task class is a dataclass
-    return copy

@@ -14,13 +14,13 @@ from bertkit.backends import backend_of
 from bertkit.errors import BertkitError
 from bertkit.inference import Loaded
 from bertkit.inference.encoder_outputs import EmbedSettings, embed_settings
-from bertkit.inference.finetuned import can_rerank
 from bertkit.quantize import is_quantized
 from bertkit.serve.checks import RequestChecks
 from bertkit.serve.dynamic_batching import Batcher, Overloaded, in_thread
 from bertkit.serve.errors import Problem
 from bertkit.serve.limits import ServeLimits
 from bertkit.serve.prometheus import Metrics
+from bertkit.tasks.classification.pipeline import can_rerank
 
 T = TypeVar("T")
 

@@ -24,7 +24,6 @@ from fastapi import Depends, Response
 from bertkit import inference
 from bertkit.inference import Loaded
 from bertkit.inference.encoder_outputs import EmbedSettings, embed_settings, truncate_dimensions
-from bertkit.inference.finetuned import can_rerank, pair_scores, rank_scores
 from bertkit.serve.routes.route import Route
 from bertkit.serve.schemas import (
     AnswerRequest,
@@ -49,6 +48,7 @@ from bertkit.serve.schemas import (
     as_batch,
 )
 from bertkit.serve.service import Service, get_service
+from bertkit.tasks.classification.pipeline import can_rerank, rank_scores
 
 ServiceDep = Annotated[Service, Depends(get_service)]
 
@@ -251,7 +251,7 @@ async def rerank(request: RerankRequest, service: ServiceDep) -> list[dict[str, 
 
 
 def _rerank_job(loaded: Loaded, batch: int, raw_scores: bool, pairs: list[tuple[str, str]]) -> list[float]:
-    return pair_scores(pairs, loaded, raw_scores=raw_scores, batch_size=batch)
+    return inference.pair_scores(pairs, loaded, raw_scores=raw_scores, batch_size=batch)
 
 
 # ------------------------------------------------------------------------------------------ tag

@@ -17,7 +17,6 @@ from pydantic import BaseModel, ValidationError
 from bertkit import inference
 from bertkit.inference import Loaded
 from bertkit.inference.encoder_outputs import EmbedSettings, embed_settings
-from bertkit.inference.finetuned import can_rerank
 from bertkit.serve.errors import Problem
 from bertkit.serve.routes.pipelines import _json, _keep_the_end, _lengths, _rows, _tei_embed, _vectors, rerank
 from bertkit.serve.routes.route import Route
@@ -31,6 +30,7 @@ from bertkit.serve.schemas import (
     as_batch,
 )
 from bertkit.serve.service import Service, get_service
+from bertkit.tasks.classification.pipeline import can_rerank
 
 ServiceDep = Annotated[Service, Depends(get_service)]
 TRUNCATE_HINT = "shorten it, or send truncate: true"
