@@ -1,5 +1,7 @@
-"""The service's endpoints, module-level functions listed as :class:`Route` s: a pipeline's endpoint goes in
-``pipelines.PIPELINE_ROUTES`` (text-embeddings-inference's others in ``tei``), one every app has in ``site``; :func:`add_routes` puts them on an app."""
+"""The service's endpoints, module-level functions listed as :class:`Route` s: a pipeline's endpoints in their
+route group's module (``embeddings``, ``classify``, ``rerank``, ``tag``, ``answer``, ``pretraining``,
+``attention``: each one's ``ROUTES``), gathered in ``pipelines.PIPELINE_ROUTES``; text-embeddings-inference's
+others in ``tei``; one every app has in ``site``. :func:`add_routes` puts them on an app."""
 
 from __future__ import annotations
 

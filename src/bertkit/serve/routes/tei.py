@@ -7,10 +7,10 @@ hold a ``source_sentence``). The length limit is the one ``/info`` reports as ``
 from __future__ import annotations
 
 from functools import partial
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
-from fastapi import Depends, Request
+from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
@@ -18,7 +18,9 @@ from bertkit import inference
 from bertkit.inference import Loaded
 from bertkit.inference.encoder_outputs import EmbedSettings, embed_settings
 from bertkit.serve.errors import Problem
-from bertkit.serve.routes.pipelines import _json, _keep_the_end, _lengths, _rows, _tei_embed, _vectors, rerank
+from bertkit.serve.routes.embeddings import embedded, keep_the_end, tei_embed, token_rows
+from bertkit.serve.routes.handling import ServiceDep, json_response, token_lengths
+from bertkit.serve.routes.rerank import rerank
 from bertkit.serve.routes.route import Route
 from bertkit.serve.schemas import (
     EmbedAllRequest,
@@ -29,10 +31,9 @@ from bertkit.serve.schemas import (
     TeiEmbedRequest,
     as_batch,
 )
-from bertkit.serve.service import Service, get_service
+from bertkit.serve.service import Service
 from bertkit.tasks.classification.pipeline import can_rerank
 
-ServiceDep = Annotated[Service, Depends(get_service)]
 TRUNCATE_HINT = "shorten it, or send truncate: true"
 
 
@@ -42,9 +43,9 @@ async def _tei_rows(
     """Token-id rows of TEI inputs: refused past the embedding length (``/info``'s ``max_input_length`` for an
     embedding model) unless ``truncate`` (then cut at the ``direction`` TEI names: ``left`` keeps the end)."""
     if truncate:
-        rows = await _rows(service, inputs, settings, limit=0)
-        return _keep_the_end(service, rows, settings.max_length) if direction.lower() == "left" else rows
-    return await _rows(service, inputs, settings, min(settings.max_length, service.max_tokens), TRUNCATE_HINT)
+        rows = await token_rows(service, inputs, settings, limit=0)
+        return keep_the_end(service, rows, settings.max_length) if direction.lower() == "left" else rows
+    return await token_rows(service, inputs, settings, min(settings.max_length, service.max_tokens), TRUNCATE_HINT)
 
 
 # ------------------------------------------------------------------------------------------ similarity
@@ -56,9 +57,9 @@ async def similarity(request: SimilarityRequest, service: ServiceDep) -> Any:
     settings = embed_settings(service.loaded)
     truncate = bool(parameters and parameters.truncate)
     rows = await _tei_rows(service, texts, settings, truncate, parameters.truncation_direction if parameters else "")
-    vectors = await _vectors(service, rows, settings)
+    vectors = await embedded(service, rows, settings)
     unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-    return _json((unit[1:] @ unit[0]).tolist())
+    return json_response((unit[1:] @ unit[0]).tolist())
 
 
 # ------------------------------------------------------------------------------------------ embed_all
@@ -72,7 +73,7 @@ async def embed_all(request: EmbedAllRequest, service: ServiceDep) -> Any:
     job = partial(_embed_all_job, service.loaded, service.limits.batch_size, settings.max_length)
     lengths = [min(len(row), settings.max_length) for row in rows]
     matrices = await service.run(("embed_all", settings.max_length), job, rows, lengths)
-    return _json([matrix.tolist() for matrix in matrices])
+    return json_response([matrix.tolist() for matrix in matrices])
 
 
 def _embed_all_job(loaded: Loaded, batch: int, length: int, rows: list[list[int]]) -> list:
@@ -96,12 +97,12 @@ async def predict(request: PredictRequest, service: ServiceDep) -> Any:
     service.checks.count(items)
     service.checks.chars([s for item in items for s in ((item,) if isinstance(item, str) else item)])
     limit = 1 << 30 if request.truncate else service.tei_max_input_length
-    lengths = await _lengths(service, items, limit=limit, hint=TRUNCATE_HINT)
+    lengths = await token_lengths(service, items, limit=limit, hint=TRUNCATE_HINT)
     top_k = request.parameters.top_k if request.parameters else None
     job = partial(_predict_job, service.loaded, service.limits.batch_size, request.raw_scores)
     results = await service.run(("predict",), job, items, lengths)
     results = [ranked[:top_k] for ranked in results]
-    return _json(results[0] if single else results)
+    return json_response(results[0] if single else results)
 
 
 def _predict_job(loaded: Loaded, batch: int, raw_scores: bool, items: list) -> list[list[dict[str, Any]]]:
@@ -137,7 +138,7 @@ async def root(request: Request, service: ServiceDep) -> Any:
     if loaded.supports("embed"):
         if isinstance(body.get("inputs"), dict):
             return await similarity(_parsed(SimilarityRequest, body), service)
-        return await _tei_embed(_parsed(TeiEmbedRequest, body), service)
+        return await tei_embed(_parsed(TeiEmbedRequest, body), service)
     pipelines = ", ".join("/" + p.replace("_", "-") for p in loaded.pipelines)
     raise Problem(404, f"POST / answers for embedding models and classifiers; this model's routes are {pipelines}")
 
