@@ -92,6 +92,16 @@ def test_a_registered_family_is_named_once_and_refused_twice(stars_family):
         registry.register(stars_family)
 
 
+def test_the_records_answer_what_code_outside_the_families_asks(stars_family):
+    """A task's command-line name, the bare encoder's family and a head that labels tokens come from the records,
+    so that no module outside ``tasks/`` tests a family's name."""
+    assert registry.name_of(registry.make_task("regression")) == "regression"
+    assert registry.name_of(registry.make_task("classification")) == "classification"
+    assert registry.name_of(registry.make_task("stars")) == "stars"
+    assert registry.encoder_family() is registry.family("embedding")
+    assert registry.family("ner").tags_tokens and not stars_family.tags_tokens and not stars_family.trains_encoder
+
+
 def test_finetune_evaluate_predict_and_serve_run_the_registered_family(
     stars_family, encoder_dir, reviews, tmp_path, capsys
 ):

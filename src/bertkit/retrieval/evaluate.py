@@ -17,6 +17,7 @@ from bertkit.notices import notice
 from bertkit.retrieval.beir import BeirSet, read_beir
 from bertkit.retrieval.embedding import Embedder, EmbeddingOptions
 from bertkit.retrieval.vector_search import ExactSearch, Hits, HnswIndex, overlap_at_k
+from bertkit.tasks import classification
 from bertkit.tasks.embedding.retrieval_metrics import (
     DEFAULT_MEASURES,
     parse_measure,
@@ -100,7 +101,8 @@ def evaluate_sts(
     ``sentence2``, ``score``); ``task_options`` name its columns (``text_column``, ``text_pair_column``,
     ``label_column``) as for ``bertkit evaluate --task regression``."""
     options = options or EmbeddingOptions()
-    read = make_task("regression", task_options).read(data, format=format, header=header)
+    scored = {**(task_options or {}), "regression": True}  # the classification family's scored pairs
+    read = make_task(classification.FAMILY.name, scored).read(data, format=format, header=header)
     notice(read.report.line())
     pairs, gold = [], []
     for example in read.examples:

@@ -50,6 +50,18 @@ class Family:
     (its docstring the help; ``metadata["cli_flags"]`` other declarations), and the values given reach the task
     as its options (the dataclass's ``__post_init__`` may normalise them)."""
 
+    @property
+    def trains_encoder(self) -> bool:
+        """Whether the family fine-tunes the bare encoder (head ``BertModel``) rather than a head on it: it keeps
+        no label names in the model, and a teacher distilled for it runs as the encoder."""
+        return self.head == "BertModel"
+
+    @property
+    def tags_tokens(self) -> bool:
+        """Whether the family's head labels every token (``BertForTokenClassification``), so that a text without
+        labels is a row of ignored labels rather than one."""
+        return self.head == "BertForTokenClassification"
+
     def all_names(self) -> tuple[str, ...]:
         """Every command-line name of the family, its own first."""
         return (self.name, *(name for name in self.names if name != self.name))

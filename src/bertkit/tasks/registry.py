@@ -24,11 +24,13 @@ __all__ = [
     "CONFIG_KEY",
     "FAMILIES",
     "Family",
+    "encoder_family",
     "family",
     "get_task",
     "given_task_options",
     "head_family",
     "make_task",
+    "name_of",
     "option_classes",
     "register",
     "saved_settings",
@@ -71,6 +73,25 @@ def family(name: str) -> Family:
 def head_family(head: str | None) -> Family | None:
     """The family a saved model of class ``head`` is restored as when its config names no task."""
     return next((f for f in FAMILIES.values() if f.restores_from_head and f.head == head), None)
+
+
+def encoder_family() -> Family:
+    """The family that fine-tunes the bare encoder (a sentence encoder): what a model that saved no task record (a
+    sentence-transformers folder) is taken for when it teaches."""
+    return next(f for f in FAMILIES.values() if f.trains_encoder)
+
+
+def name_of(task: Task) -> str:
+    """The command-line name that says what ``task`` is: of its family's names, the one whose options the task
+    holds (a classification task fitted to scores is ``regression``), else the family's own (the task's name
+    when its family is not registered)."""
+    record = FAMILIES.get(task.name)
+    if record is None:
+        return task.name
+    others = (name for name in record.all_names()[1:] if record.names[name])
+    return next(
+        (n for n in others if all(getattr(task, k, None) == v for k, v in record.names[n].items())), record.name
+    )
 
 
 def get_task(name: str, **options: Any) -> Task:

@@ -49,6 +49,7 @@ from bertkit.tasks import Task
 from bertkit.tasks.base import CONFIG_KEY, Featurized
 from bertkit.tasks.embedding.encoder import EmbeddingOutput, SentenceEncoder
 from bertkit.tasks.prepare import read_examples
+from bertkit.tasks.registry import encoder_family, family
 from bertkit.training.finetune import FinetuneConfig, FinetuneResult, finetune
 from bertkit.training.students import Student, build_student
 
@@ -315,7 +316,7 @@ class DistillTask:
     ):
         self.inner, self.teacher, self.settings, self.student = task, teacher, settings, student
         self.teacher_config, self.reading = teacher_config, dict(reading)
-        self.embedding = task.name == "embedding"
+        self.embedding = family(task.name).trains_encoder
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -349,7 +350,7 @@ class DistillTask:
             for name in names:
                 feature[name] = (
                     [UNLABELED[name]] * len(feature["input_ids"])
-                    if name == "labels" and self.inner.name == "ner"
+                    if name == "labels" and family(self.inner.name).tags_tokens
                     else UNLABELED[name]
                 )
         notice(f"{path}: {len(read.examples)} unlabelled examples -> {len(features)} features the teacher labels")
@@ -373,16 +374,17 @@ class DistillTask:
 
 # ------------------------------------------------------------------------------------------ the run
 def teacher_settings(teacher_dir: Path) -> tuple[str, dict[str, Any], int | None]:
-    """The task, task options and sequence length a teacher was fine-tuned with (``embedding`` for a model with
-    no task: a sentence-transformers folder)."""
+    """The task, task options and sequence length a teacher was fine-tuned with (the family that fine-tunes the bare
+    encoder, ``embedding``, for a model with no task: a sentence-transformers folder)."""
     config = BertConfig.load(teacher_dir)
     saved = config.extra.get(CONFIG_KEY)
     if not saved:
+        encoder = encoder_family().name
         sentence = read_sentence_config(teacher_dir)
         if sentence is None:
-            return "embedding", {}, min(256, config.max_position_embeddings)
+            return encoder, {}, min(256, config.max_position_embeddings)
         options = {"pooling": sentence.pooling, "normalize": sentence.normalize}
-        return "embedding", options, sentence.max_seq_length or min(256, config.max_position_embeddings)
+        return encoder, options, sentence.max_seq_length or min(256, config.max_position_embeddings)
     return saved["task"], dict(saved.get("task_options") or {}), saved.get("max_seq_length")
 
 
@@ -397,8 +399,8 @@ def distill(config: FinetuneConfig, settings: DistillConfig) -> FinetuneResult:
     partial = config.partial_dir
     student = build_student(settings.student, teacher_dir, partial / "student", seed=config.train.seed)
     teacher_config = BertConfig.load(teacher_dir)
-    task_name = config.task if config.task != "regression" else "classification"
-    head = "BertModel" if task_name == "embedding" else None
+    own = family(config.task)
+    head = own.head if own.trains_encoder else None
     teacher = load_model(teacher_dir, head=head)
     reading = {"format": config.format, "header": config.header, "quiet": False}
     notice(

@@ -52,7 +52,7 @@ from bertkit.notices import notice, quiet_libraries
 from bertkit.tasks import Task
 from bertkit.tasks.batching import LengthGroupedOrder
 from bertkit.tasks.prepare import featurize, read_examples
-from bertkit.tasks.registry import CONFIG_KEY, make_task, saved_settings
+from bertkit.tasks.registry import CONFIG_KEY, make_task, name_of, saved_settings
 from bertkit.training import distributed
 from bertkit.training.checkpoint import latest_valid_checkpoint
 from bertkit.training.finetune_config import FinetuneConfig
@@ -309,7 +309,7 @@ def train_model(
     if env.is_main:
         kind = getattr(batches.order, "name", "length-grouped" if config.group_by_length else "random")
         notice(
-            f"fine-tuning {'regression' if getattr(task, 'regression', False) else task.name} ({task.head}) on {len(data.train_examples)} examples -> "
+            f"fine-tuning {name_of(task)} ({task.head}) on {len(data.train_examples)} examples -> "
             f"{len(data.train_features)} features, {len(batches)} {kind} micro-batches per epoch, "
             f"{train_config.duration.max_steps} updates; lr {config.train.optimizer.lr}"
         )
