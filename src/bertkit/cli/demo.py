@@ -9,7 +9,7 @@ import typer
 
 from bertkit.cli.options import ConfigOption, config_options, field_docs, help_text, lazy_command
 from bertkit.cli.program import fail
-from bertkit.cli.shared_options import generated_command, only_fields
+from bertkit.cli.shared_options import NoOptions, generated_command, only_fields
 
 commands = typer.Typer(rich_markup_mode=None)
 
@@ -45,10 +45,10 @@ def _demo_function() -> Callable[..., None]:
             help_text(docs.get("finetune_seeds", "")) + f" Comma-separated (default: {seeds}).",
         ),
     ]
-    return generated_command("demo", demo_command.__doc__, options, _run_demo)
+    return generated_command("demo", demo_command.__doc__, options, NoOptions, _run_demo)
 
 
-def _run_demo(**fields: Any) -> None:
+def _run_demo(_: NoOptions, fields: dict[str, Any]) -> None:
     from bertkit.demo import DemoConfig, run_demo
 
     chosen = {k: v for k, v in fields.items() if v is not None}

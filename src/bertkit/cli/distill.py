@@ -2,7 +2,8 @@
 
 The options are ``finetune``'s (generated from ``FinetuneConfig`` and ``TrainConfig``, the task options and
 ``--search`` declared in ``cli.finetune``) with ``--model`` replaced by those of ``DistillConfig``
-(``--teacher``, ``--student``, the loss weights, ``--unlabeled``). The task, its options and the sequence
+(``--teacher``, ``--student``, the loss weights, ``--unlabeled``), and ``finetune``'s own options
+(``TrainingRunOptions``: ``--config``, ``--search``, ``--threads``). The task, its options and the sequence
 length default to the teacher's.
 """
 
@@ -10,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -45,10 +45,12 @@ def _distill_function() -> Callable[..., None]:
         },
     )
     task_options = finetune_cli.task_config_options()
-    return generated_command("distill", distill_command.__doc__, options + task_options, _run_distill)
+    return generated_command(
+        "distill", distill_command.__doc__, options + task_options, finetune_cli.TrainingRunOptions, _run_distill
+    )
 
 
-def _run_distill(**given: Any) -> None:
+def _run_distill(options: finetune_cli.TrainingRunOptions, given: dict[str, Any]) -> None:
     from bertkit.hub import resolve_model
     from bertkit.tasks.registry import task_option_names
     from bertkit.training.distill import DistillConfig, distill, teacher_settings
@@ -59,7 +61,6 @@ def _run_distill(**given: Any) -> None:
     settings = DistillConfig(**{name: given.pop(name) for name in own if given.get(name) is not None})
     given = {name: value for name, value in given.items() if name not in own}
     task, task_options, max_seq_length = teacher_settings(resolve_model(settings.teacher))
-    options = {name: given.pop(name) for name in _OPTION_NAMES}
     for name in task_option_names():  # the teacher's task options, where the command line gives none
         if given.get(name) is None and name in task_options:
             given[name] = task_options[name]
@@ -67,15 +68,6 @@ def _run_distill(**given: Any) -> None:
     given["max_seq_length"] = given.get("max_seq_length") or max_seq_length
     given["model"] = settings.teacher
     finetune_cli.run_training(options, given, functools.partial(distill, settings=settings))
-
-
-# the keyword-only options ``finetune`` declares by hand (--config, --search, --threads): distill takes them too
-_OPTION_NAMES = [
-    p.name
-    for p in inspect.signature(finetune_cli._run_finetune, eval_str=True).parameters.values()
-    if p.kind is p.KEYWORD_ONLY
-]
-_run_distill.__signature__ = inspect.signature(finetune_cli._run_finetune, eval_str=True)  # type: ignore[attr-defined]
 
 
 @commands.command(

@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from dataclasses import dataclass, field
 
 import typer
 
-from bertkit.cli.options import ExampleLastCommand
+from bertkit.cli.options import cli
 from bertkit.cli.program import fail
-from bertkit.cli.shared_options import (
-    ModelOption,
-    head_class,
-)
+from bertkit.cli.shared_options import head_class, options_command, shared
 
 commands = typer.Typer(rich_markup_mode=None)
 
@@ -21,22 +18,25 @@ export_app = typer.Typer(rich_markup_mode=None, help="Export a model to other ru
 commands.add_typer(export_app, name="export")
 
 
-@export_app.command("onnx", short_help="Export to ONNX (dynamic batch and length axes).", cls=ExampleLastCommand)
-def export_onnx_command(
-    model: ModelOption,
-    output: Annotated[str, typer.Option("--output", "-o", help="The .onnx file to write.")],
-    head: Annotated[
-        str, typer.Option(help="auto (the checkpoint's head) | encoder | a class name like BertForMaskedLM.")
-    ] = "auto",
-    opset: Annotated[int, typer.Option(help="ONNX opset version.")] = 17,
-    verify: Annotated[bool, typer.Option(help="Run the file with onnxruntime and compare with PyTorch.")] = True,
-    quantize: Annotated[
-        str | None,
-        typer.Option(
-            "--quantize", help="int8: quantize the graph's matmuls with onnxruntime's dynamic quantizer (per channel)."
-        ),
-    ] = None,
-) -> None:
+@dataclass(kw_only=True)
+class ExportOnnxOptions:
+    """``bertkit export onnx``."""
+
+    model: str = shared("model")
+    output: str = field(metadata=cli("--output", "-o"))
+    """The .onnx file to write."""
+    head: str = "auto"
+    """auto (the checkpoint's head) | encoder | a class name like BertForMaskedLM."""
+    opset: int = 17
+    """ONNX opset version."""
+    verify: bool = True
+    """Run the file with onnxruntime and compare with PyTorch."""
+    quantize: str | None = field(default=None, metadata=cli("--quantize"))
+    """int8: quantize the graph's matmuls with onnxruntime's dynamic quantizer (per channel)."""
+
+
+@options_command(export_app, "onnx", ExportOnnxOptions, short_help="Export to ONNX (dynamic batch and length axes).")
+def export_onnx_command(o: ExportOnnxOptions) -> None:
     """Export to ONNX with dynamic batch and sequence axes (inputs input_ids, token_type_ids, attention_mask;
     a ModernBERT graph has no token_type_ids).
 
@@ -56,14 +56,15 @@ def export_onnx_command(
     from bertkit.weights import load_model
 
     check_onnx_installed()
-    check_scheme(quantize)
-    loaded = load_model(model, head=head_class(head))
-    path = export_onnx(loaded, output, opset=opset)
+    check_scheme(o.quantize)
+    quantize = o.quantize
+    loaded = load_model(o.model, head=head_class(o.head))
+    path = export_onnx(loaded, o.output, opset=o.opset)
     if quantize:
         quantize_onnx(path, path, reduce_range=int8_reduce_range(loaded))
     kind = f"{type(loaded).__name__}{', int8' if quantize else ''}"
     print(f"wrote {path} ({kind}: outputs {', '.join(output_names(loaded))})", file=sys.stderr)
-    if verify:
+    if o.verify:
         diff = verify_onnx(loaded, path)
         print(f"onnxruntime matches PyTorch: max abs diff {diff:.2e}", file=sys.stderr)
         if quantize:  # int8 rounding moves outputs by far more than float tolerance; the figure is for the user

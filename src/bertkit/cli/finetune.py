@@ -10,37 +10,15 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from bertkit.cli.console import print_json, show_library_warnings
-from bertkit.cli.options import ConfigOption, ExampleLastCommand, config_options, lazy_command, show_default
+from bertkit.cli.options import ConfigOption, cli, config_options, lazy_command, show_default
 from bertkit.cli.program import fail, stopped_by_signal
-from bertkit.cli.shared_options import (
-    BackendOption,
-    CompileOption,
-    ConfigFileOption,
-    DeviceOption,
-    FeatureBatchOption,
-    FinetunedModelOption,
-    FormatOption,
-    HeaderOption,
-    LabelColumnOption,
-    LongTextOption,
-    MaxQueryLengthOption,
-    MaxSeqLengthOption,
-    PairColumnOption,
-    PassagePrefixOption,
-    QuantizeOption,
-    QueryPrefixOption,
-    TagColumnOption,
-    TaskOption,
-    TextColumnOption,
-    ThreadsOption,
-    generated_command,
-    task_options,
-)
+from bertkit.cli.shared_options import generated_command, options_command, shared, task_options
 from bertkit.threads import use_threads
 
 if TYPE_CHECKING:  # the training package imports torch, which `bertkit --help` should not pay for
@@ -84,7 +62,9 @@ def _finetune_function() -> Callable[..., None]:
             "group_by_length": ("--group-by-length/--random-batches",),
         },
     )
-    return generated_command("finetune", finetune_command.__doc__, options + task_config_options(), _run_finetune)
+    return generated_command(
+        "finetune", finetune_command.__doc__, options + task_config_options(), TrainingRunOptions, run_training
+    )
 
 
 def task_config_options() -> list[ConfigOption]:
@@ -99,49 +79,37 @@ def task_config_options() -> list[ConfigOption]:
     return config_options(classes, flags=flags)
 
 
-def _run_finetune(
-    *,
-    config: ConfigFileOption = None,
-    search: Annotated[
-        bool,
-        typer.Option(
-            "--search",
-            help="Run the BERT paper's grid (batch 16, 32; lr 5e-5, 3e-5, 2e-5; 2-4 epochs), or the config "
-            "file's [search] table, and keep the best run on --dev; --resume continues a killed search.",
-        ),
-    ] = False,
-    search_trials: Annotated[
-        int | None,
-        typer.Option(help="With --search: sample this many points with optuna (TPE) instead of the whole grid."),
-    ] = None,
-    search_budget: Annotated[
-        str | None,
-        typer.Option(help="With --search: wall-clock limit (30m, 2h); the best run so far wins when it ends."),
-    ] = None,
-    threads: ThreadsOption = None,
-    **fields: Any,
-) -> None:
-    given = dict(locals())
-    run_training(given, given.pop("fields"))
+@dataclass(kw_only=True)
+class TrainingRunOptions:
+    """The options of ``finetune`` (and ``distill``) that are no field of its config: the config file, the
+    search, the threads."""
+
+    config: str | None = shared("config")
+    search: bool = field(default=False, metadata=cli("--search"))
+    """Run the BERT paper's grid (batch 16, 32; lr 5e-5, 3e-5, 2e-5; 2-4 epochs), or the config file's [search]
+    table, and keep the best run on --dev; --resume continues a killed search."""
+    search_trials: int | None = None
+    """With --search: sample this many points with optuna (TPE) instead of the whole grid."""
+    search_budget: str | None = None
+    """With --search: wall-clock limit (30m, 2h); the best run so far wins when it ends."""
+    threads: int | None = shared("threads")
 
 
-def run_training(options: dict[str, Any], fields: dict[str, Any], run: Runner | None = None) -> None:
-    """``finetune`` (or ``run``, distillation's) on the config the parsed ``options`` (``_run_finetune``'s own)
-    and generated ``fields`` describe, or the search over it with ``--search``; prints the dev metrics."""
+def run_training(options: TrainingRunOptions, fields: dict[str, Any], run: Runner | None = None) -> None:
+    """``finetune`` (or ``run``, distillation's) on the config the parsed ``options`` and generated ``fields``
+    describe, or the search over it with ``--search``; prints the dev metrics."""
     from bertkit.jobs import finetune_config as build_config
     from bertkit.tasks.registry import given_task_options, task_option_names
     from bertkit.training.finetune import finetune
 
-    use_threads(options.pop("threads", None))
+    use_threads(options.threads)
     show_library_warnings()
-    config, search = options.pop("config"), options.pop("search")
-    search_trials, search_budget = options.pop("search_trials"), options.pop("search_budget")
     given = given_task_options({name: fields.pop(name) for name in task_option_names() if name in fields})
-    finetune_config = build_config(config=config, task_options=given, **fields)
-    if search:
-        _run_search(finetune_config, config, trials=search_trials, budget=search_budget, run=run)
+    finetune_config = build_config(config=options.config, task_options=given, **fields)
+    if options.search:
+        _run_search(finetune_config, options, run=run)
         return
-    if search_trials is not None or search_budget is not None:
+    if options.search_trials is not None or options.search_budget is not None:
         fail("--search-trials and --search-budget go with --search")
     result = (run or finetune)(finetune_config)
     if result.output is None:
@@ -153,14 +121,13 @@ def run_training(options: dict[str, Any], fields: dict[str, Any], run: Runner | 
         print_json(result.metrics)
 
 
-def _run_search(
-    config: FinetuneConfig, config_file: str | None, *, trials: int | None, budget: str | None, run: Runner | None
-) -> None:
+def _run_search(config: FinetuneConfig, options: TrainingRunOptions, *, run: Runner | None) -> None:
     from bertkit.training.hyperparameter_search import SearchConfig, search, search_table
 
+    trials, budget = options.search_trials, options.search_budget
     settings = (
-        SearchConfig.from_file(config_file, trials=trials, budget=budget)
-        if config_file
+        SearchConfig.from_file(options.config, trials=trials, budget=budget)
+        if options.config
         else SearchConfig(trials=trials, budget=budget)
     )
     result = search(config, settings, run=run)
@@ -194,68 +161,48 @@ def finetune_command() -> None:
 
 
 # ------------------------------------------------------------------------------------- evaluate, predict
-EvaluateModelOption = Annotated[
-    str,
-    typer.Option(
-        "--model", "-m", help="Fine-tuned model directory (retrieval, sts: any embedding model, or a hub id)."
-    ),
-]
-EvaluateInputOption = Annotated[
-    str | None,
-    typer.Option("--input", "-i", help="Labelled file in the task's format (required; retrieval: a BEIR folder)."),
-]
-EvaluateTaskOption = Annotated[
-    str | None,
-    typer.Option(
-        "--task",
-        "-t",
-        help="classification | regression | ner | qa (default: the model's); retrieval (a BEIR folder) or "
-        "sts (scored sentence pairs) to measure an embedding model.",
-    ),
-]
-SplitOption = Annotated[
-    str | None, typer.Option(help="retrieval: the qrels/SPLIT.tsv to judge by (default: test, else the only one).")
-]
-AnnOption = Annotated[
-    bool,
-    typer.Option(
-        "--ann", help="retrieval: search an approximate HNSW index (faiss) and report its recall against exact."
-    ),
-]
+@dataclass(kw_only=True)
+class EvaluateOptions:
+    """``bertkit evaluate``."""
+
+    model: str = field(metadata=cli("--model", "-m"))
+    """Fine-tuned model directory (retrieval, sts: any embedding model, or a hub id)."""
+    input: str | None = field(default=None, metadata=cli("--input", "-i"))
+    """Labelled file in the task's format (required; retrieval: a BEIR folder)."""
+    data: str | None = field(default=None, metadata=cli("--data", hidden=True))
+    """The same as --input."""
+    task: str | None = field(default=None, metadata=cli("--task", "-t"))
+    """classification | regression | ner | qa (default: the model's); retrieval (a BEIR folder) or sts (scored
+    sentence pairs) to measure an embedding model."""
+    output: str | None = field(default=None, metadata=cli("--output", "-o"))
+    """Also write the metrics to this JSON file."""
+    split: str | None = None
+    """retrieval: the qrels/SPLIT.tsv to judge by (default: test, else the only one)."""
+    query_prefix: str = shared("query_prefix")
+    passage_prefix: str = shared("passage_prefix")
+    ann: bool = field(default=False, metadata=cli("--ann"))
+    """retrieval: search an approximate HNSW index (faiss) and report its recall against exact."""
+    text_column: str | None = shared("text_column")
+    text_pair_column: str | None = shared("text_pair_column")
+    label_column: str | None = shared("label_column")
+    tag_column: str | None = shared("tag_column")
+    long_text: str | None = shared("long_text")
+    max_query_length: int | None = shared("max_query_length")
+    format: str | None = shared("format")
+    header: bool | None = shared("header")
+    max_seq_length: int | None = shared("max_seq_length")
+    batch_size: int = shared("feature_batch_size")
+    predictions: str | None = field(default=None, metadata=cli("--predictions"))
+    """Also write the task's prediction files here."""
+    device: str = shared("device")
+    quantize: str | None = shared("quantize")
+    compile: bool | None = shared("compile")
+    backend: str | None = shared("backend")
+    threads: int | None = shared("threads")
 
 
-@commands.command("evaluate", short_help="Print a model's metrics on labelled data.", cls=ExampleLastCommand)
-def evaluate_command(
-    model: EvaluateModelOption,
-    input: EvaluateInputOption = None,
-    data: Annotated[str | None, typer.Option("--data", hidden=True, help="The same as --input.")] = None,
-    task: EvaluateTaskOption = None,
-    output: Annotated[
-        str | None, typer.Option("--output", "-o", help="Also write the metrics to this JSON file.")
-    ] = None,
-    split: SplitOption = None,
-    query_prefix: QueryPrefixOption = "",
-    passage_prefix: PassagePrefixOption = "",
-    ann: AnnOption = False,
-    text_column: TextColumnOption = None,
-    text_pair_column: PairColumnOption = None,
-    label_column: LabelColumnOption = None,
-    tag_column: TagColumnOption = None,
-    long_text: LongTextOption = None,
-    max_query_length: MaxQueryLengthOption = None,
-    format: FormatOption = None,
-    header: HeaderOption = None,
-    max_seq_length: MaxSeqLengthOption = None,
-    batch_size: FeatureBatchOption = 64,
-    predictions: Annotated[
-        str | None, typer.Option("--predictions", help="Also write the task's prediction files here.")
-    ] = None,
-    device: DeviceOption = "cpu",
-    quantize: QuantizeOption = None,
-    compile: CompileOption = None,
-    backend: BackendOption = None,
-    threads: ThreadsOption = None,
-) -> None:
+@options_command(commands, "evaluate", EvaluateOptions, short_help="Print a model's metrics on labelled data.")
+def evaluate_command(o: EvaluateOptions) -> None:
     """Print a fine-tuned model's metrics on a labelled file as JSON; with --task retrieval or sts, an embedding
     model's retrieval metrics on a BEIR folder (nDCG@10, MRR@10, recall@1/10/100, MAP@100) or its Spearman and
     Pearson correlations on scored sentence pairs.
@@ -264,62 +211,51 @@ def evaluate_command(
     Example:
       bertkit evaluate --model runs/sst2 --input sst2/dev.tsv
     """
-    use_threads(threads)
+    use_threads(o.threads)
     from bertkit.jobs import evaluate
 
-    input = input or data
+    input = o.input or o.data
     if input is None:  # not required by typer, so that the message names the flag as every other does
         fail("give the labelled file to evaluate on with --input FILE")
     show_library_warnings()
-    columns: dict[str, object] = dict(text_column=text_column, text_pair_column=text_pair_column)
-    columns |= dict(label_column=label_column)
-    if task not in ("retrieval", "sts"):  # the reading options of a fine-tuned model's task
-        columns |= dict(tag_column=tag_column, long_text=long_text, max_query_length=max_query_length)
-    scores = evaluate(
-        model,
-        input,
-        task=task,
-        output=output,
-        split=split,
-        query_prefix=query_prefix,
-        passage_prefix=passage_prefix,
-        ann=ann,
-        format=format,
-        header=header,
-        max_seq_length=max_seq_length,
-        batch_size=batch_size,
-        predictions=predictions,
-        device=device,
-        quantize=quantize,
-        compile=compile,
-        backend=backend,
-        **columns,
-    )
-    print_json(scores)
+    given = dataclasses.asdict(o)
+    for name in ("model", "input", "data", "threads"):
+        del given[name]
+    if o.task in ("retrieval", "sts"):  # the reading options of a fine-tuned model's task go to no model
+        for name in ("tag_column", "long_text", "max_query_length"):
+            del given[name]
+    print_json(evaluate(o.model, input, **given))
 
 
-@commands.command("predict", short_help="Write a fine-tuned model's predictions as JSON lines.", cls=ExampleLastCommand)
-def predict_command(
-    model: FinetunedModelOption,
-    input: Annotated[
-        str, typer.Option("--input", "-i", help="File in the task's format (labels, if any, are ignored).")
-    ],
-    output: Annotated[str, typer.Option("--output", "-o", help="JSONL file: one prediction per input, with scores.")],
-    task: TaskOption = None,
-    text_column: TextColumnOption = None,
-    text_pair_column: PairColumnOption = None,
-    long_text: LongTextOption = None,
-    max_query_length: MaxQueryLengthOption = None,
-    format: FormatOption = None,
-    header: HeaderOption = None,
-    max_seq_length: MaxSeqLengthOption = None,
-    batch_size: FeatureBatchOption = 64,
-    device: DeviceOption = "cpu",
-    quantize: QuantizeOption = None,
-    compile: CompileOption = None,
-    backend: BackendOption = None,
-    threads: ThreadsOption = None,
-) -> None:
+@dataclass(kw_only=True)
+class PredictOptions:
+    """``bertkit predict``."""
+
+    model: str = shared("finetuned_model")
+    input: str = field(metadata=cli("--input", "-i"))
+    """File in the task's format (labels, if any, are ignored)."""
+    output: str = field(metadata=cli("--output", "-o"))
+    """JSONL file: one prediction per input, with scores."""
+    task: str | None = shared("task")
+    text_column: str | None = shared("text_column")
+    text_pair_column: str | None = shared("text_pair_column")
+    long_text: str | None = shared("long_text")
+    max_query_length: int | None = shared("max_query_length")
+    format: str | None = shared("format")
+    header: bool | None = shared("header")
+    max_seq_length: int | None = shared("max_seq_length")
+    batch_size: int = shared("feature_batch_size")
+    device: str = shared("device")
+    quantize: str | None = shared("quantize")
+    compile: bool | None = shared("compile")
+    backend: str | None = shared("backend")
+    threads: int | None = shared("threads")
+
+
+@options_command(
+    commands, "predict", PredictOptions, short_help="Write a fine-tuned model's predictions as JSON lines."
+)
+def predict_command(o: PredictOptions) -> None:
     """Write one JSON line per input row, sentence or question, with the predicted label/tags/answer and scores.
 
     \b
@@ -327,25 +263,25 @@ def predict_command(
       bertkit predict --model runs/sst2 --input sst2/test.tsv \\
         --output predictions.jsonl
     """
-    use_threads(threads)
+    use_threads(o.threads)
     from bertkit.inference import predict
 
     show_library_warnings()
     count = predict(
-        model,
-        input,
-        output,
-        task=task,
+        o.model,
+        o.input,
+        o.output,
+        task=o.task,
         task_options=task_options(
-            text_column, text_pair_column, None, long_text=long_text, max_query_length=max_query_length
+            o.text_column, o.text_pair_column, None, long_text=o.long_text, max_query_length=o.max_query_length
         ),
-        max_seq_length=max_seq_length,
-        batch_size=batch_size,
-        device=device,
-        format=format,
-        header=header,
-        quantize=quantize,
-        compile=compile,
-        backend=backend,
+        max_seq_length=o.max_seq_length,
+        batch_size=o.batch_size,
+        device=o.device,
+        format=o.format,
+        header=o.header,
+        quantize=o.quantize,
+        compile=o.compile,
+        backend=o.backend,
     )
-    print(f"wrote {count} predictions to {output}", file=sys.stderr)
+    print(f"wrote {count} predictions to {o.output}", file=sys.stderr)

@@ -4,23 +4,15 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import typer
 
 from bertkit.cli.console import print_json, read_lines
-from bertkit.cli.options import ExampleLastCommand
+from bertkit.cli.options import cli
 from bertkit.cli.program import fail
-from bertkit.cli.shared_options import (
-    BackendOption,
-    BatchOption,
-    CompileOption,
-    InputOption,
-    JsonOption,
-    ModelOption,
-    QuantizeOption,
-    ThreadsOption,
-)
+from bertkit.cli.shared_options import options_command, shared
 from bertkit.formats import read_text
 from bertkit.io import check_output_file
 from bertkit.threads import use_threads
@@ -52,72 +44,46 @@ def _pipeline_inputs(texts: list[str] | None, input: str | None, *, keep_blank: 
 
 
 # ------------------------------------------------------------------------------------------------ embed
-EmbedInputOption = Annotated[
-    str | None,
-    typer.Option(
-        "--input",
-        "-i",
-        help="Text file, one text (or TAB-separated pair) per line, a blank line embedded as the empty text; "
-        "- for stdin.",
-    ),
-]
-EmbedOutputOption = Annotated[
-    str | None,
-    typer.Option(
-        "--output",
-        "-o",
-        help="Where to write the embeddings (.npy, float32, one row per input line) (default: one JSON "
-        'object per input on stdout, {"text": ..., "embedding": [...]}).',
-    ),
-]
+@dataclass(kw_only=True)
+class EmbedOptions:
+    """``bertkit embed``."""
+
+    texts: list[str] | None = field(default=None, metadata=cli(argument=True))
+    """Texts to embed (or --input FILE)."""
+    model: str = shared("model")
+    input: str | None = field(default=None, metadata=cli("--input", "-i"))
+    """Text file, one text (or TAB-separated pair) per line, a blank line embedded as the empty text; - for
+    stdin."""
+    output: str | None = field(default=None, metadata=cli("--output", "-o"))
+    """Where to write the embeddings (.npy, float32, one row per input line) (default: one JSON object per
+    input on stdout, {"text": ..., "embedding": [...]})."""
+    pooling: str | None = None
+    """cls | mean | max: how token vectors become one vector per line (default: the checkpoint's
+    sentence-transformers pooling, else mean)."""
+    layers: str = "-1"
+    """Comma-separated hidden layers to concatenate, -1 = last."""
+    batch_size: int = 32
+    """Texts per forward pass."""
+    max_length: int | None = None
+    """Truncate inputs to this many tokens (default: the checkpoint's sentence-transformers length, else its
+    fine-tuning length, else the model's maximum)."""
+    normalize: bool | None = None
+    """L2-normalise every vector (default: as the checkpoint's sentence-transformers modules, else not)."""
+    long_text: str = "truncate"
+    """truncate | windows: embed longer texts whole, in overlapping windows."""
+    window_stride: int = 128
+    """With --long-text windows: tokens between window starts."""
+    dimensions: int | None = None
+    """Keep the first K dimensions of every vector (Matryoshka), normalised again when the vectors are
+    normalised (default: all)."""
+    quantize: str | None = shared("quantize")
+    compile: bool | None = shared("compile")
+    backend: str | None = shared("backend")
+    threads: int | None = shared("threads")
 
 
-@commands.command("embed", short_help="Embed texts as vectors (feature extraction).", cls=ExampleLastCommand)
-def embed_command(
-    texts: Annotated[list[str] | None, typer.Argument(help="Texts to embed (or --input FILE).")] = None,
-    *,
-    model: ModelOption,
-    input: EmbedInputOption = None,
-    output: EmbedOutputOption = None,
-    pooling: Annotated[
-        str | None,
-        typer.Option(
-            help="cls | mean | max: how token vectors become one vector per line (default: the checkpoint's "
-            "sentence-transformers pooling, else mean)."
-        ),
-    ] = None,
-    layers: Annotated[str, typer.Option(help="Comma-separated hidden layers to concatenate, -1 = last.")] = "-1",
-    batch_size: Annotated[int, typer.Option(help="Texts per forward pass.")] = 32,
-    max_length: Annotated[
-        int | None,
-        typer.Option(
-            help="Truncate inputs to this many tokens (default: the checkpoint's sentence-transformers length, "
-            "else its fine-tuning length, else the model's maximum)."
-        ),
-    ] = None,
-    normalize: Annotated[
-        bool | None,
-        typer.Option(
-            "--normalize/--no-normalize",
-            help="L2-normalise every vector (default: as the checkpoint's sentence-transformers modules, else not).",
-        ),
-    ] = None,
-    long_text: Annotated[
-        str, typer.Option(help="truncate | windows: embed longer texts whole, in overlapping windows.")
-    ] = "truncate",
-    window_stride: Annotated[int, typer.Option(help="With --long-text windows: tokens between window starts.")] = 128,
-    dimensions: Annotated[
-        int | None,
-        typer.Option(
-            help="Keep the first K dimensions of every vector (Matryoshka), normalised again when the vectors "
-            "are normalised (default: all).",
-        ),
-    ] = None,
-    quantize: QuantizeOption = None,
-    compile: CompileOption = None,
-    backend: BackendOption = None,
-    threads: ThreadsOption = None,
-) -> None:
+@options_command(commands, "embed", EmbedOptions, short_help="Embed texts as vectors (feature extraction).")
+def embed_command(o: EmbedOptions) -> None:
     """Extract contextual embeddings (feature extraction): one vector per text or per input line (blank lines
     included), into a .npy file or as JSON lines on stdout.
 
@@ -127,30 +93,21 @@ def embed_command(
         --output vectors.npy --pooling mean --layers -1,-2
       bertkit embed --model ./minilm "A first text." "A second one."
     """
-    use_threads(threads)
+    use_threads(o.threads)
     from bertkit.inference import embed_settings, load
 
-    if output is not None:
-        if not output.endswith(".npy"):
-            fail(f"--output must end with .npy (or leave it out for JSON lines on stdout), got {output}")
-        check_output_file(output, example="vectors.npy")
-    if pooling not in (None, "cls", "mean", "max"):
-        fail(f"--pooling must be cls, mean or max, got {pooling}")
-    items = [_text_or_pair(line) for line in _pipeline_inputs(texts, input, keep_blank=True)]
-    loaded = load(model, head="BertModel", quantize=quantize, compile=compile, backend=backend)
-    settings = embed_settings(loaded, pooling, normalize, max_length)
+    if o.output is not None:
+        if not o.output.endswith(".npy"):
+            fail(f"--output must end with .npy (or leave it out for JSON lines on stdout), got {o.output}")
+        check_output_file(o.output, example="vectors.npy")
+    if o.pooling not in (None, "cls", "mean", "max"):
+        fail(f"--pooling must be cls, mean or max, got {o.pooling}")
+    items = [_text_or_pair(line) for line in _pipeline_inputs(o.texts, o.input, keep_blank=True)]
+    loaded = load(o.model, head="BertModel", quantize=o.quantize, compile=o.compile, backend=o.backend)
+    settings = embed_settings(loaded, o.pooling, o.normalize, o.max_length)
     print(f"bertkit: embedding with {settings.notice()}", file=sys.stderr)
-    vectors = _embed_telling_cuts(
-        items,
-        loaded,
-        settings,
-        layers=layers,
-        batch_size=batch_size,
-        long_text=long_text,
-        window_stride=window_stride,
-        dimensions=dimensions,
-    )
-    _write_embeddings(items, vectors, output)
+    vectors = _embed_telling_cuts(items, loaded, settings, o)
+    _write_embeddings(items, vectors, o.output)
 
 
 def _write_embeddings(items: list[TextInput], vectors: np.ndarray, output: str | None) -> None:
@@ -168,17 +125,7 @@ def _write_embeddings(items: list[TextInput], vectors: np.ndarray, output: str |
     print(f"wrote {vectors.shape[0]} x {vectors.shape[1]} embeddings to {output}", file=sys.stderr)
 
 
-def _embed_telling_cuts(
-    texts: list[TextInput],
-    loaded: Loaded,
-    settings: EmbedSettings,
-    *,
-    layers: str,
-    batch_size: int,
-    long_text: str,
-    window_stride: int,
-    dimensions: int | None,
-) -> np.ndarray:
+def _embed_telling_cuts(texts: list[TextInput], loaded: Loaded, settings: EmbedSettings, o: EmbedOptions) -> np.ndarray:
     """``embed`` with a progress bar; its warning that inputs were cut becomes one line saying what to do."""
     import warnings
 
@@ -191,14 +138,14 @@ def _embed_telling_cuts(
             texts,
             loaded,
             pooling=settings.pooling,
-            layers=layers,
-            batch_size=batch_size,
+            layers=o.layers,
+            batch_size=o.batch_size,
             max_length=settings.max_length,
             normalize=settings.normalize,
             progress=True,
-            long_text=long_text,
-            window_stride=window_stride,
-            dimensions=dimensions,
+            long_text=o.long_text,
+            window_stride=o.window_stride,
+            dimensions=o.dimensions,
         )
     for warning in caught:
         if isinstance(warning.message, TruncationWarning):
@@ -214,32 +161,38 @@ def _embed_telling_cuts(
 
 
 # ------------------------------------------------------------------------------------ the other pipelines
-@commands.command("fill-mask", short_help="Predict the words behind [MASK].", cls=ExampleLastCommand)
-def fill_mask_command(
-    texts: Annotated[list[str] | None, typer.Argument(help="Texts with one or more [MASK].")] = None,
-    *,
-    model: ModelOption,
-    input: InputOption = None,
-    as_json: JsonOption = False,
-    batch_size: BatchOption = 32,
-    top_k: Annotated[int, typer.Option("--top-k", "-k", help="Candidates per mask.")] = 5,
-    quantize: QuantizeOption = None,
-    compile: CompileOption = None,
-    threads: ThreadsOption = None,
-) -> None:
+@dataclass(kw_only=True)
+class FillMaskOptions:
+    """``bertkit fill-mask``."""
+
+    texts: list[str] | None = field(default=None, metadata=cli(argument=True))
+    """Texts with one or more [MASK]."""
+    model: str = shared("model")
+    input: str | None = shared("input")
+    as_json: bool = shared("as_json")
+    batch_size: int = shared("batch_size")
+    top_k: int = field(default=5, metadata=cli("--top-k", "-k"))
+    """Candidates per mask."""
+    quantize: str | None = shared("quantize")
+    compile: bool | None = shared("compile")
+    threads: int | None = shared("threads")
+
+
+@options_command(commands, "fill-mask", FillMaskOptions, short_help="Predict the words behind [MASK].")
+def fill_mask_command(o: FillMaskOptions) -> None:
     """Predict the words hidden behind [MASK] (needs a model with its masked-LM head).
 
     \b
     Example:
       bertkit fill-mask --model ./bert "Paris is the [MASK] of France."
     """
-    use_threads(threads)
+    use_threads(o.threads)
     from bertkit.inference import fill_mask, load
 
-    items = _pipeline_inputs(texts, input)
-    loaded = load(model, quantize=quantize, compile=compile)
-    for text, masks in zip(items, fill_mask(items, loaded, top_k=top_k, batch_size=batch_size)):
-        if as_json:
+    items = _pipeline_inputs(o.texts, o.input)
+    loaded = load(o.model, quantize=o.quantize, compile=o.compile)
+    for text, masks in zip(items, fill_mask(items, loaded, top_k=o.top_k, batch_size=o.batch_size)):
+        if o.as_json:
             print_json({"text": text, "masks": [[c.to_dict() for c in m] for m in masks]})
             continue
         print(text)
@@ -249,17 +202,32 @@ def fill_mask_command(
                 print(f"  {label}{c.text:<16} {100 * c.score:6.2f}%  {c.sequence}")
 
 
-@commands.command("next-sentence", short_help="Score whether sentence B follows sentence A.", cls=ExampleLastCommand)
-def next_sentence_command(
-    first: Annotated[str | None, typer.Argument(help="Sentence A.")] = None,
-    second: Annotated[str | None, typer.Argument(help="Sentence B.")] = None,
-    *,
-    model: ModelOption,
-    input: InputOption = None,
-    as_json: JsonOption = False,
-    batch_size: BatchOption = 32,
-    threads: ThreadsOption = None,
-) -> None:
+@dataclass(kw_only=True)
+class PipelineOptions:
+    """The options of ``bertkit classify`` and ``bertkit tag``: inputs, model and output, and ``next-sentence``'s
+    beside its two sentences."""
+
+    model: str = shared("model")
+    input: str | None = shared("input")
+    as_json: bool = shared("as_json")
+    batch_size: int = shared("batch_size")
+    threads: int | None = shared("threads")
+
+
+@dataclass(kw_only=True)
+class NextSentenceOptions(PipelineOptions):
+    """``bertkit next-sentence``."""
+
+    first: str | None = field(default=None, metadata=cli(argument=True))
+    """Sentence A."""
+    second: str | None = field(default=None, metadata=cli(argument=True))
+    """Sentence B."""
+
+
+@options_command(
+    commands, "next-sentence", NextSentenceOptions, short_help="Score whether sentence B follows sentence A."
+)
+def next_sentence_command(o: NextSentenceOptions) -> None:
     """Probability that sentence B follows sentence A (needs a pre-training model with its NSP head).
 
     With --input, each line is A<TAB>B.
@@ -268,49 +236,50 @@ def next_sentence_command(
     Example:
       bertkit next-sentence --model ./bert "I went home." "Then I slept."
     """
-    use_threads(threads)
+    use_threads(o.threads)
     from bertkit.inference import next_sentence
 
-    if first is not None and second is None:
+    if o.first is not None and o.second is None:
         fail("give two sentences (A and B), or --input FILE with A<TAB>B per line")
     pairs = []
-    for i, line in enumerate(_pipeline_inputs([f"{first}\t{second}"] if first is not None else None, input)):
+    given = [f"{o.first}\t{o.second}"] if o.first is not None else None
+    for i, line in enumerate(_pipeline_inputs(given, o.input)):
         pair = _text_or_pair(line)
         if not isinstance(pair, tuple):
             fail(f"line {i + 1} has no TAB between sentence A and sentence B")
         pairs.append(pair)
-    probs = next_sentence([a for a, _ in pairs], [b for _, b in pairs], model, batch_size=batch_size)
+    probs = next_sentence([a for a, _ in pairs], [b for _, b in pairs], o.model, batch_size=o.batch_size)
     assert isinstance(probs, list)  # lists in, one probability per pair out
     for (a, b), p in zip(pairs, probs):
-        if as_json:
+        if o.as_json:
             print_json({"first": a, "second": b, "probability": p})
         else:
             print(f"{p:.4f}\t{a}\t{b}")
 
 
-@commands.command("classify", short_help="Label texts or pairs with a fine-tuned classifier.", cls=ExampleLastCommand)
-def classify_command(
-    texts: Annotated[list[str] | None, typer.Argument(help="Texts to classify (a TAB separates a pair).")] = None,
-    *,
-    model: ModelOption,
-    input: InputOption = None,
-    as_json: JsonOption = False,
-    batch_size: BatchOption = 32,
-    threads: ThreadsOption = None,
-) -> None:
+@dataclass(kw_only=True)
+class ClassifyOptions(PipelineOptions):
+    """``bertkit classify``."""
+
+    texts: list[str] | None = field(default=None, metadata=cli(argument=True))
+    """Texts to classify (a TAB separates a pair)."""
+
+
+@options_command(commands, "classify", ClassifyOptions, short_help="Label texts or pairs with a fine-tuned classifier.")
+def classify_command(o: ClassifyOptions) -> None:
     """Label texts or text pairs with a fine-tuned classifier (or score them, for regression).
 
     \b
     Example:
       bertkit classify --model ./sst2-model --input reviews.txt --json
     """
-    use_threads(threads)
+    use_threads(o.threads)
     from bertkit.inference import classify
 
-    items = [_text_or_pair(line) for line in _pipeline_inputs(texts, input)]
-    for item, p in zip(items, classify(items, model, batch_size=batch_size)):
+    items = [_text_or_pair(line) for line in _pipeline_inputs(o.texts, o.input)]
+    for item, p in zip(items, classify(items, o.model, batch_size=o.batch_size)):
         text, pair = (item, None) if isinstance(item, str) else item
-        if as_json:
+        if o.as_json:
             print_json(
                 {
                     "text": text,
@@ -326,16 +295,16 @@ def classify_command(
             print(f"{p.label}\t{p.score:.4f}\t{text}" + (f"\t{pair}" if pair is not None else ""))
 
 
-@commands.command("tag", short_help="Tag words (entities) with a fine-tuned tagger.", cls=ExampleLastCommand)
-def tag_command(
-    texts: Annotated[list[str] | None, typer.Argument(help="Texts to tag.")] = None,
-    *,
-    model: ModelOption,
-    input: InputOption = None,
-    as_json: JsonOption = False,
-    batch_size: BatchOption = 32,
-    threads: ThreadsOption = None,
-) -> None:
+@dataclass(kw_only=True)
+class TagOptions(PipelineOptions):
+    """``bertkit tag``."""
+
+    texts: list[str] | None = field(default=None, metadata=cli(argument=True))
+    """Texts to tag."""
+
+
+@options_command(commands, "tag", TagOptions, short_help="Tag words (entities) with a fine-tuned tagger.")
+def tag_command(o: TagOptions) -> None:
     """Find entities (or any word tags) with a fine-tuned token classifier; offsets are characters.
 
     \b
@@ -343,12 +312,12 @@ def tag_command(
       bertkit tag --model ./ner-model \\
         "George Washington lived in Mount Vernon."
     """
-    use_threads(threads)
+    use_threads(o.threads)
     from bertkit.inference import tag
 
-    items = _pipeline_inputs(texts, input)
-    for result in tag(items, model, batch_size=batch_size):
-        if as_json:
+    items = _pipeline_inputs(o.texts, o.input)
+    for result in tag(items, o.model, batch_size=o.batch_size):
+        if o.as_json:
             print_json(result.to_dict())
             continue
         marked, cursor = [], 0
@@ -358,24 +327,30 @@ def tag_command(
         print("".join(marked) + result.text[cursor:])
 
 
-@commands.command("answer", short_help="Answer questions from a context (extractive QA).", cls=ExampleLastCommand)
-def answer_command(
-    *,
-    question: Annotated[str | None, typer.Option("--question", "-q", help="The question.")] = None,
-    context: Annotated[str | None, typer.Option("--context", "-c", help="The text that holds the answer.")] = None,
-    context_file: Annotated[str | None, typer.Option("--context-file", help="Read the context from this file.")] = None,
-    input: Annotated[
-        str | None, typer.Option("--input", "-i", help='JSON lines {"question", "context"}; - for stdin.')
-    ] = None,
-    model: ModelOption,
-    as_json: JsonOption = False,
-    batch_size: BatchOption = 32,
-    top_k: Annotated[int, typer.Option("--top-k", "-k", help="Answers per question.")] = 1,
-    allow_no_answer: Annotated[
-        bool, typer.Option(help="SQuAD v2 models: answer nothing when no span is likely.")
-    ] = False,
-    threads: ThreadsOption = None,
-) -> None:
+@dataclass(kw_only=True)
+class AnswerOptions:
+    """``bertkit answer``."""
+
+    question: str | None = field(default=None, metadata=cli("--question", "-q"))
+    """The question."""
+    context: str | None = field(default=None, metadata=cli("--context", "-c"))
+    """The text that holds the answer."""
+    context_file: str | None = field(default=None, metadata=cli("--context-file"))
+    """Read the context from this file."""
+    input: str | None = field(default=None, metadata=cli("--input", "-i"))
+    """JSON lines {"question", "context"}; - for stdin."""
+    model: str = shared("model")
+    as_json: bool = shared("as_json")
+    batch_size: int = shared("batch_size")
+    top_k: int = field(default=1, metadata=cli("--top-k", "-k"))
+    """Answers per question."""
+    allow_no_answer: bool = False
+    """SQuAD v2 models: answer nothing when no span is likely."""
+    threads: int | None = shared("threads")
+
+
+@options_command(commands, "answer", AnswerOptions, short_help="Answer questions from a context (extractive QA).")
+def answer_command(o: AnswerOptions) -> None:
     """Answer questions from a context with a fine-tuned extractive QA model (long contexts are windowed).
 
     \b
@@ -383,23 +358,23 @@ def answer_command(
       bertkit answer --model ./squad-model -q "Who led the army?" \\
         --context-file history.txt
     """
-    use_threads(threads)
+    use_threads(o.threads)
     from bertkit.inference import answer
 
-    rows = _question_rows(input) if input else [_one_question(question, context, context_file)]
+    rows = _question_rows(o.input) if o.input else [_one_question(o.question, o.context, o.context_file)]
     results = answer(
         [q for q, _ in rows],
         [c for _, c in rows],
-        model,
-        top_k=top_k,
-        batch_size=batch_size,
-        allow_no_answer=allow_no_answer,
+        o.model,
+        top_k=o.top_k,
+        batch_size=o.batch_size,
+        allow_no_answer=o.allow_no_answer,
     )
     for (q, _), found in zip(rows, results):
         found = found if isinstance(found, list) else [found]
-        if as_json:
+        if o.as_json:
             payload = [a.to_dict() for a in found]
-            print_json({"question": q, **payload[0]} if top_k == 1 else {"question": q, "answers": payload})
+            print_json({"question": q, **payload[0]} if o.top_k == 1 else {"question": q, "answers": payload})
             continue
         for a in found:
             where = f"chars {a.start}-{a.end}" if a.start is not None else "no answer"
@@ -438,16 +413,25 @@ def _one_question(question: str | None, context: str | None, context_file: str |
     return question, context
 
 
-@commands.command("attention", short_help="Show where each token attends, layer by layer.", cls=ExampleLastCommand)
-def attention_command(
-    text: Annotated[str, typer.Argument(help="The text to look at.")],
-    model: ModelOption,
-    as_json: JsonOption = False,
-    layer: Annotated[int, typer.Option(help="Layer (Python index, -1 = last).")] = -1,
-    head: Annotated[int | None, typer.Option(help="Head (default: the mean over heads).")] = None,
-    top: Annotated[int, typer.Option(help="Most attended tokens to list per token.")] = 3,
-    threads: ThreadsOption = None,
-) -> None:
+@dataclass(kw_only=True)
+class AttentionOptions:
+    """``bertkit attention``."""
+
+    text: str = field(metadata=cli(argument=True))
+    """The text to look at."""
+    model: str = shared("model")
+    as_json: bool = shared("as_json")
+    layer: int = -1
+    """Layer (Python index, -1 = last)."""
+    head: int | None = None
+    """Head (default: the mean over heads)."""
+    top: int = 3
+    """Most attended tokens to list per token."""
+    threads: int | None = shared("threads")
+
+
+@options_command(commands, "attention", AttentionOptions, short_help="Show where each token attends, layer by layer.")
+def attention_command(o: AttentionOptions) -> None:
     """Show where each token attends in one layer (all layers and heads with --json).
 
     \b
@@ -455,17 +439,18 @@ def attention_command(
       bertkit attention --model ./bert --layer 5 \\
         --head 2 "The cat sat on the mat."
     """
-    use_threads(threads)
+    use_threads(o.threads)
     from bertkit.inference import attentions
 
-    maps = attentions(text, model)
-    if as_json:
+    maps = attentions(o.text, o.model)
+    if o.as_json:
         print_json({"tokens": maps.tokens, "offsets": maps.offsets, "attentions": maps.attentions.round(5).tolist()})
         return
     layers, heads = maps.attentions.shape[:2]
+    layer, head = o.layer, o.head
     if not -layers <= layer < layers or (head is not None and not -heads <= head < heads):
         fail(f"the model has {layers} layers of {heads} heads; got layer {layer}, head {head}")
     matrix = maps.attentions[layer].mean(0) if head is None else maps.attentions[layer, head]
     for token, row in zip(maps.tokens, matrix):
-        best = row.argsort()[::-1][:top]
+        best = row.argsort()[::-1][: o.top]
         print(f"{token:>14} -> " + ", ".join(f"{maps.tokens[j]} {row[j]:.2f}" for j in best))

@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import inspect
 import itertools
+import operator
 import re
 import textwrap
 import types
@@ -132,6 +133,75 @@ def _option(leaf: Leaf, kind: type, decls: tuple[str, ...] | None, shown: str | 
         shown = show_default(leaf.field.default)
     help = help_text(field_docs(leaf.owner).get(leaf.field.name, "")) + (f" (default: {shown})" if shown else "")
     return ConfigOption(leaf.name, decls, kind, help)
+
+
+# ------------------------------------------------------------------ a command's own options dataclass
+CLI_FLAGS = "cli_flags"
+"""Field metadata: the flag declarations, e.g. ``("--model", "-m")`` (none: the field's name as a flag, with its
+negation for a switch)."""
+CLI_SHARED = "cli_shared"
+"""Field metadata: (dataclass, field) whose docstring is this option's help (an option several commands share,
+declared once: ``shared_options.shared``)."""
+
+
+def cli(
+    *decls: str,
+    argument: bool = False,
+    hidden: bool = False,
+    metavar: str | None = None,
+    parser: Callable[[str], Any] | None = None,
+    show_default: bool = True,
+) -> dict[str, Any]:
+    """Field metadata of a command option: its flag declarations (none: ``--field-name``, ``--x/--no-x`` for a
+    switch), or a positional ``argument``; ``hidden`` from ``--help``; its ``metavar``; the ``parser`` of the
+    text given; ``show_default=False`` where the help says the default itself."""
+    spec = dict(argument=argument, hidden=hidden, metavar=metavar, parser=parser, show_default=show_default)
+    return {CLI_FLAGS: decls, "cli": {k: v for k, v in spec.items() if v not in (None, False) or k == "show_default"}}
+
+
+def _declaring(leaf: Leaf) -> tuple[type, str]:
+    """The class and field whose docstring is ``leaf``'s help: a shared field's, or its own."""
+    shared: tuple[type, str] | None = leaf.field.metadata.get(CLI_SHARED)
+    return shared or (leaf.owner, leaf.field.name)
+
+
+def _typer_type(hint: Any) -> Any:
+    """The type typer parses a field as: a ``Literal`` as its values' type, a ``Path`` as ``str``."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        args = [_typer_type(a) for a in typing.get_args(hint) if a is not type(None)]
+        return functools.reduce(operator.or_, args) | None
+    if typing.get_origin(hint) is typing.Literal:
+        return type(typing.get_args(hint)[0])
+    return str if hint is Path else hint
+
+
+def dataclass_parameters(cls: type, exclude: Iterable[str] = ()) -> dict[str, tuple[Any, Any]]:
+    """The options of dataclass ``cls`` (groups walked) as typer parameters, name -> (``Annotated[type,
+    typer.Option(...)]`` or ``typer.Argument``, default; ``...`` where the field has none: required), help
+    from the field's docstring; the defaults are the fields' own, which ``--help`` shows."""
+    parameters = {}
+    for leaf in option_leaves(cls):
+        if leaf.name in exclude:
+            continue
+        owner, name = _declaring(leaf)
+        spec = dict(leaf.field.metadata.get("cli", {}))
+        kind = _typer_type(leaf.field.metadata.get("cli_type") or leaf.hint)
+        decls = leaf.field.metadata.get(CLI_FLAGS) or ()
+        if not decls and not spec.get("argument") and bool in (kind, bool | None):
+            decls = (f"{flag(leaf.name)}/--no-{flag(leaf.name)[2:]}",)
+        help = help_text(field_docs(owner).get(name, ""))
+        make = typer.Argument if spec.pop("argument", False) else typer.Option
+        info = make(*decls, help=help, **spec)
+        field = leaf.field
+        default = (
+            field.default
+            if field.default is not dataclasses.MISSING
+            else field.default_factory()
+            if field.default_factory is not dataclasses.MISSING
+            else ...
+        )
+        parameters[leaf.name] = (Annotated[kind, info], default)
+    return parameters
 
 
 def _metavar(kind: Any) -> str | None:

@@ -1,23 +1,19 @@
 """``prepare-data``: its options are generated from ``PrepareConfig`` and the corpus options (``block_bytes`` as
-``--block-mb``); the inputs and ``--quiet`` are declared here."""
+``--block-mb``); the inputs and ``--quiet`` are ``PrepareRunOptions``, declared here."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Annotated, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 import typer
 
 from bertkit.cli.console import show_library_warnings
-from bertkit.cli.options import ConfigOption, config_options, lazy_command
+from bertkit.cli.options import ConfigOption, cli, config_options, lazy_command
 from bertkit.cli.program import fail
-from bertkit.cli.shared_options import (
-    KeepBoilerplateOption,
-    ThreadsOption,
-    corpus_config_options,
-    generated_command,
-)
+from bertkit.cli.shared_options import corpus_config_options, generated_command, shared
 
 commands = typer.Typer(rich_markup_mode=None)
 
@@ -34,31 +30,38 @@ def _prepare_data_function() -> Callable[..., None]:
     default_mb = PrepareConfig.block_bytes / (1 << 20)
     help = f"MB of text per block (unit of parallelism and of random-next sampling) (default: {default_mb:g})."
     block_mb = ConfigOption("block_mb", ("--block-mb",), float, help)
+    generated = [*options, *corpus_config_options(), block_mb]
     return generated_command(
-        "prepare-data", prepare_data_command.__doc__, [*options, *corpus_config_options(), block_mb], _run_prepare_data
+        "prepare-data", prepare_data_command.__doc__, generated, PrepareRunOptions, _run_prepare_data
     )
 
 
-def _run_prepare_data(
-    *,
-    input: Annotated[list[str], typer.Option("--input", "-i", help="Files, directories or globs (repeatable).")],
-    keep_gutenberg_boilerplate: KeepBoilerplateOption = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
-    threads: ThreadsOption = None,
-    **fields: Any,
-) -> None:
+@dataclass(kw_only=True)
+class PrepareRunOptions:
+    """The options of ``prepare-data`` that are no field of ``PrepareConfig``."""
+
+    input: list[str] = field(metadata=cli("--input", "-i"))
+    """Files, directories or globs (repeatable)."""
+    keep_gutenberg_boilerplate: bool = shared("keep_gutenberg_boilerplate")
+    quiet: bool = field(default=False, metadata=cli("--quiet", "-q"))
+    """No progress bar."""
+    threads: int | None = shared("threads")
+
+
+def _run_prepare_data(options: PrepareRunOptions, fields: dict[str, Any]) -> None:
     from bertkit.jobs import prepare_data
     from bertkit.threads import use_threads
 
-    count = use_threads(threads)
-    if threads is not None and fields.get("workers") is None:  # --threads N: N worker processes too
+    count = use_threads(options.threads)
+    if options.threads is not None and fields.get("workers") is None:  # --threads N: N worker processes too
         fields["workers"] = count
 
     show_library_warnings("bertkit: warning: ")
     for required in ("tokenizer", "output"):
         if fields.get(required) is None:
             fail(f"--{required} is required")
-    prepared = prepare_data(input, keep_gutenberg_boilerplate=keep_gutenberg_boilerplate, progress=not quiet, **fields)
+    keep = options.keep_gutenberg_boilerplate
+    prepared = prepare_data(options.input, keep_gutenberg_boilerplate=keep, progress=not options.quiet, **fields)
     print(prepared.summary(), file=sys.stderr)
 
 

@@ -1,16 +1,17 @@
-"""``pretrain``: its options are generated from ``PretrainConfig`` and ``TrainConfig``; only what is no config
-field (the config file, the resume switches) is declared here."""
+"""``pretrain``: its options are generated from ``PretrainConfig`` and ``TrainConfig``; what is no config
+field (the config file, the resume switches) is ``PretrainRunOptions``, declared here."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 import typer
 
-from bertkit.cli.options import config_options, lazy_command
+from bertkit.cli.options import cli, config_options, lazy_command
 from bertkit.cli.program import stopped_by_signal
-from bertkit.cli.shared_options import ConfigFileOption, ThreadsOption, generated_command
+from bertkit.cli.shared_options import generated_command, shared
 
 commands = typer.Typer(rich_markup_mode=None)
 
@@ -20,26 +21,27 @@ def _pretrain_function() -> Callable[..., None]:
     from bertkit.training.train_config import TrainConfig
 
     options = config_options([PretrainConfig, TrainConfig], flags={"output": ("--output", "-o")}, exclude={"resume"})
-    return generated_command("pretrain", pretrain_command.__doc__, options, _run_pretrain)
+    return generated_command("pretrain", pretrain_command.__doc__, options, PretrainRunOptions, _run_pretrain)
 
 
-def _run_pretrain(
-    *,
-    config: ConfigFileOption = None,
-    resume: Annotated[
-        bool, typer.Option("--resume", help="Continue from the latest valid checkpoint in --output.")
-    ] = False,
-    resume_from: Annotated[
-        str | None, typer.Option("--resume-from", help="Continue from this checkpoint directory.")
-    ] = None,
-    threads: ThreadsOption = None,
-    **fields: Any,
-) -> None:
+@dataclass(kw_only=True)
+class PretrainRunOptions:
+    """The options of ``pretrain`` that are no field of its config."""
+
+    config: str | None = shared("config")
+    resume: bool = field(default=False, metadata=cli("--resume"))
+    """Continue from the latest valid checkpoint in --output."""
+    resume_from: str | None = field(default=None, metadata=cli("--resume-from"))
+    """Continue from this checkpoint directory."""
+    threads: int | None = shared("threads")
+
+
+def _run_pretrain(options: PretrainRunOptions, fields: dict[str, Any]) -> None:
     from bertkit.jobs import pretrain
     from bertkit.threads import use_threads
 
-    use_threads(threads)
-    result = pretrain(config=config, resume=resume, resume_from=resume_from, **fields)
+    use_threads(options.threads)
+    result = pretrain(config=options.config, resume=options.resume, resume_from=options.resume_from, **fields)
     if result.stop_reason == "signal":
         stopped_by_signal(
             result.signal,

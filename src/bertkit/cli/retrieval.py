@@ -6,22 +6,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Annotated, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 import typer
 
-from bertkit.cli.options import ExampleLastCommand, config_options, lazy_command
-from bertkit.cli.shared_options import (
-    BatchOption,
-    DeviceOption,
-    FormatOption,
-    HeaderOption,
-    ModelOption,
-    PassagePrefixOption,
-    QueryPrefixOption,
-    ThreadsOption,
-    generated_command,
-)
+from bertkit.cli.options import cli, config_options, lazy_command
+from bertkit.cli.shared_options import generated_command, options_command, shared
 from bertkit.threads import use_threads
 
 commands = typer.Typer(rich_markup_mode=None)
@@ -31,12 +22,20 @@ retrieval_app = typer.Typer(
 commands.add_typer(retrieval_app, name="retrieval")
 
 
-@retrieval_app.command("from-squad", short_help="Build a BEIR folder from SQuAD JSON.", cls=ExampleLastCommand)
-def from_squad_command(
-    input: Annotated[str, typer.Option("--input", "-i", help="SQuAD-format JSON file.")],
-    output: Annotated[str, typer.Option("--output", "-o", help="BEIR folder to write (replaced whole).")],
-    split: Annotated[str, typer.Option(help="Name of the qrels file written, qrels/SPLIT.tsv.")] = "test",
-) -> None:
+@dataclass(kw_only=True)
+class FromSquadOptions:
+    """``bertkit retrieval from-squad``."""
+
+    input: str = field(metadata=cli("--input", "-i"))
+    """SQuAD-format JSON file."""
+    output: str = field(metadata=cli("--output", "-o"))
+    """BEIR folder to write (replaced whole)."""
+    split: str = "test"
+    """Name of the qrels file written, qrels/SPLIT.tsv."""
+
+
+@options_command(retrieval_app, "from-squad", FromSquadOptions, short_help="Build a BEIR folder from SQuAD JSON.")
+def from_squad_command(o: FromSquadOptions) -> None:
     """Build a BEIR retrieval folder from a SQuAD JSON file: every paragraph is a passage (titled with its
     article), every question a query whose one relevant passage is its paragraph.
 
@@ -47,8 +46,8 @@ def from_squad_command(
     """
     from bertkit.retrieval import write_squad_beir
 
-    beir = write_squad_beir(input, output, split)
-    print(f"wrote {beir.describe()} to {output}", file=sys.stderr)
+    beir = write_squad_beir(o.input, o.output, o.split)
+    print(f"wrote {beir.describe()} to {o.output}", file=sys.stderr)
 
 
 # -------------------------------------------------------------------------------------- mine-negatives
@@ -56,53 +55,61 @@ def _mine_function() -> Callable[..., None]:
     from bertkit.retrieval import MiningConfig
 
     options = config_options([MiningConfig])
-    return generated_command("retrieval mine-negatives", mine_negatives_command.__doc__, options, _run_mine)
+    return generated_command(
+        "retrieval mine-negatives", mine_negatives_command.__doc__, options, MineOptions, _run_mine
+    )
 
 
-def _run_mine(
-    *,
-    model: ModelOption,
-    input: Annotated[
-        str, typer.Option("--input", "-i", help="Pairs: anchor/positive (or query/passage) columns, any table format.")
-    ],
-    output: Annotated[str, typer.Option("--output", "-o", help="JSONL: anchor, positive, negative_1 ... negative_K.")],
-    corpus: Annotated[
-        str | None,
-        typer.Option(
-            help="More passages to draw negatives from: a BEIR folder, a .txt file (one per line) or a table with "
-            "a text column (default: the positives only)."
-        ),
-    ] = None,
-    anchor_column: Annotated[str | None, typer.Option(help="Column of the anchor (default: anchor, query...).")] = None,
-    positive_column: Annotated[
-        str | None, typer.Option(help="Column of the positive (default: positive, passage...).")
-    ] = None,
-    format: FormatOption = None,
-    header: HeaderOption = None,
-    query_prefix: QueryPrefixOption = "",
-    passage_prefix: PassagePrefixOption = "",
-    score_function: Annotated[str, typer.Option(help="cos | dot: how a passage is scored against an anchor.")] = "cos",
-    batch_size: BatchOption = 32,
-    device: DeviceOption = "cpu",
-    threads: ThreadsOption = None,
-    **fields: Any,
-) -> None:
-    use_threads(threads)
+@dataclass(kw_only=True)
+class MineOptions:
+    """The options of ``retrieval mine-negatives`` besides what to mine (``MiningConfig``)."""
+
+    model: str = shared("model")
+    input: str = field(metadata=cli("--input", "-i"))
+    """Pairs: anchor/positive (or query/passage) columns, any table format."""
+    output: str = field(metadata=cli("--output", "-o"))
+    """JSONL: anchor, positive, negative_1 ... negative_K."""
+    corpus: str | None = None
+    """More passages to draw negatives from: a BEIR folder, a .txt file (one per line) or a table with a text
+    column (default: the positives only)."""
+    anchor_column: str | None = None
+    """Column of the anchor (default: anchor, query...)."""
+    positive_column: str | None = None
+    """Column of the positive (default: positive, passage...)."""
+    format: str | None = shared("format")
+    header: bool | None = shared("header")
+    query_prefix: str = shared("query_prefix")
+    passage_prefix: str = shared("passage_prefix")
+    score_function: str = "cos"
+    """cos | dot: how a passage is scored against an anchor."""
+    batch_size: int = shared("batch_size")
+    device: str = shared("device")
+    threads: int | None = shared("threads")
+
+
+def _run_mine(o: MineOptions, fields: dict[str, Any]) -> None:
+    use_threads(o.threads)
     from bertkit.io import check_output_file
     from bertkit.retrieval import EmbeddingOptions, MiningConfig, mine_hard_negatives, read_corpus, read_pairs
     from bertkit.retrieval.vector_search import check_score_function
 
-    check_output_file(output, example="negatives.jsonl")
-    check_score_function(score_function)
+    check_output_file(o.output, example="negatives.jsonl")
+    check_score_function(o.score_function)
     config = MiningConfig(**{k: v for k, v in fields.items() if v is not None})
     pairs = read_pairs(
-        input, anchor_column=anchor_column, positive_column=positive_column, format=format, header=header
+        o.input, anchor_column=o.anchor_column, positive_column=o.positive_column, format=o.format, header=o.header
     )
-    passages = read_corpus(corpus) if corpus else []
+    passages = read_corpus(o.corpus) if o.corpus else []
     options = EmbeddingOptions(
-        query_prefix=query_prefix, passage_prefix=passage_prefix, batch_size=batch_size, score_function=score_function
+        query_prefix=o.query_prefix,
+        passage_prefix=o.passage_prefix,
+        batch_size=o.batch_size,
+        score_function=o.score_function,
     )
-    result = mine_hard_negatives(model, pairs, output, config=config, corpus=passages, options=options, device=device)
+    output = o.output
+    result = mine_hard_negatives(
+        o.model, pairs, output, config=config, corpus=passages, options=options, device=o.device
+    )
     print(
         f"wrote {result.written:,} rows with {config.num_negatives} negatives each to {output} "
         f"(from {result.corpus:,} passages); {result.short:,} of {result.pairs:,} pairs got fewer and were left out",

@@ -4,20 +4,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Annotated, Any
+from dataclasses import dataclass
+from typing import Any
 
 import typer
 
 from bertkit.cli.options import config_options, lazy_command
-from bertkit.cli.shared_options import (
-    BackendOption,
-    CompileOption,
-    ModelOption,
-    QuantizeOption,
-    ThreadsOption,
-    generated_command,
-    only_fields,
-)
+from bertkit.cli.shared_options import generated_command, only_fields, shared
 from bertkit.threads import use_threads
 
 commands = typer.Typer(rich_markup_mode=None)
@@ -32,26 +25,32 @@ def _serve_function() -> Callable[..., None]:
         exclude=only_fields(ServeLimits, "batch_size", "max_batch_tokens", "max_items", "request_timeout_s"),
         flags={"request_timeout_s": ("--timeout",)},
     )
-    return generated_command("serve", serve_command.__doc__, limits, _run_serve)
+    return generated_command("serve", serve_command.__doc__, limits, ServeOptions, _run_serve)
 
 
-def _run_serve(
-    *,
-    model: ModelOption,
-    host: Annotated[str, typer.Option(help="Address to bind; the default serves this machine only.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
-    quantize: QuantizeOption = None,
-    compile: CompileOption = None,
-    backend: BackendOption = None,
-    threads: ThreadsOption = None,
-    **fields: Any,
-) -> None:
+@dataclass(kw_only=True)
+class ServeOptions:
+    """The options of ``serve`` besides its limits and access rules (``ServeLimits``, ``ServeAccess``)."""
+
+    model: str = shared("model")
+    host: str = "127.0.0.1"
+    """Address to bind; the default serves this machine only."""
+    port: int = 8000
+    """TCP port."""
+    quantize: str | None = shared("quantize")
+    compile: bool | None = shared("compile")
+    backend: str | None = shared("backend")
+    threads: int | None = shared("threads")
+
+
+def _run_serve(o: ServeOptions, fields: dict[str, Any]) -> None:
     import dataclasses
 
     from bertkit.serve.address import listening_socket
 
-    sock = listening_socket(host, port)  # a bad port or address: one line, before torch is imported
-    use_threads(threads)
+    model, quantize, compile, backend = o.model, o.quantize, o.compile, o.backend
+    sock = listening_socket(o.host, o.port)  # a bad port or address: one line, before torch is imported
+    use_threads(o.threads)
     from bertkit.backends import choose_backend
     from bertkit.checkpoint_files.pretrained import check_pretrained
     from bertkit.inference import Loaded, load
@@ -73,7 +72,7 @@ def _run_serve(
             print(f"bertkit: embeddings default to {embed_settings(loaded).notice()}", file=sys.stderr)
         return loaded
 
-    serve_loading(load_model, host=host, port=port, limits=limits, model_id=model, access=access, sock=sock)
+    serve_loading(load_model, host=o.host, port=o.port, limits=limits, model_id=model, access=access, sock=sock)
 
 
 @commands.command("serve", short_help="Serve a model over HTTP, with a web page.", cls=lazy_command(_serve_function))

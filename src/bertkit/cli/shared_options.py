@@ -1,12 +1,11 @@
 """How a command declares its options, and the options several commands share, declared once here.
 
-Where a config dataclass holds a command's options, they are generated from its fields
-(:mod:`bertkit.cli.options`; a field given in other units or as a list becomes a ``ConfigOption`` written from
-the field). Every other option is a keyword parameter, ``name: Annotated[type, typer.Option(...)] = default``:
-of the command's function, or, for a command with generated options, of the function that runs it
-(:func:`generated_command`). An option that several commands take is one of the aliases below. Typer passes
-every parameter by name, so a command whose required options follow optional ones (the order of its --help)
-makes them keyword-only with ``*``.
+Every option is a field of a dataclass with a docstring (its help), and the command line is generated from
+the fields (:mod:`bertkit.cli.options`). A command's own options are a dataclass in its module, its fields
+flagged with ``cli(...)`` where the flag is not ``--field-name``; the command's function takes the filled
+dataclass (:func:`options_command`, or :func:`generated_command` for a command whose other options come from
+a library config, each ``None`` unless given). An option that several commands take is a field of
+:class:`SharedOptions`, named in each command's dataclass as ``shared("name")``.
 
 Help texts are rich markup: a bracket that opens with a lowercase letter would be read as a style tag and
 vanish, hence parentheses for the examples and the defaults.
@@ -15,82 +14,27 @@ vanish, hence parentheses for the examples and the defaults.
 from __future__ import annotations
 
 import dataclasses
-import inspect
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
 from bertkit.cli.console import warn
-from bertkit.cli.options import ConfigOption, command_function, config_options
+from bertkit.cli.options import (
+    CLI_SHARED,
+    ConfigOption,
+    ExampleLastCommand,
+    cli,
+    command_function,
+    config_options,
+    dataclass_parameters,
+)
+from bertkit.option_groups import from_flat
 
 if TYPE_CHECKING:  # the library imports torch, which `bertkit --help` should not pay for
     from bertkit.data.corpus import CorpusOptions, CorpusStats
 
-# ------------------------------------------------------------------------- models and inputs (inference)
-ModelOption = Annotated[
-    str, typer.Option("--model", "-m", help="Model directory (Hugging Face layout) or hub id (org/name@revision).")
-]
-FinetunedModelOption = Annotated[str, typer.Option("--model", "-m", help="Fine-tuned model directory.")]
-InputOption = Annotated[
-    str | None, typer.Option("--input", "-i", help="Text file with one input per line; - for stdin.")
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON object per input instead of text.")]
-BatchOption = Annotated[int, typer.Option("--batch-size", help="Inputs per forward pass.")]
-FeatureBatchOption = Annotated[int, typer.Option(help="Features per forward pass.")]
-DeviceOption = Annotated[str, typer.Option(help="cpu | cuda | cuda:N.")]
-ThreadsOption = Annotated[
-    int | None,
-    typer.Option(
-        "--threads",
-        help="CPU threads for torch and the graph engines (default: BERTKIT_THREADS, else OMP_NUM_THREADS, else the "
-        "cores this process may use: its CPU affinity capped by its cgroup CPU quota). On cores shared with other "
-        "jobs, fewer threads can be faster.",
-        show_default=False,
-    ),
-]
-QuantizeOption = Annotated[
-    str | None,
-    typer.Option(
-        "--quantize", help="int8: the encoder's linear layers in int8 (CPU inference; compiled unless --no-compile)."
-    ),
-]
-CompileOption = Annotated[
-    bool | None,
-    typer.Option("--compile/--no-compile", help="Run the model through torch.compile (default: with --quantize only)."),
-]
-BackendOption = Annotated[
-    str | None,
-    typer.Option(
-        help="auto | torch | onnxruntime | openvino: the engine behind the model's forward; onnxruntime and "
-        "openvino export the model to ONNX once and cache it (BERTKIT_CACHE) (default auto: torch, but --quantize "
-        "int8 through ONNX Runtime where onnxruntime is installed). Every engine runs float32; "
-        "BERTKIT_OPENVINO_PRECISION=bf16 lets openvino run bf16 on a CPU with AVX512_BF16 or AMX."
-    ),
-]
-
-# ------------------------------------------------------------------ labelled data (finetune, evaluate, predict)
-TaskOption = Annotated[
-    str | None,
-    typer.Option("--task", "-t", help="classification | regression | ner | qa | embedding (default: the model's)."),
-]
-TextColumnOption = Annotated[
-    str | None,
-    typer.Option(
-        "--text-column", help="Classification: column of the text (GLUE names: sentence, sentence1, #1 String...)."
-    ),
-]
-PairColumnOption = Annotated[
-    str | None,
-    typer.Option(
-        "--text-pair-column",
-        help="Classification: column of the second text ('' = none) (GLUE names: sentence2, #2 String...).",
-    ),
-]
-LabelColumnOption = Annotated[
-    str | None,
-    typer.Option("--label-column", help="Classification: column of the label (GLUE names: label, score, Quality...)."),
-]
+T = TypeVar("T")
 
 
 def _column_number_or_name(value: str) -> Any:
@@ -98,51 +42,92 @@ def _column_number_or_name(value: str) -> Any:
     return int(value) if value.strip().isdigit() else value
 
 
-TagColumnOption = Annotated[
-    str | None,
-    typer.Option(
-        help="ner: 0-based column of the tag, or for a CoNLL-U file its name: upos, xpos, deprel... (default: the "
-        "last; CoNLL-U: upos; evaluate: the one the model was trained on).",
-        parser=_column_number_or_name,
-        metavar="COLUMN",
-    ),
-]
-LongTextOption = Annotated[
-    str | None,
-    typer.Option(
-        help="Classification: truncate (drop tokens past --max-seq-length) or windows (score overlapping windows "
-        "of a long text and average them) (default: truncate; evaluate, predict: as trained)."
-    ),
-]
-MaxQueryLengthOption = Annotated[
-    int | None,
-    typer.Option(
-        help="qa: longest question in tokens; longer ones are cut (default: 64; evaluate, predict: as trained)."
-    ),
-]
-MaxSeqLengthOption = Annotated[int | None, typer.Option(help="Longest feature in tokens (default: as in training).")]
-FormatOption = Annotated[
-    str | None,
-    typer.Option(
-        help="tsv | csv | jsonl | json | parquet | arrow (a datasets save_to_disk directory) | hf "
-        "(hf:NAME[:CONFIG]:SPLIT) (default: from the path)."
-    ),
-]
-HeaderOption = Annotated[
-    bool | None,
-    typer.Option(
-        "--header/--no-header", help="Whether a TSV/CSV file's first line names its columns (default: detected)."
-    ),
-]
+@dataclasses.dataclass(kw_only=True)
+class SharedOptions:
+    """The options several commands take, each declared once: a command's options dataclass names one as
+    ``field: type = shared("name")`` (same flag, help and default; another default where the command's
+    differs)."""
 
-# ---------------------------------------------------------------- embedding models (evaluate, mine-negatives)
-QueryPrefixOption = Annotated[str, typer.Option(help="Text put before every query or anchor, e.g. 'query: '.")]
-PassagePrefixOption = Annotated[str, typer.Option(help="Text put before every passage, e.g. 'passage: '.")]
+    # --------------------------------------------------------------------- models and inputs (inference)
+    model: str = dataclasses.field(metadata=cli("--model", "-m"))
+    """Model directory (Hugging Face layout) or hub id (org/name@revision)."""
+    finetuned_model: str = dataclasses.field(metadata=cli("--model", "-m"))
+    """Fine-tuned model directory."""
+    input: str | None = dataclasses.field(default=None, metadata=cli("--input", "-i"))
+    """Text file with one input per line; - for stdin."""
+    as_json: bool = dataclasses.field(default=False, metadata=cli("--json"))
+    """Print one JSON object per input instead of text."""
+    batch_size: int = dataclasses.field(default=32, metadata=cli("--batch-size"))
+    """Inputs per forward pass."""
+    feature_batch_size: int = dataclasses.field(default=64, metadata=cli("--batch-size"))
+    """Features per forward pass."""
+    device: str = "cpu"
+    """cpu | cuda | cuda:N."""
+    threads: int | None = dataclasses.field(default=None, metadata=cli("--threads", show_default=False))
+    """CPU threads for torch and the graph engines (default: BERTKIT_THREADS, else OMP_NUM_THREADS, else the
+    cores this process may use: its CPU affinity capped by its cgroup CPU quota). On cores shared with other
+    jobs, fewer threads can be faster."""
+    quantize: str | None = dataclasses.field(default=None, metadata=cli("--quantize"))
+    """int8: the encoder's linear layers in int8 (CPU inference; compiled unless --no-compile)."""
+    compile: bool | None = dataclasses.field(default=None, metadata=cli("--compile/--no-compile"))
+    """Run the model through torch.compile (default: with --quantize only)."""
+    backend: str | None = None
+    """auto | torch | onnxruntime | openvino: the engine behind the model's forward; onnxruntime and openvino
+    export the model to ONNX once and cache it (BERTKIT_CACHE) (default auto: torch, but --quantize int8
+    through ONNX Runtime where onnxruntime is installed). Every engine runs float32;
+    BERTKIT_OPENVINO_PRECISION=bf16 lets openvino run bf16 on a CPU with AVX512_BF16 or AMX."""
 
-# ------------------------------------------------------------------------------ config files (training)
-ConfigFileOption = Annotated[
-    str | None, typer.Option("--config", "-c", help="TOML/YAML file with any of these options (flags win).")
-]
+    # ------------------------------------------------------------ labelled data (finetune, evaluate, predict)
+    task: str | None = dataclasses.field(default=None, metadata=cli("--task", "-t"))
+    """classification | regression | ner | qa | embedding (default: the model's)."""
+    text_column: str | None = dataclasses.field(default=None, metadata=cli("--text-column"))
+    """Classification: column of the text (GLUE names: sentence, sentence1, #1 String...)."""
+    text_pair_column: str | None = dataclasses.field(default=None, metadata=cli("--text-pair-column"))
+    """Classification: column of the second text ('' = none) (GLUE names: sentence2, #2 String...)."""
+    label_column: str | None = dataclasses.field(default=None, metadata=cli("--label-column"))
+    """Classification: column of the label (GLUE names: label, score, Quality...)."""
+    tag_column: str | None = dataclasses.field(
+        default=None, metadata=cli(parser=_column_number_or_name, metavar="COLUMN")
+    )
+    """ner: 0-based column of the tag, or for a CoNLL-U file its name: upos, xpos, deprel... (default: the
+    last; CoNLL-U: upos; evaluate: the one the model was trained on)."""
+    long_text: str | None = None
+    """Classification: truncate (drop tokens past --max-seq-length) or windows (score overlapping windows of a
+    long text and average them) (default: truncate; evaluate, predict: as trained)."""
+    max_query_length: int | None = None
+    """qa: longest question in tokens; longer ones are cut (default: 64; evaluate, predict: as trained)."""
+    max_seq_length: int | None = None
+    """Longest feature in tokens (default: as in training)."""
+    format: str | None = None
+    """tsv | csv | jsonl | json | parquet | arrow (a datasets save_to_disk directory) | hf
+    (hf:NAME[:CONFIG]:SPLIT) (default: from the path)."""
+    header: bool | None = dataclasses.field(default=None, metadata=cli("--header/--no-header"))
+    """Whether a TSV/CSV file's first line names its columns (default: detected)."""
+
+    # ------------------------------------------------------------- embedding models (evaluate, mine-negatives)
+    query_prefix: str = ""
+    """Text put before every query or anchor, e.g. 'query: '."""
+    passage_prefix: str = ""
+    """Text put before every passage, e.g. 'passage: '."""
+
+    # ----------------------------------------------------------------------------- config files (training)
+    config: str | None = dataclasses.field(default=None, metadata=cli("--config", "-c"))
+    """TOML/YAML file with any of these options (flags win)."""
+
+    # ------------------------------------------------------- raw corpora (prepare-data, tokenizer train/extend)
+    keep_gutenberg_boilerplate: bool = False
+    """Do not strip Project Gutenberg headers/footers."""
+
+
+def shared(name: str, **changes: Any) -> Any:
+    """The field of a command's options dataclass that is :class:`SharedOptions`'s ``name``: its flag, help
+    and default (``changes`` may give another ``default``)."""
+    base = {f.name: f for f in dataclasses.fields(SharedOptions)}[name]
+    metadata = {**base.metadata, CLI_SHARED: (SharedOptions, name)}
+    default = changes.get("default", base.default)
+    if default is dataclasses.MISSING:
+        return dataclasses.field(metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
 
 
 def task_options(
@@ -156,12 +141,9 @@ def task_options(
 
 
 # --------------------------------------------------------- raw corpora (prepare-data, tokenizer train/extend)
-KeepBoilerplateOption = Annotated[bool, typer.Option(help="Do not strip Project Gutenberg headers/footers.")]
-
-
 def corpus_config_options() -> list[ConfigOption]:
     """The options of ``CorpusOptions`` (format, text field, cleaning) that every command reading a raw corpus
-    takes; ``strip_gutenberg`` is the switch ``--keep-gutenberg-boilerplate`` (KeepBoilerplateOption)."""
+    takes; ``strip_gutenberg`` is the switch ``--keep-gutenberg-boilerplate`` (``SharedOptions``)."""
     from bertkit.data.corpus import CorpusOptions
 
     return config_options([CorpusOptions], exclude={"strip_gutenberg"})
@@ -186,17 +168,44 @@ def corpus_warnings(stats: CorpusStats) -> None:
 
 # ------------------------------------------------------------------------------------ generated commands
 def generated_command(
-    name: str, doc: str | None, generated: list[ConfigOption], run: Callable[..., None]
+    name: str,
+    doc: str | None,
+    generated: list[ConfigOption],
+    own: type[T],
+    run: Callable[[T, dict[str, Any]], None],
+    *,
+    exclude: Iterable[str] = (),
 ) -> Callable[..., None]:
     """The function typer turns into command ``name``: the ``generated`` options (each ``None`` unless given),
-    then the options ``run`` declares as keyword-only parameters. ``run`` is called with all of them by
-    name; it takes the generated ones as ``**fields``."""
-    own = {
-        p.name: (p.annotation, ... if p.default is p.empty else p.default)  # `...`: required (typer's marker)
-        for p in inspect.signature(run, eval_str=True).parameters.values()
-        if p.kind is p.KEYWORD_ONLY
-    }
-    return command_function(name, doc, generated, own, lambda given: run(**given))
+    then the options of dataclass ``own`` (less ``exclude``). ``run`` is called with ``own`` filled and the
+    generated options by name."""
+    parameters = dataclass_parameters(own, exclude)
+
+    def call(given: dict[str, Any]) -> None:
+        run(from_flat(own, {key: given.pop(key) for key in parameters}), given)
+
+    return command_function(name, doc, generated, parameters, call)
+
+
+@dataclasses.dataclass
+class NoOptions:
+    """The own options of a command whose every option is generated from a library config (``demo``)."""
+
+
+def options_command(
+    app: typer.Typer, name: str, options: type[T], *, short_help: str, exclude: Iterable[str] = ()
+) -> Callable[[Callable[[T], None]], Callable[[T], None]]:
+    """Register command ``name`` on ``app``: its options generated from dataclass ``options`` (less
+    ``exclude``), its help the decorated function's docstring; the function is called with ``options``
+    filled."""
+
+    def register(run: Callable[[T], None]) -> Callable[[T], None]:
+        parameters = dataclass_parameters(options, exclude)
+        function = command_function(name, run.__doc__, [], parameters, lambda given: run(from_flat(options, given)))
+        app.command(name, short_help=short_help, cls=ExampleLastCommand)(function)
+        return run
+
+    return register
 
 
 def only_fields(cls: type, *names: str) -> set[str]:

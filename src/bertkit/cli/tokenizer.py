@@ -4,19 +4,21 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from bertkit.cli.console import read_lines
-from bertkit.cli.options import ExampleLastCommand, lazy_command
+from bertkit.cli.options import cli, lazy_command
 from bertkit.cli.program import fail
 from bertkit.cli.shared_options import (
-    KeepBoilerplateOption,
     corpus_config_options,
     corpus_options,
     corpus_warnings,
     generated_command,
+    options_command,
+    shared,
 )
 
 if TYPE_CHECKING:  # the library imports torch, which `bertkit --help` should not pay for
@@ -25,13 +27,22 @@ if TYPE_CHECKING:  # the library imports torch, which `bertkit --help` should no
 commands = typer.Typer(rich_markup_mode=None)
 
 
-@commands.command("tokenize", short_help="Show a text's WordPieces, ids and offsets.", cls=ExampleLastCommand)
-def tokenize_command(
-    text: Annotated[str, typer.Argument(help="Text to tokenize.")],
-    model: Annotated[str, typer.Option("--model", "-m", help="Model directory, vocab.txt or tokenizer.json.")],
-    pair: Annotated[str | None, typer.Option("--pair", help="Optional second text (segment B).")] = None,
-    json_output: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
-) -> None:
+@dataclass(kw_only=True)
+class TokenizeOptions:
+    """``bertkit tokenize``."""
+
+    text: str = field(metadata=cli(argument=True))
+    """Text to tokenize."""
+    model: str = field(metadata=cli("--model", "-m"))
+    """Model directory, vocab.txt or tokenizer.json."""
+    pair: str | None = field(default=None, metadata=cli("--pair"))
+    """Optional second text (segment B)."""
+    json_output: bool = field(default=False, metadata=cli("--json"))
+    """Print JSON instead of a table."""
+
+
+@options_command(commands, "tokenize", TokenizeOptions, short_help="Show a text's WordPieces, ids and offsets.")
+def tokenize_command(o: TokenizeOptions) -> None:
     """Show the WordPieces of a text: tokens, ids, segments and character offsets into the text.
 
     \b
@@ -43,8 +54,9 @@ def tokenize_command(
     from bertkit.hub import resolve_model
     from bertkit.tokenizer import Tokenizer
 
-    enc = Tokenizer.from_pretrained(resolve_model(model)).encode(text, pair)
-    if json_output:
+    text, pair = o.text, o.pair
+    enc = Tokenizer.from_pretrained(resolve_model(o.model)).encode(text, pair)
+    if o.json_output:
         keys = ("tokens", "ids", "type_ids", "offsets", "word_ids", "special_tokens_mask")
         print(json.dumps({k: getattr(enc, k) for k in keys}, ensure_ascii=False))
         return
@@ -64,42 +76,48 @@ commands.add_typer(tokenizer_app, name="tokenizer")
 # --------------------------------------------------------------------------------------- tokenizer train
 def _tokenizer_train_function() -> Callable[..., None]:
     return generated_command(
-        "tokenizer train", tokenizer_train_command.__doc__, corpus_config_options(), _run_tokenizer_train
+        "tokenizer train",
+        tokenizer_train_command.__doc__,
+        corpus_config_options(),
+        TokenizerTrainOptions,
+        _run_tokenizer_train,
     )
 
 
-def _run_tokenizer_train(
-    *,
-    input: Annotated[
-        list[str], typer.Option("--input", "-i", help="Corpus files, directories or globs (repeatable); see --format.")
-    ],
-    vocab_size: Annotated[int, typer.Option("--vocab-size", help="Vocabulary size, the 5 special tokens included.")] = (
-        30522
-    ),
-    output: Annotated[str, typer.Option("--output", "-o", help="Directory for vocab.txt, tokenizer.json and configs.")],
-    min_frequency: Annotated[int, typer.Option("--min-frequency", help="Drop merges seen fewer times.")] = 2,
-    lowercase: Annotated[
-        bool, typer.Option("--lowercase/--no-lowercase", help="Uncased (lowercase + strip accents).")
-    ] = True,
-    keep_gutenberg_boilerplate: KeepBoilerplateOption = False,
-    **fields: Any,
-) -> None:
+@dataclass(kw_only=True)
+class TokenizerTrainOptions:
+    """The options of ``tokenizer train`` besides the corpus options (``CorpusOptions``)."""
+
+    input: list[str] = field(metadata=cli("--input", "-i"))
+    """Corpus files, directories or globs (repeatable); see --format."""
+    vocab_size: int = field(default=30522, metadata=cli("--vocab-size"))
+    """Vocabulary size, the 5 special tokens included."""
+    output: str = field(metadata=cli("--output", "-o"))
+    """Directory for vocab.txt, tokenizer.json and configs."""
+    min_frequency: int = field(default=2, metadata=cli("--min-frequency"))
+    """Drop merges seen fewer times."""
+    lowercase: bool = True
+    """Uncased (lowercase + strip accents)."""
+    keep_gutenberg_boilerplate: bool = shared("keep_gutenberg_boilerplate")
+
+
+def _run_tokenizer_train(o: TokenizerTrainOptions, fields: dict[str, Any]) -> None:
     from bertkit.data.corpus import CorpusStats, corpus_texts
     from bertkit.errors import TokenizerError
     from bertkit.tokenizer import Tokenizer
 
     stats = CorpusStats()
-    texts = corpus_texts(input, corpus_options(keep_gutenberg_boilerplate, fields), stats)
+    texts = corpus_texts(o.input, corpus_options(o.keep_gutenberg_boilerplate, fields), stats)
     try:
-        tok = Tokenizer.train(texts, vocab_size=vocab_size, min_frequency=min_frequency, lowercase=lowercase)
+        tok = Tokenizer.train(texts, vocab_size=o.vocab_size, min_frequency=o.min_frequency, lowercase=o.lowercase)
     except TokenizerError:
         if stats.skipped:  # nothing was read because every file was skipped: say why, not "empty"
             more = f" (and {len(stats.skipped) - 1} more)" if len(stats.skipped) > 1 else ""
             fail(f"no text to learn from: skipped {stats.skipped[0]}{more}")
         raise
     corpus_warnings(stats)
-    tok.save_pretrained(output)
-    print(f"wrote a {tok.vocab_size}-token vocabulary to {output} (fingerprint {tok.fingerprint})", file=sys.stderr)
+    tok.save_pretrained(o.output)
+    print(f"wrote a {tok.vocab_size}-token vocabulary to {o.output} (fingerprint {tok.fingerprint})", file=sys.stderr)
 
 
 @tokenizer_app.command(
@@ -120,56 +138,55 @@ def tokenizer_train_command() -> None:
 # -------------------------------------------------------------------------------------- tokenizer extend
 def _tokenizer_extend_function() -> Callable[..., None]:
     return generated_command(
-        "tokenizer extend", tokenizer_extend_command.__doc__, corpus_config_options(), _run_tokenizer_extend
+        "tokenizer extend",
+        tokenizer_extend_command.__doc__,
+        corpus_config_options(),
+        TokenizerExtendOptions,
+        _run_tokenizer_extend,
     )
 
 
-def _run_tokenizer_extend(
-    *,
-    model: Annotated[str, typer.Option("--model", "-m", help="Model directory (Hugging Face layout) to extend.")],
-    output: Annotated[str, typer.Option("--output", "-o", help="Directory for the extended model (not --model).")],
-    tokens: Annotated[
-        str | None, typer.Option("--tokens", help="Text file: one word (or ##piece) to add per line.")
-    ] = None,
-    corpus: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--corpus",
-            help="Corpus files, directories or globs to pick frequent split words from (repeatable); see --format.",
-        ),
-    ] = None,
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="At most this many words from --corpus.")] = (
-        1000
-    ),
-    min_frequency: Annotated[
-        int, typer.Option("--min-frequency", help="Corpus words seen fewer times are not added.")
-    ] = 20,
-    use_unused: Annotated[
-        bool,
-        typer.Option("--use-unused/--no-use-unused", help=r"Fill \[unusedN] slots before growing the vocabulary."),
-    ] = True,
-    keep_gutenberg_boilerplate: KeepBoilerplateOption = False,
-    **fields: Any,
-) -> None:
+@dataclass(kw_only=True)
+class TokenizerExtendOptions:
+    """The options of ``tokenizer extend`` besides the corpus options (``CorpusOptions``)."""
+
+    model: str = field(metadata=cli("--model", "-m"))
+    """Model directory (Hugging Face layout) to extend."""
+    output: str = field(metadata=cli("--output", "-o"))
+    """Directory for the extended model (not --model)."""
+    tokens: str | None = field(default=None, metadata=cli("--tokens"))
+    """Text file: one word (or ##piece) to add per line."""
+    corpus: list[str] | None = field(default=None, metadata=cli("--corpus"))
+    """Corpus files, directories or globs to pick frequent split words from (repeatable); see --format."""
+    max_new_tokens: int = field(default=1000, metadata=cli("--max-new-tokens"))
+    """At most this many words from --corpus."""
+    min_frequency: int = field(default=20, metadata=cli("--min-frequency"))
+    """Corpus words seen fewer times are not added."""
+    use_unused: bool = True
+    """Fill [unusedN] slots before growing the vocabulary."""
+    keep_gutenberg_boilerplate: bool = shared("keep_gutenberg_boilerplate")
+
+
+def _run_tokenizer_extend(o: TokenizerExtendOptions, fields: dict[str, Any]) -> None:
     from bertkit.data.corpus import CorpusStats
     from bertkit.hub import resolve_model
     from bertkit.vocab import extend_vocabulary
 
     stats = CorpusStats()
-    words = read_lines(tokens) if tokens else []
+    words = read_lines(o.tokens) if o.tokens else []
     report = extend_vocabulary(
-        resolve_model(model),
-        output,
+        resolve_model(o.model),
+        o.output,
         tokens=words,
-        corpus=corpus or [],
-        max_new_tokens=max_new_tokens,
-        min_frequency=min_frequency,
-        use_unused=use_unused,
-        corpus_options=corpus_options(keep_gutenberg_boilerplate, fields),
+        corpus=o.corpus or [],
+        max_new_tokens=o.max_new_tokens,
+        min_frequency=o.min_frequency,
+        use_unused=o.use_unused,
+        corpus_options=corpus_options(o.keep_gutenberg_boilerplate, fields),
         corpus_stats=stats,
     )
     corpus_warnings(stats)
-    _print_extension(report, output)
+    _print_extension(report, o.output)
 
 
 def _print_extension(report: VocabularyExtension, output: str) -> None:
