@@ -5,6 +5,8 @@ Each family is a folder, ``tasks/<family>/``, that owns everything about it and 
 ``embedding``. ``tasks.registry`` is the one table of families; ``get_task(name, **options)`` returns a fresh
 task object with the uniform ``Task`` interface (``tasks.base``: its data side, output side and training
 answers). ``tasks.prepare`` reads a file into examples and features with the lines the user reads about them.
+A family's folder also holds its scores (``metrics``; the shared ones in ``tasks.metrics``) and its inference
+pipeline (``pipeline``, on the ``tasks.pipeline.LoadedModel`` the loader above gives it).
 """
 
 from __future__ import annotations

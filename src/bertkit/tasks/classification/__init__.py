@@ -1,7 +1,8 @@
 """The ``classification`` task family (and ``regression``, its one-output variant): labelled texts and text pairs.
 
 ``task`` reads tables, builds single or pair features (long texts truncated or windowed), and scores
-accuracy, F1, MCC or Pearson/Spearman; ``FAMILY`` is what the registry knows of it.
+accuracy, F1, MCC or Pearson/Spearman; ``pipeline`` runs a fine-tuned model on texts (``classify``, and a
+cross-encoder's ``pair_scores``/``rerank``); ``FAMILY`` is what the registry knows of it.
 """
 
 from __future__ import annotations

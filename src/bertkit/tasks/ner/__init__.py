@@ -2,7 +2,7 @@
 
 ``FAMILY`` is what the registry knows of it; ``task`` holds the reader, the word-window features and the
 first-subtoken decoding; ``metrics`` the entity scores (``conlleval``) and the token scores of tags that are not
-chunked.
+chunked; ``pipeline`` tags raw text (``tag``: words and entities with character offsets).
 """
 
 from __future__ import annotations

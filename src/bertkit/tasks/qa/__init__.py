@@ -2,7 +2,7 @@
 
 ``FAMILY`` is what the registry knows of it (SQuAD's recipe: 384 tokens, context windows); ``task`` holds
 the reader, the windowed features and Google BERT's answer post-processing; ``metrics`` the official SQuAD
-v1.1 and v2.0 scores.
+v1.1 and v2.0 scores; ``pipeline`` answers questions in their contexts (``answer``).
 """
 
 from __future__ import annotations
