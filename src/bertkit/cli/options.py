@@ -5,6 +5,11 @@ flat name, see :mod:`bertkit.option_groups`), its type, its help (the field's do
 in the help. Every generated option defaults to ``None``, meaning "not given",
 so that a config file's value stands unless a flag overrides it; the dataclass then fills what neither gave.
 
+A command's own options (those of no library config: inputs, outputs, the engine) are a dataclass too, read by
+:func:`dataclass_parameters` with their real defaults, which ``--help`` shows; field metadata from :func:`cli`
+gives a field its flags, or makes it a positional argument, hidden, or parsed by a function. This module is the
+only one that writes ``typer.Option`` (``tests/test_cli_options_declared.py``).
+
 The commands are built on first use (:func:`lazy_command`): the dataclasses live with the training code,
 which imports torch, and ``bertkit tokenize`` or ``bertkit --help`` should not pay for that.
 """
