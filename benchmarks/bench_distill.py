@@ -9,7 +9,9 @@ Per task family (SST-2 classification, CoNLL-2003 NER, embeddings on SQuAD quest
   ``bertkit.training.distill.distill`` and, as the baseline, the same starting student fine-tuned on the labels
   alone (``finetune``; embeddings: on the pairs with the in-batch-negatives loss);
 * with ``--unlabeled-examples N`` (SST-2): the first student distilled again with ``N`` more SST-2 training
-  sentences, without their labels, for the teacher to label (``--unlabeled``);
+  sentences, without their labels, for the teacher to label (``--unlabeled``); ``--models`` picks the runs
+  instead (``2-distilled-unlabeled``: student ``2`` distilled with them), so that two runs on two cores may
+  share one ``--work``;
 * per model: the dev score and throughput in float32 and int8, both through ONNX Runtime (the same backend,
   bertkit's fastest int8 path on a CPU), on the same dev inputs in the same batches: dev examples per second
   end to end (``evaluate``: reading, tokenizing, the model, scoring) and the model alone (the same features,
@@ -50,7 +52,7 @@ FAMILIES = {
     "conll": ("ner", "conll2003/train.txt", "conll2003/valid.txt", "f1"),
     "squad_pairs": ("embedding", "squad/train.json", "squad/dev.json", "ndcg@10"),
 }
-QUIET = {"tensorboard": False, "plot": False, "progress": False}
+QUIET = {"report_to": ["none"], "plot": False, "progress": False}
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -81,7 +83,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--repeats", type=int, default=2, help="timed passes per model and precision (the best)")
     parser.add_argument(
-        "--unlabeled-examples", type=int, default=0, help="SST-2: unlabelled sentences for the first student"
+        "--unlabeled-examples",
+        type=int,
+        default=0,
+        help="SST-2: unlabelled sentences for the -distilled-unlabeled runs",
     )
     parser.add_argument(
         "--unlabeled-from",
@@ -94,6 +99,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         type=float,
         default=None,
         help="epochs of the run with unlabelled text (default: --epochs)",
+    )
+    parser.add_argument(
+        "--models",
+        default=None,
+        help="the runs to do, e.g. 3-distilled-unlabeled,3-direct (default: every student distilled and direct, "
+        "and on SST-2 with --unlabeled-examples the first one distilled again with the unlabelled text)",
     )
     parser.add_argument("--note", default="", help="how the run was placed (cores, threads, other jobs)")
     return parser.parse_args(argv)
@@ -122,7 +133,9 @@ def _rows(source: Path, target: Path, n: int, start: int = 0, labels: bool = Tru
     if not labels:
         rows = [row.split("\t")[0] + "\n" for row in rows]
     header = lines[0] if labels else lines[0].split("\t")[0] + "\n"
-    target.write_text("".join([header, *rows]), encoding="utf-8")
+    text = "".join([header, *rows])
+    if not target.is_file() or target.read_text(encoding="utf-8") != text:  # another run may be reading it
+        target.write_text(text, encoding="utf-8")
     return target
 
 
@@ -425,6 +438,8 @@ def speed_comparison(teacher: Path, train: Path, work: Path, n: int, student: st
 def model_names(family: str, args: argparse.Namespace) -> list[str]:
     """The students of a run: each distilled and fine-tuned directly; on SST-2 with ``--unlabeled-examples``, the
     first one distilled again with the unlabelled text."""
+    if args.models:
+        return [name for name in args.models.split(",") if family == "sst2" or not name.endswith("-unlabeled")]
     names = [f"{student}-{kind}" for student in args.students.split(",") for kind in ("distilled", "direct")]
     if args.unlabeled_examples and family == "sst2":
         names.append(f"{args.students.split(',')[0]}-distilled-unlabeled")

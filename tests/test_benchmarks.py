@@ -361,6 +361,23 @@ def test_a_smoke_run_never_writes_into_the_results_folder(benchmarks_importable:
     assert elsewhere.name == "x.json" and not elsewhere.resolve().is_relative_to(harness.RESULTS)
 
 
+def test_distill_models_picks_the_runs(benchmarks_importable: None) -> None:
+    """``bench_distill --models``: only the runs named (a ``-unlabeled`` run on SST-2 alone); without it, every
+    student distilled and direct and the first one distilled again with the unlabelled text."""
+    bench = load("bench_distill")
+    picked = bench.parse(["--models", "2-distilled-unlabeled,2-direct", "--unlabeled-examples", "5"])
+    assert bench.model_names("sst2", picked) == ["2-distilled-unlabeled", "2-direct"]
+    assert bench.model_names("conll", picked) == ["2-direct"]
+    default = bench.parse(["--students", "3,2", "--unlabeled-examples", "5"])
+    assert bench.model_names("sst2", default) == [
+        "3-distilled",
+        "3-direct",
+        "2-distilled",
+        "2-direct",
+        "3-distilled-unlabeled",
+    ]
+
+
 @pytest.mark.slow  # nine processes that each import torch (and most transformers): minutes on a busy CPU
 def test_the_gpu_check_dry_run_runs_every_step(tmp_path: Path) -> None:
     """``benchmarks/gpu_check.sh --dry-run``: every step of the device check at smoke size on the CPU, each
