@@ -71,9 +71,13 @@ ABLATION: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "batch warmup 8->32": ({}, {"micro_batch_size": 8, "global_batch_size": 32, "batch_warmup_ratio": 0.2}),
     "modern": ({"recipe": "modern"}, {"recipe": "modern"}),
     "modern + warmup-stable-decay": ({"recipe": "modern"}, {"recipe": "modern", "schedule": "wsd"}),
+    "modern, post-LN": ({"recipe": "modern"}, {"recipe": "modern", "layer_norm_position": "post"}),
+    "modern, pre-LN": ({"recipe": "modern"}, {"recipe": "modern", "layer_norm_position": "pre"}),
+    "modern, pre-LN, lr x2": ({"recipe": "modern"}, {"recipe": "modern", "layer_norm_position": "pre", "lr_scale": 2}),
 }
 """Each option alone on top of the paper's recipe, then ``--recipe modern`` and modern with one more option:
-(prepare-data options, pretrain options)."""
+(prepare-data options, pretrain options). ``lr_scale`` multiplies ``--lr``. The post-LN and pre-LN sides run the
+modern recipe with each layout (``--sides 'modern, post-LN' 'modern, pre-LN' 'modern, pre-LN, lr x2'``)."""
 
 
 @dataclasses.dataclass
@@ -248,6 +252,7 @@ def run_bertkit(
 ) -> tuple[Snapshots, int, torch.nn.Module]:
     data = bertkit_data(setup, prepare)
     options = dict(options)
+    lr = setup.args.lr * options.pop("lr_scale", 1)
     ratio = options.pop("batch_warmup_ratio", None)
     if ratio and steps:
         options["batch_warmup_steps"] = max(1, int(ratio * steps))
@@ -264,7 +269,7 @@ def run_bertkit(
         return {}
 
     config = build_config(
-        dict(model_config=str(setup.model_config), data=str(data), output=str(output), lr=setup.args.lr,
+        dict(model_config=str(setup.model_config), data=str(data), output=str(output), lr=lr,
              max_time=budget if not steps or setup.args.clock == "wall" else 5 * budget, max_steps=steps or 10**7, seed=seed, eval_every=EVAL_EVERY, log_every=10**6, save_every=0,
              progress=False, tensorboard=False, plot=False, precision="fp32", peak_flops=1e12, **options)
     )  # fmt: skip

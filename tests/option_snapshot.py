@@ -42,6 +42,7 @@ SAMPLES = {
     "--model-config": "mini",
     "--masking": "dynamic",
     "--attn-implementation": "eager",
+    "--layer-norm-position": "pre",
     "--format": "jsonl",
     "--best-metric": "f1",
     "--best-mode": "min",

@@ -26,6 +26,10 @@ PRESETS: dict[str, tuple[int, int, int]] = {
 }
 
 _ACTIVATIONS = {"gelu", "gelu_new", "gelu_pytorch_tanh", "relu"}
+LAYER_NORM_POSITIONS = ("post", "pre")
+"""``BertConfig.layer_norm_position``: BERT's post-LN layers, or pre-LN ones."""
+PRE_LN_MODEL_TYPE = "roberta-prelayernorm"
+"""``model_type`` of a pre-LN model's ``config.json``: ``transformers``' RoBERTa-PreLayerNorm has its layout."""
 
 
 @dataclass
@@ -37,7 +41,7 @@ class BertConfig:
     hidden_size: int = 768
     """Width H of every token representation."""
     num_hidden_layers: int = 12
-    """Number of post-LN Transformer encoder layers L."""
+    """Number of Transformer encoder layers L."""
     num_attention_heads: int = 12
     """Heads A per attention layer; ``hidden_size`` must be divisible by it."""
     intermediate_size: int = 3072
@@ -70,10 +74,20 @@ class BertConfig:
     """Head classes the weights were saved from, as in Hugging Face's ``config.json``."""
     attn_implementation: str | None = None
     """``sdpa`` (default when None: ``scaled_dot_product_attention``) or ``eager`` (by hand; same outputs)."""
+    layer_norm_position: str = "post"
+    """Where each layer's LayerNorms sit. ``post`` (BERT): after each residual add, ``LN(x + f(x))``. ``pre``
+    (RoBERTa-PreLayerNorm's layout): before attention and before the feed-forward block, the residual around
+    them, ``x + f(LN(x))``, and one final LayerNorm on the last layer's output; the embedding LayerNorm is kept in
+    both. A ``pre`` model's ``config.json`` is ``transformers``' ``roberta-prelayernorm`` (see ``to_dict``)."""
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
     """Keys of a loaded ``config.json`` that bertkit does not use; written back unchanged."""
 
     def __post_init__(self) -> None:
+        if self.layer_norm_position not in LAYER_NORM_POSITIONS:
+            raise ConfigError(
+                f"layer_norm_position must be {' or '.join(map(repr, LAYER_NORM_POSITIONS))}, "
+                f"got {self.layer_norm_position!r}"
+            )
         for name in (
             "vocab_size",
             "hidden_size",
@@ -125,6 +139,17 @@ class BertConfig:
     def label2id(self) -> dict[str, int] | None:
         return None if self.id2label is None else {v: k for k, v in self.id2label.items()}
 
+    @property
+    def pre_layer_norm(self) -> bool:
+        """Whether the layers are pre-LN (``layer_norm_position == "pre"``)."""
+        return self.layer_norm_position == "pre"
+
+    @property
+    def position_offset(self) -> int:
+        """Rows in front of a pre-LN model's position table in ``config.json``'s layout: RoBERTa numbers the
+        positions from ``pad_token_id + 1`` (0 for a post-LN model, whose layout is BERT's)."""
+        return self.pad_token_id + 1 if self.pre_layer_norm else 0
+
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> BertConfig:
         """A named size (tiny, mini, small, medium, base, large) with intermediate size 4H."""
@@ -142,7 +167,8 @@ class BertConfig:
         h, i = self.hidden_size, self.intermediate_size
         emb = (self.vocab_size + self.max_position_embeddings + self.type_vocab_size) * h + 2 * h
         layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h
-        return emb + self.num_hidden_layers * layer + (h * h + h if with_pooler else 0)
+        final_norm = 2 * h if self.pre_layer_norm else 0
+        return emb + self.num_hidden_layers * layer + final_norm + (h * h + h if with_pooler else 0)
 
     def flops_per_token(self, seq_len: int) -> int:
         """Training FLOPs per token (forward + backward = 3x forward) of the encoder's matmuls.
@@ -157,10 +183,19 @@ class BertConfig:
 
     # ---------------------------------------------------------------------------- Hugging Face JSON
     def to_dict(self) -> dict[str, Any]:
-        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "extra"}
+        """``config.json``'s object. A post-LN model's is Hugging Face's ``BertConfig``; a pre-LN model's is
+        ``RobertaPreLayerNormConfig`` (``model_type: roberta-prelayernorm``, the position table ``position_offset``
+        rows longer, ``architectures`` named as in ``transformers``), which ``from_dict`` reads back."""
+        skip = {"extra", "layer_norm_position"}
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip}
         out: dict[str, Any] = dict(self.extra)
         out.update({k: v for k, v in data.items() if v is not None})
         out["model_type"] = "bert"
+        if self.pre_layer_norm:
+            out["model_type"] = PRE_LN_MODEL_TYPE
+            out["max_position_embeddings"] = self.max_position_embeddings + self.position_offset
+            if self.architectures is not None:
+                out["architectures"] = [PRE_LN_ARCHITECTURES.get(name, name) for name in self.architectures]
         if self.id2label is not None:
             out["id2label"] = {str(k): v for k, v in self.id2label.items()}
             out["label2id"] = self.label2id
@@ -170,8 +205,10 @@ class BertConfig:
     def from_dict(cls, data: dict[str, Any]) -> BertConfig:
         data = dict(data)
         model_type = data.get("model_type", "bert")
-        if model_type != "bert":
+        if model_type not in ("bert", PRE_LN_MODEL_TYPE):
             raise ConfigError(f"config has model_type {model_type!r}; bertkit reads BERT checkpoints only")
+        if model_type == PRE_LN_MODEL_TYPE:
+            data = _from_pre_ln_dict(data)
         known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
         values = {k: data.pop(k) for k in list(data) if k in known}
         data.pop("label2id", None)
@@ -198,6 +235,31 @@ class BertConfig:
         if isinstance(spec, str) and spec in PRESETS:
             return cls.preset(spec)
         return cls.load(spec)
+
+
+PRE_LN_ARCHITECTURES: dict[str, str] = {
+    "BertModel": "RobertaPreLayerNormModel",
+    "BertForMaskedLM": "RobertaPreLayerNormForMaskedLM",
+    "BertForSequenceClassification": "RobertaPreLayerNormForSequenceClassification",
+    "BertForTokenClassification": "RobertaPreLayerNormForTokenClassification",
+    "BertForQuestionAnswering": "RobertaPreLayerNormForQuestionAnswering",
+}
+"""bertkit's class -> ``transformers``' class of the same role for a pre-LN model. ``BertForPreTraining`` has
+none (RoBERTa has no next-sentence head); its name stays, and ``transformers`` reads its masked-LM part."""
+
+
+def _from_pre_ln_dict(data: dict[str, Any]) -> dict[str, Any]:
+    """A ``roberta-prelayernorm`` ``config.json`` object as ``BertConfig``'s fields: pre-LN, the position table
+    without the rows RoBERTa keeps in front of it, bertkit's class names."""
+    back = {theirs: ours for ours, theirs in PRE_LN_ARCHITECTURES.items()}
+    del data["model_type"]
+    data["layer_norm_position"] = "pre"
+    pad = data.get("pad_token_id", 1)
+    if isinstance(data.get("max_position_embeddings"), int) and isinstance(pad, int):
+        data["max_position_embeddings"] -= pad + 1
+    if isinstance(data.get("architectures"), list):
+        data["architectures"] = [back.get(name, name) for name in data["architectures"]]
+    return data
 
 
 def read_config_dict(path: str | os.PathLike) -> dict[str, Any]:

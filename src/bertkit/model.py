@@ -2,7 +2,8 @@
 the masked-LM head, and the pre-training and fine-tuning heads.
 
 Numerics follow the original BERT and Hugging Face's ``modeling_bert.py``: post-LN layers, exact (erf) GELU,
-LayerNorm eps from the config (1e-12), additive masking of padded keys only. Attention runs through
+LayerNorm eps from the config (1e-12), additive masking of padded keys only. ``BertConfig.layer_norm_position =
+"pre"`` makes the layers pre-LN with a final LayerNorm, as ``transformers``' RoBERTa-PreLayerNorm computes them. Attention runs through
 ``torch.nn.functional.scaled_dot_product_attention``; an eager path computes the same thing by hand and can
 return the attention probabilities. Parameter names are bertkit's own; ``bertkit.checkpoint_files`` holds the
 explicit table to and from Hugging Face names (Q, K and V are one fused projection here).
@@ -397,11 +398,14 @@ def feed_forward(h: Tensor, weights: tuple[Tensor, ...], act: str, eps: float, p
 
 
 class EncoderLayer(nn.Module):
-    """Post-LN Transformer block: ``h = LN(x + Drop(Attn(x)))``; ``out = LN(h + Drop(W2 act(W1 h)))``.
+    """Post-LN Transformer block: ``h = LN(x + Drop(Attn(x)))``; ``out = LN(h + Drop(W2 act(W1 h)))``. With
+    ``config.layer_norm_position == "pre"`` (RoBERTa-PreLayerNorm's layout, the same parameters):
+    ``h = x + Drop(Attn(LN(x)))``; ``out = h + Drop(W2 act(W1 LN(h)))``.
 
     ``self.fused``: None runs the modules as they are; ``bertkit.compiling.compile_layers`` sets it to compiled
     ``(residual_norm, feed_forward)``, functions of tensors that compute the same two position-wise steps in
-    fused kernels, one graph for all layers (attention stays outside the graph, as ModernBERT compiles)."""
+    fused kernels, one graph for all layers (attention stays outside the graph, as ModernBERT compiles). Those
+    are post-LN steps: a pre-LN layer runs its modules as they are."""
 
     def __init__(self, config: BertConfig, attn_implementation: str = "sdpa"):
         super().__init__()
@@ -413,6 +417,7 @@ class EncoderLayer(nn.Module):
         self.act = activation(config.hidden_act)
         self.hidden_act = config.hidden_act
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.pre_norm = config.pre_layer_norm
         self.fused: tuple[Callable[..., Tensor], Callable[..., Tensor]] | None = None
 
     def forward(
@@ -425,6 +430,8 @@ class EncoderLayer(nn.Module):
     ) -> tuple[Tensor, Tensor | None]:
         """``rows [B, K]``: compute the block's output at those positions only (``[B, K, H]``).
         ``unpadded``: ``x`` is ``[T, H]``, the real tokens only (see ``Unpadded``), and so is the output."""
+        if self.pre_norm:
+            return self._pre_norm_forward(x, mask, output_attentions, rows, unpadded)
         attended, probs = self.attention(x, mask, output_attentions, rows, unpadded)
         if rows is not None:
             x = gather_rows(x, rows)
@@ -444,13 +451,25 @@ class EncoderLayer(nn.Module):
         )
         return fused_feed_forward(h, weights, self.hidden_act, ffn_norm.eps, p, self.training), probs
 
+    def _pre_norm_forward(
+        self, x: Tensor, mask: AttentionMask, output_attentions: bool, rows: Tensor | None, unpadded: Unpadded | None
+    ) -> tuple[Tensor, Tensor | None]:
+        """The pre-LN block (the residual stream ``x`` is never normalised; each branch reads it normalised)."""
+        attended, probs = self.attention(self.attention_norm(x), mask, output_attentions, rows, unpadded)
+        if rows is not None:
+            x = gather_rows(x, rows)
+        h = x + self.dropout(attended)
+        return h + self.dropout(self.ffn_out(self.act(self.ffn_in(self.ffn_norm(h))))), probs
+
 
 class Encoder(nn.Module):
-    """A stack of ``num_hidden_layers`` encoder layers, optionally with activation checkpointing."""
+    """A stack of ``num_hidden_layers`` encoder layers, optionally with activation checkpointing; pre-LN layers
+    end with one more LayerNorm (``final_norm``) on the last layer's output."""
 
     def __init__(self, config: BertConfig, attn_implementation: str = "sdpa"):
         super().__init__()
         self.layers = nn.ModuleList(EncoderLayer(config, attn_implementation) for _ in range(config.num_hidden_layers))
+        self.final_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if config.pre_layer_norm else None
         self.gradient_checkpointing = False
 
     def forward(
@@ -464,7 +483,8 @@ class Encoder(nn.Module):
     ) -> tuple[Tensor, tuple[Tensor, ...] | None, tuple[Tensor, ...] | None]:
         """``last_layer_rows [B, K]``: the last layer computes only those positions (see ``BertModel``).
         ``unpadded``: run the layers on the real tokens only (not with per-layer outputs); the output is
-        padded again, with zeros at the padded positions."""
+        padded again, with zeros at the padded positions. Per-layer outputs are the layers' own (before a pre-LN
+        stack's ``final_norm``, as ``transformers`` returns them)."""
         if unpadded is not None and (output_hidden_states or output_attentions):
             raise ValueError("unpadded layers do not return per-layer outputs")
         hidden_states = [x] if output_hidden_states else None
@@ -484,6 +504,8 @@ class Encoder(nn.Module):
                 hidden_states.append(x)
             if attentions is not None:
                 attentions.append(probs)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
         if unpadded is not None:
             x = unpadded.pad(x)
         return (
@@ -583,7 +605,8 @@ class PreTrainedMixin(nn.Module):
 
 # ------------------------------------------------------------------------------------------ BertModel
 class BertModel(PreTrainedMixin):
-    """The BERT encoder: embeddings, ``num_hidden_layers`` post-LN layers and (optionally) the pooler.
+    """The BERT encoder: embeddings, ``num_hidden_layers`` post-LN layers (pre-LN ones and a final LayerNorm with
+    ``config.layer_norm_position == "pre"``) and (optionally) the pooler.
 
     ``attn_implementation`` ("sdpa" or "eager") overrides ``config.attn_implementation``; both compute the
     same function, eager by hand (and it is always used for a call with ``output_attentions=True``).

@@ -21,6 +21,7 @@ from bertkit.checkpoint_files.tf_files import checkpoint_index
 from bertkit.config import CONFIG_NAME, BertConfig
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.hub import is_hub_id, resolve_model
+from bertkit.notices import notice
 
 QUANTIZATION_KEY = "bertkit_quantization"
 """``config.json`` key of a quantized checkpoint: ``{"scheme": "int8", ...}`` (see ``bertkit.quantize``)."""
@@ -58,6 +59,11 @@ def read_pretrained(path: str | os.PathLike, config_overrides: dict[str, Any] | 
     ``bert_config.json``) gets them from the tensors: the heads that were trained, and their label count."""
     directory, weights = _locate(resolve_model(path))
     config = BertConfig.load(directory)
+    if config.pre_layer_norm:
+        notice(
+            f"{directory} is a pre-LN BERT (layer_norm_position 'pre': LayerNorm before attention and the "
+            f"feed-forward block, a final LayerNorm; transformers' RoBERTa-PreLayerNorm layout)"
+        )
     state = read_state_dict(weights)
     if not config.architectures:
         architecture, num_labels = infer_architecture(normalise_names(state))
@@ -119,11 +125,26 @@ def apply_overrides(config: BertConfig, overrides: dict[str, Any]) -> BertConfig
     return dataclasses.replace(config, **overrides)
 
 
+def pre_ln_refusal(config: BertConfig, class_name: str) -> str | None:
+    """Why a model cannot be written in ``transformers``' layout, or None. A pre-LN model is written as
+    RoBERTa-PreLayerNorm, whose masked-LM head always applies erf GELU where bertkit's applies ``hidden_act``."""
+    has_mlm = class_name in ("BertForMaskedLM", "BertForPreTraining")
+    if config.pre_layer_norm and has_mlm and config.hidden_act != "gelu":
+        return (
+            f"a pre-LN {class_name} with hidden_act {config.hidden_act!r} has no transformers class to read it "
+            f"(RoBERTa-PreLayerNorm's masked-LM head always uses 'gelu'); use hidden_act 'gelu'"
+        )
+    return None
+
+
 def write_pretrained(model: nn.Module, directory: str | os.PathLike, tensors: dict[str, Tensor] | None = None) -> Path:
     """Write ``config.json`` (``model_type: bert``, ``architectures: [<class>]``) and ``model.safetensors``
     under Hugging Face names, each atomically. ``tensors``: Hugging Face-named tensors to write instead of
     ``to_hf_state_dict(model)`` (a quantized model's int8 weights and scales)."""
     config = layout(model).config
+    refusal = pre_ln_refusal(config, type(model).__name__)
+    if refusal:
+        raise CheckpointError(refusal)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     write_safetensors(to_hf_state_dict(model) if tensors is None else tensors, directory / SAFETENSORS_NAME)

@@ -10,7 +10,15 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
-from bertkit.checkpoint_files.hf_names import BUFFERS, POOLER_NAMES, TIED, encoder_names, layout, normalise_names
+from bertkit.checkpoint_files.hf_names import (
+    BUFFERS,
+    POOLER_NAMES,
+    POSITIONS,
+    TIED,
+    encoder_names,
+    layout,
+    normalise_names,
+)
 from bertkit.errors import CheckpointError
 
 # Named for the loader users call (``bertkit.weights``), the logger they filter on.
@@ -21,7 +29,7 @@ def to_hf_state_dict(model: nn.Module, params: dict[str, Tensor] | None = None) 
     """The model's tensors under Hugging Face names, as ``transformers`` would save the same class.
     ``params``: the tensors to rename, by bertkit name (default: the model's parameters)."""
     where = layout(model)
-    prefix = where.prefix
+    prefix, saved = where.prefix, where.saved_prefix
     if params is None:
         params = dict(model.named_parameters(remove_duplicate=False))
     out: dict[str, Tensor] = {}
@@ -29,12 +37,16 @@ def to_hf_state_dict(model: nn.Module, params: dict[str, Tensor] | None = None) 
         tensor = params[prefix + ours].detach()
         if isinstance(theirs, tuple):
             for name, piece in zip(theirs, tensor.chunk(len(theirs), dim=0)):
-                out[prefix + name] = piece
+                out[saved + name] = piece
         else:
-            out[prefix + theirs] = tensor
+            out[saved + theirs] = tensor
+    offset = where.config.position_offset
+    if offset:  # RoBERTa's positions start after the padding id: rows in front that no position reads
+        table = out[saved + POSITIONS]
+        out[saved + POSITIONS] = torch.cat([table.new_zeros(offset, table.shape[1]), table])
     if where.pooler:
         for ours, theirs in POOLER_NAMES:
-            out[prefix + theirs] = params[prefix + ours].detach()
+            out[saved + theirs] = params[prefix + ours].detach()
     for ours, theirs in where.head:
         out[theirs] = params[ours].detach()
     # safetensors wants contiguous CPU tensors that share no memory (the Q/K/V chunks are views).
@@ -68,7 +80,11 @@ def load_hf_state_dict(
     ``ignore_mismatched_sizes`` a head of another size (e.g. a different ``num_labels``) is re-initialised.
     """
     where = layout(model)
-    loading = _Loading(dict(model.named_parameters(remove_duplicate=False)), normalise_names(state), source)
+    state = normalise_names(state)
+    offset = where.config.position_offset
+    if offset and POSITIONS in state:  # the rows in front of a pre-LN model's table (see to_hf_state_dict)
+        state[POSITIONS] = state[POSITIONS][offset:]
+    loading = _Loading(dict(model.named_parameters(remove_duplicate=False)), state, source)
     loading.encoder(where.prefix, encoder_names(where.config))
     # Pooler and task head: each all or nothing, freshly initialised when absent.
     if where.pooler:

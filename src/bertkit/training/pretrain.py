@@ -31,7 +31,14 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import torch
 
-from bertkit.config import MODERNBERT_PRESETS, PRESETS, BertConfig, ModernBertConfig, model_type_of
+from bertkit.config import (
+    MODERNBERT_PRESETS,
+    PRE_LN_MODEL_TYPE,
+    PRESETS,
+    BertConfig,
+    ModernBertConfig,
+    model_type_of,
+)
 from bertkit.data.masking import MaskingRate
 from bertkit.data.recipes import PRETRAIN_DEFAULTS, RecipeName, check_recipe, with_recipe
 from bertkit.errors import ConfigError, DataError
@@ -51,6 +58,7 @@ if TYPE_CHECKING:
     from bertkit.models.modernbert import ModernBertForMaskedLM
 
 Architecture = Literal["bert", "modernbert"]
+LayerNormPosition = Literal["post", "pre"]
 ARCHITECTURES: tuple[str, ...] = get_args(Architecture)
 
 FINAL_DIR = "final"
@@ -96,6 +104,10 @@ class PretrainConfig:
     dropout: float | None = None
     """Hidden and attention dropout of a new model (0: off, as Cramming); default: the recipe's (``bert``: the
     model config's, 0.1; ``modern``: 0)."""
+    layer_norm_position: LayerNormPosition | None = None
+    """LayerNorms of a new BERT model: ``post`` (BERT's, after each residual add) or ``pre`` (before attention
+    and the feed-forward block, and a final one: RoBERTa-PreLayerNorm's layout, masked LM only); default: the
+    ``--model-config``'s (``post`` for a preset). ``--init-from`` keeps its checkpoint's."""
     train: TrainConfig = field(default_factory=lambda: TrainConfig.from_options(max_steps=1000))
     """The loop's options; ``train.output_dir`` is set to ``output``."""
 
@@ -106,13 +118,15 @@ class PretrainConfig:
         if self.eval_batches < 0 or self.num_workers < 0:
             raise ConfigError("--eval-batches and --num-workers must be >= 0")
         defaults = PRETRAIN_DEFAULTS[check_recipe(self.recipe)]
-        for name in ("masking_rate", "masking_rate_end", "dropout"):
+        for name in ("masking_rate", "masking_rate_end", "dropout", "layer_norm_position"):
             if getattr(self, name) is None:
                 setattr(self, name, defaults.get(name))
         if self.masking_rate_end is not None and self.masking_rate is None:
             raise ConfigError("--masking-rate-end needs --masking-rate (the rate it decays from)")
         if self.dropout is not None and not 0 <= self.dropout < 1:
             raise ConfigError(f"--dropout must be in [0, 1), got {self.dropout}")
+        if self.layer_norm_position not in (None, *get_args(LayerNormPosition)):
+            raise ConfigError(f"--layer-norm-position must be post or pre, got {self.layer_norm_position!r}")
         if not Path(self.data).is_dir():
             raise DataError(f"--data {self.data} is not a directory; prepare one with `bertkit prepare-data`")
         if self.init_from is not None:  # a hub name becomes its cached snapshot
@@ -140,6 +154,8 @@ def _resolve_architecture(config: PretrainConfig) -> Architecture:
         found = model_type_of(source) if source is not None else None
     except ConfigError:  # no config file: building the model says so
         found = None
+    if found == PRE_LN_MODEL_TYPE:  # a pre-LN BERT (BertConfig.layer_norm_position)
+        found = "bert"
     if found is not None and found not in ARCHITECTURES:
         raise ConfigError(f"{source} describes a {found!r} model; bertkit pre-trains {' or '.join(ARCHITECTURES)}")
     if config.architecture is not None and found not in (None, config.architecture):
@@ -249,12 +265,30 @@ def build_model(
         model_config = dataclasses.replace(
             model_config, hidden_dropout_prob=config.dropout, attention_probs_dropout_prob=config.dropout
         )
+    model_config = _with_layer_norm_position(config, model_config, nsp)
     _check_positions(meta["settings"]["max_seq_length"], model_config.max_position_embeddings)
     model = head(model_config, attn_implementation=config.attn_implementation)
     if config.init_from is not None:
         source = Path(config.init_from)
         load_hf_state_dict(model, read_state_dict(source), source=str(source))
     return model
+
+
+def _with_layer_norm_position(config: PretrainConfig, model_config: BertConfig, nsp: bool) -> BertConfig:
+    """``model_config`` with the run's ``layer_norm_position`` (a new model only), checked against the data: a
+    pre-LN model has no ``transformers`` class with a next-sentence head, so it pre-trains on masked LM alone."""
+    wanted = config.layer_norm_position
+    if wanted is not None and config.init_from is None:
+        model_config = dataclasses.replace(model_config, layer_norm_position=wanted)
+    elif wanted is not None and wanted != model_config.layer_norm_position:
+        notice(f"--init-from {config.init_from} is {model_config.layer_norm_position}-LN; its layout is kept")
+    if model_config.pre_layer_norm and nsp:
+        raise ConfigError(
+            f"a pre-LN model pre-trains with masked LM only (RoBERTa-PreLayerNorm, its transformers class, has no "
+            f"next-sentence head), but {config.data} holds next-sentence pairs; prepare it with --recipe modern "
+            f"(or --no-nsp)"
+        )
+    return model_config
 
 
 def build_modernbert(config: PretrainConfig, meta: Mapping[str, Any]) -> ModernBertForMaskedLM:
