@@ -74,10 +74,14 @@ ABLATION: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "modern, post-LN": ({"recipe": "modern"}, {"recipe": "modern", "layer_norm_position": "post"}),
     "modern, pre-LN": ({"recipe": "modern"}, {"recipe": "modern", "layer_norm_position": "pre"}),
     "modern, pre-LN, lr x2": ({"recipe": "modern"}, {"recipe": "modern", "layer_norm_position": "pre", "lr_scale": 2}),
+    "modern, post-LN, lr x2": (
+        {"recipe": "modern"},
+        {"recipe": "modern", "layer_norm_position": "post", "lr_scale": 2},
+    ),
 }
 """Each option alone on top of the paper's recipe, then ``--recipe modern`` and modern with one more option:
 (prepare-data options, pretrain options). ``lr_scale`` multiplies ``--lr``. The post-LN and pre-LN sides run the
-modern recipe with each layout (``--sides 'modern, post-LN' 'modern, pre-LN' 'modern, pre-LN, lr x2'``)."""
+modern recipe with each layout, at ``--lr`` and at twice it (``--sides 'modern, post-LN' 'modern, pre-LN'``...)."""
 
 
 @dataclasses.dataclass
