@@ -23,11 +23,11 @@ from bertkit.cli.console import warn
 from bertkit.cli.options import (
     CLI_SHARED,
     ConfigOption,
-    ExampleLastCommand,
     cli,
     command_function,
     config_options,
     dataclass_parameters,
+    lazy_command,
 )
 from bertkit.option_groups import from_flat
 
@@ -197,12 +197,18 @@ def options_command(
 ) -> Callable[[Callable[[T], None]], Callable[[T], None]]:
     """Register command ``name`` on ``app``: its options generated from dataclass ``options`` (less
     ``exclude``), its help the decorated function's docstring; the function is called with ``options``
-    filled."""
+    filled. The options are built on first use (reading the docstrings costs ``bertkit --help`` time)."""
 
     def register(run: Callable[[T], None]) -> Callable[[T], None]:
-        parameters = dataclass_parameters(options, exclude)
-        function = command_function(name, run.__doc__, [], parameters, lambda given: run(from_flat(options, given)))
-        app.command(name, short_help=short_help, cls=ExampleLastCommand)(function)
+        def build() -> Callable[..., None]:
+            parameters = dataclass_parameters(options, exclude)
+            return command_function(name, run.__doc__, [], parameters, lambda given: run(from_flat(options, given)))
+
+        def summary() -> None:  # what `bertkit --help` lists: the name and the short help
+            pass
+
+        summary.__doc__ = run.__doc__
+        app.command(name, short_help=short_help, cls=lazy_command(build))(summary)
         return run
 
     return register
