@@ -1,8 +1,9 @@
 """A task family added from outside the package: one ``Family`` record registered, and every command takes it.
 
 The toy family ``stars`` reads review tables with a 1-5 ``stars`` column and learns ``liked`` (3 stars and up)
-against ``disliked``; it fine-tunes a sequence-classification head. Nothing else in bertkit is told about it:
-``finetune``, ``evaluate``, ``predict`` and ``serve`` find it through the registry.
+against ``disliked``; it fine-tunes a sequence-classification head and brings its own pipeline, ``rate``. Nothing
+else in bertkit is told about it: ``finetune``, ``evaluate``, ``predict`` and ``serve`` (``/classify`` for its
+head, ``/rate`` for its pipeline) find it through the registry.
 """
 
 from __future__ import annotations
@@ -16,11 +17,15 @@ from pathlib import Path
 import pytest
 
 from bertkit.cli import main
+from bertkit.errors import BertkitError
+from bertkit.inference import load
 from bertkit.serve import ServeLimits, create_app
 from bertkit.tasks import registry
 from bertkit.tasks.base import Read
 from bertkit.tasks.classification import ClassificationExample, ClassificationTask
+from bertkit.tasks.classification.pipeline import classify
 from bertkit.tasks.family import Family
+from bertkit.tasks.pipeline import LoadedModel
 
 LIKED = ["good movie", "great film", "a good story", "very good", "great great movie", "good film"]
 DISLIKED = ["bad movie", "bad film", "a bad story", "very bad", "bad bad movie", "the lazy film was bad"]
@@ -50,11 +55,17 @@ class StarsTask(ClassificationTask):
         return read
 
 
+def rate(texts: list[str], loaded: LoadedModel, batch_size: int) -> list[dict]:
+    """The family's own pipeline: each review's verdict and the probability the model gives it."""
+    return [{"verdict": p.label, "sure": p.score} for p in classify(texts, loaded, batch_size=batch_size)]
+
+
 STARS = Family(
     name="stars",
     task=StarsTask,
     head="BertForSequenceClassification",
-    pipeline="classify",
+    pipeline="rate",
+    run=rate,
     restores_from_head=False,  # a plain classifier stays classification's
     defaults={"lr": 5e-3, "epochs": 4.0, "micro_batch_size": 8},
     fixed_recipe=True,
@@ -102,6 +113,13 @@ def test_the_records_answer_what_code_outside_the_families_asks(stars_family):
     assert registry.family("ner").tags_tokens and not stars_family.tags_tokens and not stars_family.trains_encoder
 
 
+def test_a_model_of_another_family_cannot_run_the_familys_pipeline(stars_family, encoder_dir):
+    loaded = load(encoder_dir)
+    assert not loaded.supports("rate") and "rate" not in loaded.pipelines
+    with pytest.raises(BertkitError, match=r"cannot rate: it is a \w+, and its task family has no pipeline"):
+        loaded.require("rate")
+
+
 def test_finetune_evaluate_predict_and_serve_run_the_registered_family(
     stars_family, encoder_dir, reviews, tmp_path, capsys
 ):
@@ -142,7 +160,15 @@ def test_finetune_evaluate_predict_and_serve_run_the_registered_family(
 
     with TestClient(create_app(output, ServeLimits())) as client:
         response = client.post("/classify", json={"texts": ["good movie", "bad film"]})
+        rated = client.post("/rate", json={"texts": ["good movie", "bad film"]})
+        info = client.get("/info").json()
     assert response.status_code == 200, response.text
     results = response.json()["results"]
     assert [set(r["probabilities"]) for r in results] == [{"liked", "disliked"}] * 2
     assert [r["label"] for r in results] == [rows[0]["label"], rows[len(LIKED) + 1]["label"]]
+    # the family's own pipeline answers at its own path, through the family's function
+    assert rated.status_code == 200, rated.text
+    verdicts = rated.json()["results"]
+    assert [v["verdict"] for v in verdicts] == [r["label"] for r in results]
+    assert [v["sure"] for v in verdicts] == pytest.approx([r["probabilities"][r["label"]] for r in results])
+    assert "rate" in info["pipelines"]

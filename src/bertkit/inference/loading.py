@@ -30,7 +30,8 @@ from bertkit.notices import notice
 from bertkit.quantize import is_quantized
 from bertkit.sentence_config import SentenceConfig, read_sentence_config
 from bertkit.tasks import Task
-from bertkit.tasks.registry import CONFIG_KEY, family, head_family, make_task
+from bertkit.tasks.family import Family
+from bertkit.tasks.registry import CONFIG_KEY, family, head_family, make_task, named
 from bertkit.tokenizer import Tokenizer
 from bertkit.weights import load_model
 
@@ -200,12 +201,21 @@ class Loaded:
         )
         return encoder
 
+    def own_family(self) -> Family | None:
+        """The task family of the model: that of the task it was fine-tuned (or is run) as, else its head's."""
+        assert self.settings is not None
+        return named(self.settings.task) or head_family(head_name(self.model))
+
     def supports(self, pipeline: str) -> bool:
-        """Whether the model has a trained head for ``pipeline`` (``embed`` and ``attention``: always)."""
+        """Whether the model has a trained head for ``pipeline`` (``embed`` and ``attention``: always; a family's
+        own pipeline, ``Family.run``: a model of that family)."""
         if pipeline == "attention" and isinstance(self.model, ModernBertPreTrained):
             return False  # ModernBERT never forms attention probabilities
         if pipeline in ("embed", "attention"):
             return True
+        if pipeline not in PIPELINES:
+            own = self.own_family()
+            return own is not None and own.run is not None and own.pipeline == pipeline
         classes, names, _ = PIPELINES[pipeline]
         if head_name(self.model) not in classes:
             return False
@@ -218,17 +228,21 @@ class Loaded:
     @property
     def pipelines(self) -> list[str]:
         """Pipelines this model can run, e.g. ``["fill_mask", "next_sentence", "embed", "attention"]``."""
-        return [p for p in (*PIPELINES, "embed", "attention") if self.supports(p)]
+        own = self.own_family()
+        theirs = [own.pipeline] if own is not None and own.run is not None and own.pipeline else []
+        return [p for p in dict.fromkeys((*PIPELINES, "embed", "attention", *theirs)) if self.supports(p)]
 
     def require(self, pipeline: str) -> None:
         """Raise a one-line ``BertkitError`` when the model cannot run ``pipeline``."""
         if self.supports(pipeline):
             return
-        classes, _, what = PIPELINES[pipeline]
         kind = type(self.model).__name__
-        if self.checkpoint_names is not None and kind in classes:
-            reason = f"its checkpoint has no trained weights for {what}"
+        if pipeline not in PIPELINES:
+            reason = f"it is a {kind}, and its task family has no pipeline of that name"
+        elif self.checkpoint_names is not None and kind in PIPELINES[pipeline][0]:
+            reason = f"its checkpoint has no trained weights for {PIPELINES[pipeline][2]}"
         else:
+            classes, _, what = PIPELINES[pipeline]
             reason = f"it is a {kind}; {pipeline.replace('_', '-')} needs {what} ({' or '.join(classes)})"
         usable = ", ".join(p.replace("_", "-") for p in self.pipelines)
         raise BertkitError(f"this model cannot {pipeline.replace('_', '-')}: {reason}. It supports: {usable}")

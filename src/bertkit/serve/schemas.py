@@ -221,6 +221,12 @@ class TagRequest(_Strict):
     texts: list[Text] = Field(min_length=1)
 
 
+class TextsRequest(_Strict):
+    """The body of a task family's own pipeline (``Family.run``): the texts it runs on."""
+
+    texts: list[Text] = Field(min_length=1)
+
+
 class QuestionContext(_Strict):
     question: Text
     context: Text

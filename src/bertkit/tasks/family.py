@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bertkit.tasks.base import Task
+from bertkit.tasks.pipeline import LoadedModel
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,10 @@ class Family:
     """The dataclass of the family's command-line options: ``bertkit finetune`` generates a flag from each field
     (its docstring the help; ``metadata["cli_flags"]`` other declarations), and the values given reach the task
     as its options (the dataclass's ``__post_init__`` may normalise them)."""
+    run: Callable[[list[str], LoadedModel, int], list[Any]] | None = None
+    """The family's own pipeline, for a :attr:`pipeline` name bertkit has no endpoint of: ``(texts, loaded model,
+    batch size) -> one JSON-able result per text``. A model of the family runs it, and ``bertkit serve`` answers
+    ``POST /<pipeline>`` with ``{"texts": [...]}`` through it as ``{"results": [...]}``."""
 
     @property
     def trains_encoder(self) -> bool:

@@ -31,6 +31,7 @@ __all__ = [
     "head_family",
     "make_task",
     "name_of",
+    "named",
     "option_classes",
     "register",
     "saved_settings",
@@ -92,6 +93,11 @@ def name_of(task: Task) -> str:
     return next(
         (n for n in others if all(getattr(task, k, None) == v for k, v in record.names[n].items())), record.name
     )
+
+
+def named(name: str | None) -> Family | None:
+    """The family a task name belongs to, ``None`` for no name or one no registered family answers to."""
+    return next((f for f in FAMILIES.values() if name in f.all_names()), None) if name else None
 
 
 def get_task(name: str, **options: Any) -> Task:

@@ -1,7 +1,8 @@
 """The service's endpoints, module-level functions listed as :class:`Route` s: a pipeline's endpoints in their
 route group's module (``embeddings``, ``classify``, ``rerank``, ``tag``, ``answer``, ``pretraining``,
 ``attention``: each one's ``ROUTES``), gathered in ``pipelines.PIPELINE_ROUTES``; text-embeddings-inference's
-others in ``tei``; one every app has in ``site``. :func:`add_routes` puts them on an app."""
+others in ``tei``; a task family's own pipeline's (``Family.run``) from ``families``; one every app has in
+``site``. :func:`add_routes` puts them on an app."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from bertkit.inference import Loaded
+from bertkit.serve.routes.families import family_routes
 from bertkit.serve.routes.pipelines import PIPELINE_ROUTES, available
 from bertkit.serve.routes.site import PAGE_ROUTE, STATIC, STATUS_ROUTES
 from bertkit.serve.routes.tei import ROOT_ROUTE, TEI_ROUTES
@@ -26,6 +28,8 @@ def add_routes(app: FastAPI, loaded: Loaded) -> None:
             if available(loaded, pipeline):
                 for route in routes:
                     route.add_to(app)
+    for route in family_routes(loaded, set(PIPELINE_ROUTES)):
+        route.add_to(app)
     ROOT_ROUTE.add_to(app)
     if STATIC.is_dir():
         app.mount("/static", StaticFiles(directory=STATIC), name="static")
