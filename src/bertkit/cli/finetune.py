@@ -18,7 +18,8 @@ import typer
 from bertkit.cli.console import print_json, show_library_warnings
 from bertkit.cli.options import ConfigOption, cli, config_options, lazy_command, show_default
 from bertkit.cli.program import fail, stopped_by_signal
-from bertkit.cli.shared_options import generated_command, options_command, shared, task_options
+from bertkit.cli.shared_options import EngineOptions, generated_command, options_command, shared, task_options
+from bertkit.option_groups import to_flat
 from bertkit.threads import use_threads
 
 if TYPE_CHECKING:  # the training package imports torch, which `bertkit --help` should not pay for
@@ -195,10 +196,7 @@ class EvaluateOptions:
     predictions: str | None = field(default=None, metadata=cli("--predictions"))
     """Also write the task's prediction files here."""
     device: str = shared("device")
-    quantize: str | None = shared("quantize")
-    compile: bool | None = shared("compile")
-    backend: str | None = shared("backend")
-    threads: int | None = shared("threads")
+    engine: EngineOptions = field(default_factory=EngineOptions)
 
 
 @options_command(commands, "evaluate", EvaluateOptions, short_help="Print a model's metrics on labelled data.")
@@ -211,14 +209,14 @@ def evaluate_command(o: EvaluateOptions) -> None:
     Example:
       bertkit evaluate --model runs/sst2 --input sst2/dev.tsv
     """
-    use_threads(o.threads)
+    use_threads(o.engine.threads)
     from bertkit.jobs import evaluate
 
     input = o.input or o.data
     if input is None:  # not required by typer, so that the message names the flag as every other does
         fail("give the labelled file to evaluate on with --input FILE")
     show_library_warnings()
-    given = dataclasses.asdict(o)
+    given = to_flat(o)
     for name in ("model", "input", "data", "threads"):
         del given[name]
     if o.task in ("retrieval", "sts"):  # the reading options of a fine-tuned model's task go to no model
@@ -246,10 +244,7 @@ class PredictOptions:
     max_seq_length: int | None = shared("max_seq_length")
     batch_size: int = shared("feature_batch_size")
     device: str = shared("device")
-    quantize: str | None = shared("quantize")
-    compile: bool | None = shared("compile")
-    backend: str | None = shared("backend")
-    threads: int | None = shared("threads")
+    engine: EngineOptions = field(default_factory=EngineOptions)
 
 
 @options_command(
@@ -263,7 +258,7 @@ def predict_command(o: PredictOptions) -> None:
       bertkit predict --model runs/sst2 --input sst2/test.tsv \\
         --output predictions.jsonl
     """
-    use_threads(o.threads)
+    use_threads(o.engine.threads)
     from bertkit.inference import predict
 
     show_library_warnings()
@@ -280,8 +275,6 @@ def predict_command(o: PredictOptions) -> None:
         device=o.device,
         format=o.format,
         header=o.header,
-        quantize=o.quantize,
-        compile=o.compile,
-        backend=o.backend,
+        **o.engine.loading(),
     )
     print(f"wrote {count} predictions to {o.output}", file=sys.stderr)

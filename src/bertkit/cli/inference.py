@@ -12,7 +12,7 @@ import typer
 from bertkit.cli.console import print_json, read_lines
 from bertkit.cli.options import cli
 from bertkit.cli.program import fail
-from bertkit.cli.shared_options import options_command, shared
+from bertkit.cli.shared_options import EngineOptions, options_command, shared
 from bertkit.formats import read_text
 from bertkit.io import check_output_file
 from bertkit.threads import use_threads
@@ -76,10 +76,7 @@ class EmbedOptions:
     dimensions: int | None = None
     """Keep the first K dimensions of every vector (Matryoshka), normalised again when the vectors are
     normalised (default: all)."""
-    quantize: str | None = shared("quantize")
-    compile: bool | None = shared("compile")
-    backend: str | None = shared("backend")
-    threads: int | None = shared("threads")
+    engine: EngineOptions = field(default_factory=EngineOptions)
 
 
 @options_command(commands, "embed", EmbedOptions, short_help="Embed texts as vectors (feature extraction).")
@@ -93,7 +90,7 @@ def embed_command(o: EmbedOptions) -> None:
         --output vectors.npy --pooling mean --layers -1,-2
       bertkit embed --model ./minilm "A first text." "A second one."
     """
-    use_threads(o.threads)
+    use_threads(o.engine.threads)
     from bertkit.inference import embed_settings, load
 
     if o.output is not None:
@@ -103,7 +100,7 @@ def embed_command(o: EmbedOptions) -> None:
     if o.pooling not in (None, "cls", "mean", "max"):
         fail(f"--pooling must be cls, mean or max, got {o.pooling}")
     items = [_text_or_pair(line) for line in _pipeline_inputs(o.texts, o.input, keep_blank=True)]
-    loaded = load(o.model, head="BertModel", quantize=o.quantize, compile=o.compile, backend=o.backend)
+    loaded = load(o.model, head="BertModel", **o.engine.loading())
     settings = embed_settings(loaded, o.pooling, o.normalize, o.max_length)
     print(f"bertkit: embedding with {settings.notice()}", file=sys.stderr)
     vectors = _embed_telling_cuts(items, loaded, settings, o)

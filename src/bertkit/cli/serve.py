@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import typer
 
 from bertkit.cli.options import config_options, lazy_command
-from bertkit.cli.shared_options import generated_command, only_fields, shared
+from bertkit.cli.shared_options import EngineOptions, generated_command, only_fields, shared
 from bertkit.threads import use_threads
 
 commands = typer.Typer(rich_markup_mode=None)
@@ -37,10 +37,7 @@ class ServeOptions:
     """Address to bind; the default serves this machine only."""
     port: int = 8000
     """TCP port."""
-    quantize: str | None = shared("quantize")
-    compile: bool | None = shared("compile")
-    backend: str | None = shared("backend")
-    threads: int | None = shared("threads")
+    engine: EngineOptions = field(default_factory=EngineOptions)
 
 
 def _run_serve(o: ServeOptions, fields: dict[str, Any]) -> None:
@@ -48,9 +45,9 @@ def _run_serve(o: ServeOptions, fields: dict[str, Any]) -> None:
 
     from bertkit.serve.address import listening_socket
 
-    model, quantize, compile, backend = o.model, o.quantize, o.compile, o.backend
+    model = o.model
     sock = listening_socket(o.host, o.port)  # a bad port or address: one line, before torch is imported
-    use_threads(o.threads)
+    use_threads(o.engine.threads)
     from bertkit.backends import choose_backend
     from bertkit.checkpoint_files.pretrained import check_pretrained
     from bertkit.inference import Loaded, load
@@ -63,11 +60,11 @@ def _run_serve(o: ServeOptions, fields: dict[str, Any]) -> None:
     names = {f.name for f in dataclasses.fields(ServeAccess)}
     access = ServeAccess(**{k: v for k, v in given.items() if k in names})  # bad flags fail before the port opens
     limits = ServeLimits(**{k: v for k, v in given.items() if k not in names})
-    choose_backend(backend, quantize)  # so do a wrong backend and a model path that is no model
+    choose_backend(o.engine.backend, o.engine.quantize)  # so do a wrong backend and a model path that is no model
     check_pretrained(model)
 
     def load_model() -> Loaded:  # runs while the port answers 503 (bertkit.serve.loading_app)
-        loaded = load(model, quantize=quantize, compile=compile, backend=backend)
+        loaded = load(model, **o.engine.loading())
         if loaded.sentence_config is None or not loaded.sentence_config.unsupported:
             print(f"bertkit: embeddings default to {embed_settings(loaded).notice()}", file=sys.stderr)
         return loaded

@@ -29,7 +29,7 @@ from bertkit.cli.options import (
     dataclass_parameters,
     lazy_command,
 )
-from bertkit.option_groups import from_flat
+from bertkit.option_groups import OptionGroup, from_flat
 
 if TYPE_CHECKING:  # the library imports torch, which `bertkit --help` should not pay for
     from bertkit.data.corpus import CorpusOptions, CorpusStats
@@ -185,6 +185,21 @@ def generated_command(
         run(from_flat(own, {key: given.pop(key) for key in parameters}), given)
 
     return command_function(name, doc, generated, parameters, call)
+
+
+@dataclasses.dataclass(kw_only=True)
+class EngineOptions(OptionGroup):
+    """How a command runs a model on this machine (``embed``, ``evaluate``, ``predict``, ``serve``): int8,
+    torch.compile, the engine behind the forward, the CPU threads."""
+
+    quantize: str | None = shared("quantize")
+    compile: bool | None = shared("compile")
+    backend: str | None = shared("backend")
+    threads: int | None = shared("threads")
+
+    def loading(self) -> dict[str, Any]:
+        """The keywords of ``bertkit.inference.load`` these options give."""
+        return {"quantize": self.quantize, "compile": self.compile, "backend": self.backend}
 
 
 @dataclasses.dataclass
