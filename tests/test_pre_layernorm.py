@@ -4,6 +4,7 @@ refusal, pre-training with exact resume, and a fine-tuned pre-LN model exported 
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -102,11 +103,14 @@ def test_the_pre_ln_forward_is_the_layout_and_differs_from_post_ln(attn):
     assert model.config.num_parameters() == sum(p.numel() for p in model.parameters())
 
 
-def test_training_on_real_tokens_only_matches_the_padded_layout():
-    model = _perturbed(BertForMaskedLM, _config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)).train()
+@pytest.mark.parametrize("attn", ["sdpa", "varlen"])
+def test_training_on_real_tokens_only_matches_the_padded_layout(attn):
+    config = _config(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    model = _perturbed(functools.partial(BertForMaskedLM, attn_implementation=attn), config).train()
     ids, types, mask = _inputs()
     unpadded = model(ids, types, mask).logits
     model.bert.unpad = False
+    model.bert.attn_implementation = "sdpa"
     padded = model(ids, types, mask).logits
     assert (unpadded - padded)[mask.bool()].abs().max() < 1e-5
 
