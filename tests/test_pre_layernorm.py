@@ -252,3 +252,21 @@ def test_a_fine_tuned_pre_ln_model_exports_to_onnx_with_the_same_logits(tmp_path
         assert (torch.from_numpy(got) - model(ids, types, mask).logits).abs().max() < 1e-4
     assert main(["export", "onnx", "--model", str(tmp_path / "cls"), "--output", str(tmp_path / "cli.onnx")]) == 0
     assert "pre-LN" in capsys.readouterr().err
+
+
+def test_sentence_transformers_reads_a_pre_ln_embedding_model(tmp_path, tokenizer):
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    from bertkit.sentence_config import SentenceConfig
+
+    torch.manual_seed(0)
+    model = BertModel(BertConfig.preset("tiny", vocab_size=tokenizer.vocab_size, max_position_embeddings=64,
+                                        layer_norm_position="pre")).eval()  # fmt: skip
+    save_pretrained(model, tmp_path, tokenizer=tokenizer, sentence=SentenceConfig("mean", normalize=False))
+    theirs = sentence_transformers.SentenceTransformer(str(tmp_path), device="cpu")
+    texts = ["the cat sat on the mat .", "hello"]
+    encodings = tokenizer.encode_batch(texts, padding="longest")
+    ids, types, mask = (torch.tensor([getattr(e, a) for e in encodings]) for a in ("ids", "type_ids", "attention_mask"))
+    with torch.no_grad():
+        hidden = model(ids, types, mask).last_hidden_state
+    ours = (hidden * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True)
+    assert (theirs.encode(texts, convert_to_tensor=True) - ours).abs().max() < 1e-5
