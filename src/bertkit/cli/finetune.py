@@ -19,7 +19,7 @@ from bertkit.cli.console import print_json, show_library_warnings
 from bertkit.cli.options import ConfigOption, cli, config_options, lazy_command, show_default
 from bertkit.cli.program import fail, stopped_by_signal
 from bertkit.cli.shared_options import EngineOptions, generated_command, options_command, shared, task_options
-from bertkit.option_groups import to_flat
+from bertkit.option_groups import OptionGroup, to_flat
 from bertkit.threads import use_threads
 
 if TYPE_CHECKING:  # the training package imports torch, which `bertkit --help` should not pay for
@@ -163,6 +163,18 @@ def finetune_command() -> None:
 
 # ------------------------------------------------------------------------------------- evaluate, predict
 @dataclass(kw_only=True)
+class ReadingOptions(OptionGroup):
+    """How ``evaluate`` and ``predict`` read a labelled file and feed it to a fine-tuned model."""
+
+    long_text: str | None = shared("long_text")
+    max_query_length: int | None = shared("max_query_length")
+    format: str | None = shared("format")
+    header: bool | None = shared("header")
+    max_seq_length: int | None = shared("max_seq_length")
+    batch_size: int = shared("feature_batch_size")
+
+
+@dataclass(kw_only=True)
 class EvaluateOptions:
     """``bertkit evaluate``."""
 
@@ -187,12 +199,7 @@ class EvaluateOptions:
     text_pair_column: str | None = shared("text_pair_column")
     label_column: str | None = shared("label_column")
     tag_column: str | None = shared("tag_column")
-    long_text: str | None = shared("long_text")
-    max_query_length: int | None = shared("max_query_length")
-    format: str | None = shared("format")
-    header: bool | None = shared("header")
-    max_seq_length: int | None = shared("max_seq_length")
-    batch_size: int = shared("feature_batch_size")
+    reading: ReadingOptions = field(default_factory=ReadingOptions)
     predictions: str | None = field(default=None, metadata=cli("--predictions"))
     """Also write the task's prediction files here."""
     device: str = shared("device")
@@ -237,12 +244,7 @@ class PredictOptions:
     task: str | None = shared("task")
     text_column: str | None = shared("text_column")
     text_pair_column: str | None = shared("text_pair_column")
-    long_text: str | None = shared("long_text")
-    max_query_length: int | None = shared("max_query_length")
-    format: str | None = shared("format")
-    header: bool | None = shared("header")
-    max_seq_length: int | None = shared("max_seq_length")
-    batch_size: int = shared("feature_batch_size")
+    reading: ReadingOptions = field(default_factory=ReadingOptions)
     device: str = shared("device")
     engine: EngineOptions = field(default_factory=EngineOptions)
 
@@ -268,13 +270,17 @@ def predict_command(o: PredictOptions) -> None:
         o.output,
         task=o.task,
         task_options=task_options(
-            o.text_column, o.text_pair_column, None, long_text=o.long_text, max_query_length=o.max_query_length
+            o.text_column,
+            o.text_pair_column,
+            None,
+            long_text=o.reading.long_text,
+            max_query_length=o.reading.max_query_length,
         ),
-        max_seq_length=o.max_seq_length,
-        batch_size=o.batch_size,
+        max_seq_length=o.reading.max_seq_length,
+        batch_size=o.reading.batch_size,
         device=o.device,
-        format=o.format,
-        header=o.header,
+        format=o.reading.format,
+        header=o.reading.header,
         **o.engine.loading(),
     )
     print(f"wrote {count} predictions to {o.output}", file=sys.stderr)
