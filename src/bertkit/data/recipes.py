@@ -4,8 +4,9 @@
 linear warmup and decay. ``modern`` takes what the recent encoders found to buy quality per hour of
 compute: RoBERTa's full-sentence blocks without next-sentence prediction, masks drawn afresh for every pass
 at a rate that decays from 30 % to 15 % (Wettig et al. 2023), no dropout (Cramming). docs/pretraining.md
-("Recipes") has the measurements of ``benchmarks/bench_time_to_quality.py``. A recipe fills only the
-options that were not given: a flag or a config-file key always wins.
+("Recipes") has the measurements of ``benchmarks/bench_time_to_quality.py``. Pre-LN layers
+(``layer_norm_position="pre"``) were measured against BERT's post-LN there and did not win, so ``modern`` keeps
+post-LN. A recipe fills only the options that were not given: a flag or a config-file key always wins.
 """
 
 from __future__ import annotations
