@@ -3,6 +3,7 @@ the smoke scale (a few updates and held-out batches), so the report's sections a
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.skipif(not (ROOT / "data" / "corpus" / "11-0.txt").is_file(), reason="the shipped corpus is absent")
-def test_demo_runs_and_reports_the_comparison(tmp_path):
+def test_demo_runs_and_reports_the_comparison(tmp_path, caplog, capsys):
     from bertkit.demo import DemoConfig, DemoScale, run_demo
 
     config = DemoConfig(
@@ -37,7 +38,13 @@ def test_demo_runs_and_reports_the_comparison(tmp_path):
         recipe="modern",
         scale=DemoScale.smoke(),
     )
-    report = run_demo(config).read_text(encoding="utf-8")
+    with caplog.at_level(logging.INFO, logger="bertkit"):
+        report = run_demo(config).read_text(encoding="utf-8")
+    # the library logs its stages (a program silences or redirects them) and leaves stdout to the command
+    stages = [r.getMessage() for r in caplog.records if r.name.startswith("bertkit.demo")]
+    assert any(m.startswith("demo: pre-training stopped") for m in stages)
+    assert any(m.startswith("demo: report: ") for m in stages)
+    assert "[demo]" not in capsys.readouterr().out
     assert "pre-training recipe `modern`" in report
     assert "## Fill-mask, before and after pre-training" in report
     assert "## Fine-tuning on sentence polarity: pre-trained vs random initialisation" in report

@@ -60,7 +60,7 @@ def _run_demo(_: NoOptions, fields: dict[str, Any]) -> None:
         chosen["corpus"] = tuple(chosen["corpus"])
     else:
         chosen.pop("corpus", None)
-    run_demo(DemoConfig(**chosen))
+    print(run_demo(DemoConfig(**chosen)).read_text(encoding="utf-8"))  # the report is the command's output
 
 
 def _seeds(text: str) -> tuple[int, ...]:

