@@ -270,3 +270,13 @@ def test_sentence_transformers_reads_a_pre_ln_embedding_model(tmp_path, tokenize
         hidden = model(ids, types, mask).last_hidden_state
     ours = (hidden * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True)
     assert (theirs.encode(texts, convert_to_tensor=True) - ours).abs().max() < 1e-5
+
+
+def test_the_inference_loader_finds_the_heads_of_a_pre_ln_model(tmp_path, tokenizer):
+    from bertkit.inference import load
+
+    config = BertConfig.preset("tiny", vocab_size=tokenizer.vocab_size, max_position_embeddings=64,
+                               layer_norm_position="pre", id2label={0: "neg", 1: "pos"})  # fmt: skip
+    for cls, pipeline in ((BertForMaskedLM, "fill_mask"), (BertForSequenceClassification, "classify")):
+        save_pretrained(cls(config), tmp_path / pipeline, tokenizer=tokenizer)
+        assert pipeline in load(tmp_path / pipeline).pipelines
