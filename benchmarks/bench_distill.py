@@ -415,6 +415,7 @@ def speed_comparison(teacher: Path, train: Path, work: Path, n: int, student: st
         model=str(teacher),
         train_file=str(train),
         output=str(work / "speed"),
+        overwrite=True,  # a --work timed before
         epochs=1,
         lr=1e-4,
         micro_batch_size=32,
