@@ -48,7 +48,8 @@ def finetune_config(
 
     given = {"task": task, "model": model, "train_file": train, "dev_file": dev, "output": output}
     flat: dict[str, Any] = {name: str(value) for name, value in given.items() if value is not None}
-    known = set(option_names(FinetuneConfig)) | set(option_names(TrainConfig))
+    # ``tensorboard`` is no option any more but old scripts pass it: the training options read it as report_to
+    known = set(option_names(FinetuneConfig)) | set(option_names(TrainConfig)) | {"tensorboard"}
     own: dict[str, Any] = dict(task_options or {})
     for name, value in options.items():
         if value is not None:
