@@ -8,8 +8,8 @@ Per task family (SST-2 classification, CoNLL-2003 NER, embeddings on SQuAD quest
   ``mini`` (4 layers, 256 wide, random initialisation, with hidden-state transfer), each distilled with
   ``bertkit.training.distill.distill`` and, as the baseline, the same starting student fine-tuned on the labels
   alone (``finetune``; embeddings: on the pairs with the in-batch-negatives loss);
-* with ``--unlabeled-examples N`` (SST-2): the first student distilled again with ``N`` more SST-2 training
-  sentences, without their labels, for the teacher to label (``--unlabeled``); ``--models`` picks the runs
+* with ``--unlabeled-examples N`` (SST-2 and CoNLL-2003): the first student distilled again with ``N`` more
+  training sentences, without their labels, for the teacher to label (``--unlabeled``); ``--models`` picks the runs
   instead (``2-distilled-unlabeled``: student ``2`` distilled with them), so that two runs on two cores may
   share one ``--work``;
 * per model: the dev score and throughput in float32 and int8, both through ONNX Runtime (the same backend,
@@ -53,6 +53,7 @@ FAMILIES = {
     "squad_pairs": ("embedding", "squad/train.json", "squad/dev.json", "ndcg@10"),
 }
 QUIET = {"report_to": ["none"], "plot": False, "progress": False}
+UNLABELED_FAMILIES = ("sst2", "conll")  # the families whose first student may learn from unlabelled text
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -86,7 +87,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--unlabeled-examples",
         type=int,
         default=0,
-        help="SST-2: unlabelled sentences for the -distilled-unlabeled runs",
+        help="SST-2 and CoNLL: unlabelled training sentences for the -distilled-unlabeled runs",
     )
     parser.add_argument(
         "--unlabeled-from",
@@ -104,7 +105,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--models",
         default=None,
         help="the runs to do, e.g. 3-distilled-unlabeled,3-direct (default: every student distilled and direct, "
-        "and on SST-2 with --unlabeled-examples the first one distilled again with the unlabelled text)",
+        "and on SST-2 and CoNLL with --unlabeled-examples the first one distilled again with the unlabelled text)",
     )
     parser.add_argument("--note", default="", help="how the run was placed (cores, threads, other jobs)")
     return parser.parse_args(argv)
@@ -139,23 +140,32 @@ def _rows(source: Path, target: Path, n: int, start: int = 0, labels: bool = Tru
     return target
 
 
-def unlabeled_subset(work: Path, args: argparse.Namespace, smoke_train: Path | None = None) -> Path | None:
-    """``--unlabeled-examples`` SST-2 sentences without their labels, from ``--unlabeled-from`` in the seeded
-    shuffle (default: after the student's and the teacher's subsets); smoke: the training file's texts."""
-    if not args.unlabeled_examples:
+def unlabeled_subset(work: Path, args: argparse.Namespace, family: str, smoke_train: Path | None = None) -> Path | None:
+    """``--unlabeled-examples`` training sentences of ``family`` without their labels, from ``--unlabeled-from``
+    (SST-2: in the seeded shuffle; CoNLL: in file order, the words alone) (default: after the student's and the
+    teacher's subsets); smoke: the training file's sentences."""
+    if not args.unlabeled_examples or family not in UNLABELED_FAMILIES:
         return None
-    target = work / "unlabeled.tsv"
+    pick = _sentences if family == "conll" else _rows
+    target = work / ("unlabeled.txt" if family == "conll" else "unlabeled.tsv")
     if smoke_train is not None:
-        return _rows(smoke_train, target, args.unlabeled_examples, labels=False)
+        return pick(smoke_train, target, args.unlabeled_examples, labels=False)
     start = args.unlabeled_from
     if start is None:
         start = max(args.train_examples, args.teacher_examples or 0)
-    return _rows(SHARED / FAMILIES["sst2"][1], target, args.unlabeled_examples, start, labels=False)
+    return pick(SHARED / FAMILIES[family][1], target, args.unlabeled_examples, start, labels=False)
 
 
-def _sentences(source: Path, target: Path, n: int) -> Path:
+def _sentences(source: Path, target: Path, n: int, start: int = 0, labels: bool = True) -> Path:
+    """Sentences ``start`` to ``start + n`` of a CoNLL file (``-DOCSTART-`` lines left out); without ``labels``,
+    the words alone, one a line."""
     blocks = [b for b in source.read_text(encoding="utf-8").split("\n\n") if b.strip() and "-DOCSTART-" not in b]
-    target.write_text("\n\n".join(blocks[:n]) + "\n\n", encoding="utf-8")
+    kept = [b.strip("\n") for b in blocks[start : start + n]]
+    if not labels:
+        kept = ["\n".join(line.split()[0] for line in b.splitlines() if line.strip()) for b in kept]
+    text = "\n\n".join(kept) + "\n\n"
+    if not target.is_file() or target.read_text(encoding="utf-8") != text:  # another run may be reading it
+        target.write_text(text, encoding="utf-8")
     return target
 
 
@@ -230,6 +240,7 @@ def student_run(
     *,
     distil: bool,
     unlabeled: Path | None = None,
+    family: str = "sst2",
 ) -> dict[str, Any]:
     """Distil ``student`` from ``teacher`` (with ``unlabeled`` text for the teacher to label) or fine-tune the
     same starting student on the labels, on ``data`` (train, dev), into ``out``; the run is kept beside the
@@ -269,7 +280,7 @@ def student_run(
     run = {
         "dev": result.metrics,
         "epochs": epochs,
-        "unlabeled_examples": _count(unlabeled, "sst2") if unlabeled else 0,
+        "unlabeled_examples": _count(unlabeled, family) if unlabeled else 0,
         "epoch_seconds": result.epoch_seconds,
         "train_seconds": result.train_seconds,
     }
@@ -437,12 +448,14 @@ def speed_comparison(teacher: Path, train: Path, work: Path, n: int, student: st
 
 # ------------------------------------------------------------------------------------------ main
 def model_names(family: str, args: argparse.Namespace) -> list[str]:
-    """The students of a run: each distilled and fine-tuned directly; on SST-2 with ``--unlabeled-examples``, the
-    first one distilled again with the unlabelled text."""
+    """The students of a run: each distilled and fine-tuned directly; on SST-2 and CoNLL with
+    ``--unlabeled-examples``, the first one distilled again with the unlabelled text."""
     if args.models:
-        return [name for name in args.models.split(",") if family == "sst2" or not name.endswith("-unlabeled")]
+        return [
+            name for name in args.models.split(",") if family in UNLABELED_FAMILIES or not name.endswith("-unlabeled")
+        ]
     names = [f"{student}-{kind}" for student in args.students.split(",") for kind in ("distilled", "direct")]
-    if args.unlabeled_examples and family == "sst2":
+    if args.unlabeled_examples and family in UNLABELED_FAMILIES:
         names.append(f"{args.students.split(',')[0]}-distilled-unlabeled")
     return names
 
@@ -457,14 +470,21 @@ def train_students(
         (work / "teacher-data").mkdir(exist_ok=True)
         teacher_train = subsets(family, work / "teacher-data", args.teacher_examples, args.dev_examples)[0]
     teacher = train_teacher(family, base, teacher_train, dev, work / "teacher", args.teacher_epochs or args.epochs)
-    unlabeled = unlabeled_subset(work, args, train if args.smoke else None) if family == "sst2" else None
+    unlabeled = unlabeled_subset(work, args, family, train if args.smoke else None)
     runs = {}
     for name in model_names(family, args):
         student, kind = name.split("-", 1)
         extra = kind == "distilled-unlabeled"
         epochs = (args.unlabeled_epochs or args.epochs) if extra else args.epochs
         runs[name] = student_run(
-            teacher, student, data, work / name, epochs, distil=kind != "direct", unlabeled=unlabeled if extra else None
+            teacher,
+            student,
+            data,
+            work / name,
+            epochs,
+            distil=kind != "direct",
+            unlabeled=unlabeled if extra else None,
+            family=family,
         )
         print(
             f"{family} {name}: dev {FAMILIES[family][3]} {runs[name]['dev'].get(FAMILIES[family][3])}", file=sys.stderr

@@ -127,10 +127,11 @@ def check_distill(out: Path, stdout: str) -> None:
     for family in result["families"].values():
         models = family["models"]
         students = {"1-distilled", "1-direct", "tiny-distilled", "tiny-direct"}
-        extra = {"1-distilled-unlabeled"} if family is result["families"]["sst2"] else set()
+        extra = {"1-distilled-unlabeled"} if family is not result["families"]["squad_pairs"] else set()
         assert set(models) == {"teacher", *students, *extra}
         assert all(m[p]["examples_per_second"] > 0 for m in models.values() for p in ("float32", "int8"))
-    assert result["families"]["sst2"]["models"]["1-distilled-unlabeled"]["unlabeled_examples"] == 8
+    for name in ("sst2", "conll"):
+        assert result["families"][name]["models"]["1-distilled-unlabeled"]["unlabeled_examples"] == 8
     assert out.with_suffix(".png").is_file()
 
 
@@ -259,6 +260,16 @@ def check_time_to_quality(out: Path, stdout: str) -> None:
     assert result["heldout"]["masked"] > 0 and "machine" in result and result["command"].startswith("python")
     assert set(result["table"]["goals"]) == {"bertkit-modern vs hf-mlm", "bertkit-bert vs hf-pretraining"}
     assert out.with_suffix(".png").is_file()
+    down = result["downstream"]  # every side's weights and the random start, fine-tuned on both demo tasks
+    assert list(down["results"]) == [*result["results"], "random init"]
+    for row in down["results"].values():
+        assert set(row) == {"polarity", "punctuation"}
+        for task in row.values():
+            assert len(task["scores"]) == 1 and all(0 <= s <= 1 for s in task["scores"]) and task["sd"] == 0.0
+    assert down["results"]["random init"]["polarity"]["train_examples"] == 32
+    assert down["settings"]["punctuation"]["train_examples"] == 16
+    section = load("bench_time_to_quality").render_section(None, None, result)
+    assert "| random init | 0 |  |" in section and "| hf-mlm |" in section
 
 
 def check_reliability_tables(out: Path, stdout: str) -> None:
@@ -362,12 +373,13 @@ def test_a_smoke_run_never_writes_into_the_results_folder(benchmarks_importable:
 
 
 def test_distill_models_picks_the_runs(benchmarks_importable: None) -> None:
-    """``bench_distill --models``: only the runs named (a ``-unlabeled`` run on SST-2 alone); without it, every
-    student distilled and direct and the first one distilled again with the unlabelled text."""
+    """``bench_distill --models``: only the runs named (a ``-unlabeled`` run on SST-2 and CoNLL alone); without
+    it, every student distilled and direct and the first one distilled again with the unlabelled text."""
     bench = load("bench_distill")
     picked = bench.parse(["--models", "2-distilled-unlabeled,2-direct", "--unlabeled-examples", "5"])
     assert bench.model_names("sst2", picked) == ["2-distilled-unlabeled", "2-direct"]
-    assert bench.model_names("conll", picked) == ["2-direct"]
+    assert bench.model_names("conll", picked) == ["2-distilled-unlabeled", "2-direct"]
+    assert bench.model_names("squad_pairs", picked) == ["2-direct"]
     default = bench.parse(["--students", "3,2", "--unlabeled-examples", "5"])
     assert bench.model_names("sst2", default) == [
         "3-distilled",
