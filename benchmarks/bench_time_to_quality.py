@@ -28,6 +28,22 @@ side. The clock starts when training is called (data preparation and
 tokenisation are outside it, for every side); the weights are copied at every tenth of the budget and scored
 after the run, outside the clock. ``--ablation`` runs the paper's recipe, each option alone, ``--recipe modern``
 and modern with warmup-stable-decay (bertkit only) over ``--seeds``.
+
+``--downstream`` then scores every side the way the demo scores its pre-training: each side's final weights (of
+the first seed) are kept as a model directory with the benchmark's tokenizer (bertkit's ``save_pretrained``;
+transformers' ``save_pretrained`` and its tokenizer files, a Hugging Face layout bertkit loads), beside the
+same network at random initialisation, and each is fine-tuned on the demo's two tasks by the demo's own code
+(``bertkit.demo.finetuning``: sentence polarity on ``data/polarity``, punctuation restoration built from
+``data/punctuation``, the demo's epochs, learning rates, batch and length) with each of ``--downstream-seeds``,
+scored on dev after the last epoch. Fine-tuning is outside every clock; its scores are not times, so it may run
+apart from the timed pre-training: ``--keep-models DIR`` keeps the weights, and a later ``--downstream-only
+--keep-models DIR --output RESULT`` fine-tunes them and adds the scores to ``RESULT``:
+
+    flock /tmp/bertkit-cpu1.lock taskset -c 1 env OMP_NUM_THREADS=1 python benchmarks/bench_time_to_quality.py \
+        --budget 300 --calibrate 10 --threads 1 --keep-models runs/ttq-models \
+        --output benchmarks/results/time_to_quality_downstream.json
+    taskset -c 0 nice -n 19 env OMP_NUM_THREADS=1 python benchmarks/bench_time_to_quality.py --downstream-only \
+        --keep-models runs/ttq-models --threads 1 --output benchmarks/results/time_to_quality_downstream.json
 """
 
 from __future__ import annotations
@@ -52,8 +68,12 @@ from bertkit.data import CorpusOptions, CorpusStats, PrepareConfig, expand_input
 from bertkit.data.corpus.documents import document_sentences
 from bertkit.data.instances import full_sentence_blocks
 from bertkit.data.masking import MaskingSpec, mask_tokens
+from bertkit.demo.demo_config import DemoConfig, DemoScale
+from bertkit.demo.finetuning import Recipe, finetune_once, polarity_recipe, punctuation_task
+from bertkit.model import BertForPreTraining
 from bertkit.tokenizer import Tokenizer
 from bertkit.training.pretrain import build_config, pretrain
+from bertkit.weights import save_pretrained
 from harness import RESULTS, ROOT, add_options, output_path, scratch_folder, set_threads, write_json
 from machine_info import machine
 
@@ -98,6 +118,7 @@ class Setup:
     sentences_file: Path  # one sentence a line, a blank line between documents (transformers' NSP format)
     args: argparse.Namespace
     data: dict[str, Path] = dataclasses.field(default_factory=dict)
+    models: Path | None = None  # where each side's final weights are kept (--keep-models, --downstream)
 
 
 # ------------------------------------------------------------------------------------------ the shared setup
@@ -127,6 +148,9 @@ def make_setup(args: argparse.Namespace) -> Setup:
     config_path = model_config.save(work / "model-config")
     heldout, positions, labels = heldout_set(held, tokenizer, args)
     setup = Setup(work, train, heldout, positions, labels, work / "tokenizer", config_path, sentences_file, args)
+    if args.keep_models or args.downstream:
+        setup.models = Path(args.keep_models) if args.keep_models else work / "models"
+        keep_random_init(setup)
     return setup
 
 
@@ -397,7 +421,9 @@ def measure(setup: Setup, side: str, seed: int, pace: dict[str, float]) -> dict[
         pace[side] = calibration.pace()
     steps = max(10, int(pace[side] * args.budget))
     snaps, done, model = run(args.budget, steps, seed)
-    curve = snaps.curve(model, setup)
+    curve = snaps.curve(model, setup)  # the last point loaded last: the model holds its final weights
+    if setup.models is not None and seed == args.seeds[0]:
+        keep_model(setup, side, model)
     print(f"{side} seed {seed}: {done} updates, held-out MLM accuracy {curve[-1]['mlm_acc']:.4f}", flush=True)
     return {"seed": seed, "planned_steps": steps, "steps": done, "curve": curve, "final": curve[-1]["mlm_acc"]}
 
@@ -471,8 +497,142 @@ def plot(results: dict[str, list[dict[str, Any]]], path: Path, title: str) -> No
     plt.close(fig)
 
 
+# ------------------------------------------------------------------------------------------ downstream
+RANDOM_INIT = "random init"
+TASKS = {"polarity": "accuracy", "punctuation": "f1"}
+"""The demo's two fine-tuning tasks and the dev metric each is scored by (punctuation: F1 of the marks)."""
+
+
+def folder_of(models: Path, side: str) -> Path:
+    return models / side.replace(" ", "-")
+
+
+def keep_model(setup: Setup, side: str, model: Any) -> Path:
+    """``side``'s weights as a model directory with the benchmark's tokenizer: bertkit's ``save_pretrained`` for
+    a bertkit model; for a transformers one its own ``save_pretrained`` and the tokenizer files it trained with
+    (a Hugging Face layout, which bertkit loads)."""
+    assert setup.models is not None
+    folder = folder_of(setup.models, side)
+    if side.startswith("hf-"):
+        from transformers import BertTokenizerFast
+
+        model.save_pretrained(folder)
+        BertTokenizerFast(str(setup.tokenizer_dir / "vocab.txt"), do_lower_case=True).save_pretrained(folder)
+    else:
+        save_pretrained(model, folder, tokenizer=Tokenizer.from_pretrained(setup.tokenizer_dir))
+    return folder
+
+
+def keep_random_init(setup: Setup) -> Path:
+    """The network every side trains, at random initialisation (seeded by ``--seed``): the baseline row."""
+    torch.manual_seed(setup.args.seed)
+    return keep_model(setup, RANDOM_INIT, BertForPreTraining(BertConfig.load(setup.model_config)))
+
+
+def demo_config(args: argparse.Namespace, work: Path) -> DemoConfig:
+    """The demo's fine-tuning recipe (``DemoConfig``'s defaults) with the sizes given on the command line."""
+    dev = ROOT / "data" / "polarity" / "dev.tsv"
+    if args.polarity_dev_examples:  # a smoke run: the first rows of the dev file
+        rows = dev.read_text(encoding="utf-8").splitlines(keepends=True)[: args.polarity_dev_examples + 1]
+        dev = work / "polarity-dev.tsv"
+        dev.write_text("".join(rows), encoding="utf-8")
+    sizes = {
+        "finetune_examples": args.polarity_examples,
+        "finetune_epochs": args.polarity_epochs,
+        "punctuation_examples": args.punctuation_examples,
+        "punctuation_epochs": args.punctuation_epochs,
+    }
+    dev_windows = {"punctuation_dev_examples": args.punctuation_dev_examples} if args.punctuation_dev_examples else {}
+    return DemoConfig(
+        labeled_train=str(ROOT / "data" / "polarity" / "train.tsv"),
+        labeled_dev=str(dev),
+        output=str(work),
+        punctuation_text=str(ROOT / "data" / "punctuation"),
+        reference_model=None,
+        finetune_seeds=tuple(args.downstream_seeds),
+        threads=args.threads,
+        scale=DemoScale(finetune_curves=False, **dev_windows),
+        **{name: value for name, value in sizes.items() if value is not None},
+    )
+
+
+def fine_tune_side(config: DemoConfig, side: str, start: Path, task: str, recipe: Recipe) -> dict[str, Any]:
+    """``start`` fine-tuned on ``task`` with each seed: each seed's dev score after the last epoch (not the best
+    epoch's, which ``FinetuneResult.metrics`` holds: the dev set picks nothing), their mean and sample sd."""
+    scores, seconds, examples = [], [], 0
+    for seed in config.finetune_seeds:
+        run = finetune_once(config, f"{task} {side}", start, seed, recipe)
+        scores.append(round(float(run.evaluations[-1][TASKS[task]]), 5))
+        seconds.append(round(run.train_seconds, 1))
+        examples = run.num_train_examples
+    sd = statistics.stdev(scores) if len(scores) > 1 else 0.0
+    print(f"{side} {task}: {TASKS[task]} {scores}", flush=True)
+    return {
+        "scores": scores,
+        "mean": round(statistics.mean(scores), 5),
+        "sd": round(sd, 5),
+        "train_seconds": seconds,
+        "train_examples": examples,
+    }
+
+
+def downstream(args: argparse.Namespace, models: Path) -> dict[str, Any]:
+    """Every kept model and the random start fine-tuned on both of the demo's tasks, the same way."""
+    order = [*SIDES, *ABLATION, RANDOM_INIT]
+    starts = {side: folder_of(models, side) for side in order if (folder_of(models, side) / "config.json").is_file()}
+    work = scratch_folder("bertkit-ttq-downstream-")
+    config = demo_config(args, work)
+    task = punctuation_task(config, work)
+    assert task is not None
+    splits, punctuation = task
+    recipes = {"polarity": polarity_recipe(config), "punctuation": punctuation}
+    results = {side: {name: fine_tune_side(config, side, start, name, r) for name, r in recipes.items()}
+               for side, start in starts.items()}  # fmt: skip
+    return {
+        "command": "python benchmarks/bench_time_to_quality.py " + shlex.join(args.argv),
+        "machine": machine(),
+        "note": args.note,
+        "settings": {
+            "seeds": list(config.finetune_seeds),
+            "batch": config.finetune_batch_size,
+            "max_seq_length": config.finetune_max_seq_length,
+            "polarity": {
+                "train": "data/polarity/train.tsv",
+                "dev_examples": sum(1 for _ in Path(config.labeled_dev).open(encoding="utf-8")) - 1,
+                **{k: v for k, v in dataclasses.asdict(recipes["polarity"]).items() if not k.endswith("_file")},
+            },
+            "punctuation": {
+                "text": "data/punctuation",
+                "train_examples": splits.train_examples,
+                "dev_examples": splits.dev_examples,
+                "tag_counts": splits.tag_counts,
+                **{k: v for k, v in dataclasses.asdict(punctuation).items() if not k.endswith("_file")},
+            },
+        },
+        "results": results,
+    }
+
+
+def downstream_only(args: argparse.Namespace) -> int:
+    """Fine-tune the models kept by an earlier run in ``--keep-models`` and add the scores to its ``--output``."""
+    if not (args.keep_models and args.output and Path(args.output).is_file()):
+        raise SystemExit("--downstream-only needs --keep-models DIR and --output RESULT of the run that kept them")
+    path = Path(args.output)
+    payload = json.loads(path.read_text(encoding="utf-8"))
+    payload["downstream"] = downstream(args, Path(args.keep_models))
+    write_json(path, payload)
+    print(
+        json.dumps(
+            {side: {k: v["mean"] for k, v in row.items()} for side, row in payload["downstream"]["results"].items()}
+        )
+    )
+    return 0
+
+
 # ------------------------------------------------------------------------------------------ the docs section
 DOC = ROOT / "docs" / "pretraining.md"
+DOWNSTREAM = "time_to_quality_downstream"
+"""The result file of a run with ``--downstream`` whose fine-tuning scores the section shows."""
 BEGIN, END = "<!-- recipes: begin (python benchmarks/bench_time_to_quality.py --doc) -->", "<!-- recipes: end -->"
 
 
@@ -486,8 +646,36 @@ def _where(result: dict[str, Any]) -> str:
     return f"`{result['command']}` on {info['cpu']} ({info['cpu_features']}), load average {load} at the end; {result['note']}"
 
 
-def render_section(ttq: dict[str, Any] | None, ablation: dict[str, Any] | None) -> str:
-    """The recipes section of docs/pretraining.md, from the two result files."""
+def downstream_lines(result: dict[str, Any]) -> list[str]:
+    """The fine-tuning scores of a ``--downstream`` result: a row per side, mean ± sample sd over seeds."""
+    down = result["downstream"]
+    settings, pol, punc = down["settings"], down["settings"]["polarity"], down["settings"]["punctuation"]
+    lines = [
+        f"Each side's final weights from a run of {result['settings']['budget']:g} s a side, and the same network "
+        f"at random initialisation, fine-tuned the way the demo fine-tunes (`bertkit.demo.finetuning`, batch "
+        f"{settings['batch']}, {settings['max_seq_length']} tokens): sentence polarity on "
+        f"{down['results'][RANDOM_INIT]['polarity']['train_examples']:,} sentences of `{pol['train']}`, "
+        f"{pol['epochs']:g} epochs at {pol['lr']:g}, accuracy on {pol['dev_examples']:,} dev sentences; "
+        f"punctuation restoration on {punc['train_examples']:,} windows of `{punc['text']}`, {punc['epochs']:g} "
+        f"epochs at {punc['lr']:g}, F1 of the marks on {punc['dev_examples']:,} dev windows. Each score is the dev "
+        f"score after the last epoch, mean ± sample sd over seeds {', '.join(map(str, settings['seeds']))}. "
+        f"Pre-training measured with {_where(result)}; fine-tuning with {_where(down)}.",
+        "",
+        "| side | pre-training updates | held-out MLM accuracy | polarity accuracy | punctuation F1 |",
+        "|---|---|---|---|---|",
+    ]
+    for side, row in down["results"].items():
+        run = result["results"][side][0] if side in result["results"] else None
+        updates, mlm = (str(run["steps"]), f"{run['final']:.4f}") if run else ("0", "")
+        scores = [f"{row[task]['mean']:.4f} ± {row[task]['sd']:.4f}" for task in TASKS]
+        lines.append(f"| {side} | {updates} | {mlm} | {' | '.join(scores)} |")
+    return [*lines, ""]
+
+
+def render_section(
+    ttq: dict[str, Any] | None, ablation: dict[str, Any] | None, downstream: dict[str, Any] | None = None
+) -> str:
+    """The recipes section of docs/pretraining.md, from the result files."""
     lines = [BEGIN, ""]
     if ttq is not None:
         table_ = ttq["table"]
@@ -510,6 +698,8 @@ def render_section(ttq: dict[str, Any] | None, ablation: dict[str, Any] | None) 
             ratio = "never reached" if goal["ratio"] is None else f"{goal['ratio']:.2f} of the peer's time"
             lines.append(f"- {name}: {ratio} (goal at most {goal['goal']:.2f}): {'met' if goal['met'] else 'missed'}.")
         lines += ["", "![time to quality](../benchmarks/results/time_to_quality.png)", ""]
+    if downstream is not None and "downstream" in downstream:
+        lines += downstream_lines(downstream)
     if ablation is not None:
         summary_ = ablation["summary"]
         base = summary_.get("bert (paper)")
@@ -532,17 +722,49 @@ def render_section(ttq: dict[str, Any] | None, ablation: dict[str, Any] | None) 
 
 def write_doc(check: bool) -> int:
     """Put the section between its markers in docs/pretraining.md (``check``: exit 1 if it differs)."""
-    results = [RESULTS / "time_to_quality.json", RESULTS / "recipe_ablation.json"]
-    ttq, ablation = (json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None for p in results)
+    results = [RESULTS / f"{name}.json" for name in ("time_to_quality", "recipe_ablation", DOWNSTREAM)]
+    ttq, ablation, downstream = (json.loads(p.read_text(encoding="utf-8")) if p.is_file() else None for p in results)
     text = DOC.read_text(encoding="utf-8")
     head, _, rest = text.partition(BEGIN)
     _, _, tail = rest.partition(END)
-    new = head + render_section(ttq, ablation) + tail
+    new = head + render_section(ttq, ablation, downstream) + tail
     if check:
         return int(new != text)
     DOC.write_text(new, encoding="utf-8")
     print(f"wrote {DOC}")
     return 0
+
+
+def downstream_options(parser: argparse.ArgumentParser) -> None:
+    """The fine-tuning of ``--downstream``; a size left out is the demo's (``DemoConfig``)."""
+    parser.add_argument(
+        "--downstream", action="store_true", help="fine-tune each side's final weights on the demo's tasks"
+    )
+    parser.add_argument(
+        "--downstream-only",
+        action="store_true",
+        help="only fine-tune the models in --keep-models; the scores go into --output (which must exist)",
+    )
+    parser.add_argument("--keep-models", default=None, help="folder to keep each side's final weights in")
+    parser.add_argument("--downstream-seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--polarity-examples", type=int, default=None, help="training sentences (default: all)")
+    parser.add_argument("--polarity-dev-examples", type=int, default=None, help="dev sentences (default: all)")
+    parser.add_argument("--polarity-epochs", type=float, default=None, help="default: the demo's")
+    parser.add_argument("--punctuation-examples", type=int, default=None, help="training windows (default: the demo's)")
+    parser.add_argument("--punctuation-dev-examples", type=int, default=None, help="dev windows (default: the demo's)")
+    parser.add_argument("--punctuation-epochs", type=float, default=None, help="default: the demo's")  # fmt: skip
+
+
+def smoke_settings(args: argparse.Namespace) -> None:
+    """A few seconds a side on a slice of two books; every side fine-tuned once on a few sentences and windows."""
+    args.budget, args.calibrate, args.vocab_size, args.heldout_blocks, args.dupe_factor = 3.0, 1.5, 400, 16, 1
+    args.seeds = args.seeds[:1]
+    if args.ablation:
+        args.sides = args.sides or ["bert (paper)", "masking 30%->15%"]
+    else:
+        args.downstream, args.downstream_seeds, args.polarity_epochs, args.punctuation_epochs = True, [1], 1, 1
+        args.polarity_examples, args.polarity_dev_examples = 32, 32
+        args.punctuation_examples, args.punctuation_dev_examples = 16, 8
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -566,16 +788,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--note", default="shared machine: other engineers' jobs ran on the same 2 cores")
     parser.add_argument("--doc", action="store_true", help="write the recipes section of docs/pretraining.md")
     parser.add_argument("--check", action="store_true", help="with --doc: exit 1 if the section is out of date")
+    downstream_options(parser)
     add_options(parser)
     args = parser.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else argv
     if args.doc:
         return write_doc(args.check)
     if args.smoke:
-        args.budget, args.calibrate, args.vocab_size, args.heldout_blocks, args.dupe_factor = 3.0, 1.5, 400, 16, 1
-        args.seeds = args.seeds[:1]
-        if args.ablation:
-            args.sides = args.sides or ["bert (paper)", "masking 30%->15%"]
+        smoke_settings(args)
     set_threads(args.threads)
+    if args.downstream_only:
+        return downstream_only(args)
     sides = args.sides or (list(ABLATION) if args.ablation else list(SIDES))
     setup = make_setup(args)
     pace: dict[str, float] = {}
@@ -583,7 +806,7 @@ def main(argv: list[str] | None = None) -> int:
     name = "recipe_ablation.json" if args.ablation else "time_to_quality.json"
     path = output_path(args, RESULTS / name)
     payload = {
-        "command": "python benchmarks/bench_time_to_quality.py " + shlex.join(sys.argv[1:] if argv is None else argv),
+        "command": "python benchmarks/bench_time_to_quality.py " + shlex.join(args.argv),
         "machine": machine(),
         "note": args.note,
         "settings": {k: v for k, v in vars(args).items() if k not in ("output", "smoke")},
@@ -593,6 +816,9 @@ def main(argv: list[str] | None = None) -> int:
         "table": table(results) if not args.ablation else None,
         "results": results,
     }
+    if args.downstream:
+        assert setup.models is not None
+        payload["downstream"] = downstream(args, setup.models)
     write_json(path, payload)
     title = f"{args.model}, {args.threads} thread(s), {args.budget:g} s a side"
     plot(results, path.with_suffix(".png"), title)

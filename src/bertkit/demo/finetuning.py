@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from bertkit.data.punctuation import build_punctuation_data
+from bertkit.data.punctuation import PunctuationSplits, build_punctuation_data
 from bertkit.demo.demo_config import DemoConfig
 from bertkit.demo.records import Comparison, Pretraining, Punctuation
 from bertkit.demo.timing import timed
@@ -63,15 +63,20 @@ def finetune_once(config: DemoConfig, name: str, start: Path, seed: int, recipe:
         )
 
 
+def polarity_recipe(config: DemoConfig) -> Recipe:
+    """How the demo fine-tunes on sentence polarity."""
+    return Recipe(config.finetune_epochs, config.finetune_lr, config.finetune_examples)
+
+
 def polarity(config: DemoConfig, pretraining: Pretraining) -> Comparison:
     """Sentence polarity, on the labeled sentences."""
-    recipe = Recipe(config.finetune_epochs, config.finetune_lr, config.finetune_examples)
     starts = (pretraining.checkpoint, pretraining.random_init)
-    return compare(config, "", starts, config.finetune_seeds, recipe)
+    return compare(config, "", starts, config.finetune_seeds, polarity_recipe(config))
 
 
-def punctuation(config: DemoConfig, pretraining: Pretraining, out: Path) -> Punctuation | None:
-    """Punctuation restoration, built from ``punctuation_text`` into ``out/punctuation``; None without it."""
+def punctuation_task(config: DemoConfig, out: Path) -> tuple[PunctuationSplits, Recipe] | None:
+    """The punctuation-restoration data, built from ``punctuation_text`` into ``out/punctuation``, and how the
+    demo fine-tunes on it; None without ``punctuation_text``."""
     if not config.punctuation_text:
         return None
     with timed(config.timings, "build the punctuation data"):
@@ -89,5 +94,14 @@ def punctuation(config: DemoConfig, pretraining: Pretraining, out: Path) -> Punc
         train_file=str(data.train),
         dev_file=str(data.dev),
     )
+    return data, recipe
+
+
+def punctuation(config: DemoConfig, pretraining: Pretraining, out: Path) -> Punctuation | None:
+    """Punctuation restoration, built from ``punctuation_text`` into ``out/punctuation``; None without it."""
+    task = punctuation_task(config, out)
+    if task is None:
+        return None
+    data, recipe = task
     starts = (pretraining.checkpoint, pretraining.random_init)
     return Punctuation(data, compare(config, "punctuation ", starts, config.finetune_seeds, recipe))
