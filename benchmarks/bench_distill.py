@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -426,7 +427,6 @@ def speed_comparison(teacher: Path, train: Path, work: Path, n: int, student: st
         model=str(teacher),
         train_file=str(train),
         output=str(work / "speed"),
-        overwrite=True,  # a --work timed before
         epochs=1,
         lr=1e-4,
         micro_batch_size=32,
@@ -434,6 +434,9 @@ def speed_comparison(teacher: Path, train: Path, work: Path, n: int, student: st
         max_train_examples=n,
         train_options=QUIET,
     )
+    # a --work timed before: its output removed (distill --overwrite over a finished run loses the student it
+    # builds in the run's .partial folder, which finetune clears when the output holds a finished run)
+    shutil.rmtree(work / "speed", ignore_errors=True)
     ours = distill(config, DistillConfig(str(teacher), student)).epoch_seconds[0]
     start_dir = build_student(student, teacher, work / "speed-start").directory
     theirs = peer_epoch(teacher, start_dir, train, n)
