@@ -56,6 +56,7 @@ import random
 import shlex
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -565,67 +566,85 @@ def fine_tune_side(config: DemoConfig, side: str, start: Path, task: str, recipe
         scores.append(round(float(run.evaluations[-1][TASKS[task]]), 5))
         seconds.append(round(run.train_seconds, 1))
         examples = run.num_train_examples
-    sd = statistics.stdev(scores) if len(scores) > 1 else 0.0
     print(f"{side} {task}: {TASKS[task]} {scores}", flush=True)
-    return {
-        "scores": scores,
-        "mean": round(statistics.mean(scores), 5),
-        "sd": round(sd, 5),
-        "train_seconds": seconds,
-        "train_examples": examples,
-    }
+    row = {"seeds": list(config.finetune_seeds), "scores": scores, "train_seconds": seconds}
+    return with_stats({**row, "train_examples": examples})
+
+
+def with_stats(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with the mean and the sample sd of its scores."""
+    scores = row["scores"]
+    sd = statistics.stdev(scores) if len(scores) > 1 else 0.0
+    return {**row, "mean": round(statistics.mean(scores), 5), "sd": round(sd, 5)}
 
 
 def downstream(args: argparse.Namespace, models: Path) -> dict[str, Any]:
-    """Every kept model and the random start fine-tuned on both of the demo's tasks, the same way."""
+    """Every kept model and the random start fine-tuned on the demo's tasks (``--downstream-tasks``), the same
+    way: the scores, the settings and the command."""
     order = [*SIDES, *ABLATION, RANDOM_INIT]
     starts = {side: folder_of(models, side) for side in order if (folder_of(models, side) / "config.json").is_file()}
     work = scratch_folder("bertkit-ttq-downstream-")
     config = demo_config(args, work)
-    task = punctuation_task(config, work)
-    assert task is not None
-    splits, punctuation = task
-    recipes = {"polarity": polarity_recipe(config), "punctuation": punctuation}
+    recipes: dict[str, Recipe] = {}
+    settings: dict[str, Any] = {
+        "seeds": list(config.finetune_seeds),
+        "batch": config.finetune_batch_size,
+        "max_seq_length": config.finetune_max_seq_length,
+    }
+    if "polarity" in args.downstream_tasks:
+        recipes["polarity"] = polarity_recipe(config)
+        dev_rows = len(Path(config.labeled_dev).read_text(encoding="utf-8").splitlines()) - 1
+        settings["polarity"] = {"train": "data/polarity/train.tsv", "dev_examples": dev_rows}
+    if "punctuation" in args.downstream_tasks:
+        task = punctuation_task(config, work)
+        assert task is not None
+        splits, recipes["punctuation"] = task
+        settings["punctuation"] = {"text": "data/punctuation", "train_examples": splits.train_examples,
+                                   "dev_examples": splits.dev_examples, "tag_counts": splits.tag_counts}  # fmt: skip
+    for name, recipe in recipes.items():
+        settings[name].update({k: v for k, v in dataclasses.asdict(recipe).items() if not k.endswith("_file")})
     results = {side: {name: fine_tune_side(config, side, start, name, r) for name, r in recipes.items()}
                for side, start in starts.items()}  # fmt: skip
-    return {
-        "command": "python benchmarks/bench_time_to_quality.py " + shlex.join(args.argv),
-        "machine": machine(),
-        "note": args.note,
-        "settings": {
-            "seeds": list(config.finetune_seeds),
-            "batch": config.finetune_batch_size,
-            "max_seq_length": config.finetune_max_seq_length,
-            "polarity": {
-                "train": "data/polarity/train.tsv",
-                "dev_examples": sum(1 for _ in Path(config.labeled_dev).open(encoding="utf-8")) - 1,
-                **{k: v for k, v in dataclasses.asdict(recipes["polarity"]).items() if not k.endswith("_file")},
-            },
-            "punctuation": {
-                "text": "data/punctuation",
-                "train_examples": splits.train_examples,
-                "dev_examples": splits.dev_examples,
-                "tag_counts": splits.tag_counts,
-                **{k: v for k, v in dataclasses.asdict(punctuation).items() if not k.endswith("_file")},
-            },
-        },
-        "results": results,
-    }
+    command = "python benchmarks/bench_time_to_quality.py " + shlex.join(args.argv)
+    run = {"command": command, "machine": machine(), "note": args.note, "tasks": list(recipes)}
+    return {"settings": settings, "results": results, "runs": [run]}
+
+
+def merge_downstream(old: dict[str, Any] | None, new: dict[str, Any]) -> dict[str, Any]:
+    """``new`` scores beside ``old`` ones, by task and seed (new wins): fine-tuning split into commands, one
+    for some tasks or seeds each."""
+    if old is None:
+        return new
+    for side, row in new["results"].items():
+        for task, scores in row.items():
+            before = old["results"].setdefault(side, {}).get(task)
+            if before is not None:
+                kept = [i for i, seed in enumerate(before["seeds"]) if seed not in scores["seeds"]]
+                scores = {**scores, **{k: [before[k][i] for i in kept] + scores[k] for k in ("seeds", "scores", "train_seconds")}}  # fmt: skip
+            old["results"][side][task] = with_stats(scores)
+    seeds = sorted({*old["settings"]["seeds"], *new["settings"]["seeds"]})
+    old["settings"].update({**new["settings"], "seeds": seeds})
+    old["runs"] += new["runs"]
+    return old
 
 
 def downstream_only(args: argparse.Namespace) -> int:
-    """Fine-tune the models kept by an earlier run in ``--keep-models`` and add the scores to its ``--output``."""
+    """Fine-tune the models kept by an earlier run in ``--keep-models`` and add the scores to its ``--output``
+    (beside those of the other task, where another command added them)."""
+    import fcntl
+
     if not (args.keep_models and args.output and Path(args.output).is_file()):
         raise SystemExit("--downstream-only needs --keep-models DIR and --output RESULT of the run that kept them")
     path = Path(args.output)
-    payload = json.loads(path.read_text(encoding="utf-8"))
-    payload["downstream"] = downstream(args, Path(args.keep_models))
-    write_json(path, payload)
-    print(
-        json.dumps(
-            {side: {k: v["mean"] for k, v in row.items()} for side, row in payload["downstream"]["results"].items()}
-        )
-    )
+    scores = downstream(args, Path(args.keep_models))
+    with open(
+        Path(tempfile.gettempdir()) / f"{path.name}.lock", "w"
+    ) as lock:  # two commands, one task each, may end together
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        payload = json.loads(path.read_text(encoding="utf-8"))
+        payload["downstream"] = merge_downstream(payload.get("downstream"), scores)
+        write_json(path, payload)
+    print(json.dumps({side: {k: v["mean"] for k, v in row.items()} for side, row in scores["results"].items()}))
     return 0
 
 
@@ -654,12 +673,14 @@ def downstream_lines(result: dict[str, Any]) -> list[str]:
         f"Each side's final weights from a run of {result['settings']['budget']:g} s a side, and the same network "
         f"at random initialisation, fine-tuned the way the demo fine-tunes (`bertkit.demo.finetuning`, batch "
         f"{settings['batch']}, {settings['max_seq_length']} tokens): sentence polarity on "
-        f"{down['results'][RANDOM_INIT]['polarity']['train_examples']:,} sentences of `{pol['train']}`, "
+        f"{next(r['polarity']['train_examples'] for r in down['results'].values() if 'polarity' in r):,} "
+        f"sentences of `{pol['train']}`, "
         f"{pol['epochs']:g} epochs at {pol['lr']:g}, accuracy on {pol['dev_examples']:,} dev sentences; "
         f"punctuation restoration on {punc['train_examples']:,} windows of `{punc['text']}`, {punc['epochs']:g} "
         f"epochs at {punc['lr']:g}, F1 of the marks on {punc['dev_examples']:,} dev windows. Each score is the dev "
         f"score after the last epoch, mean ± sample sd over seeds {', '.join(map(str, settings['seeds']))}. "
-        f"Pre-training measured with {_where(result)}; fine-tuning with {_where(down)}.",
+        f"Pre-training measured with {_where(result)}; fine-tuning with "
+        f"{'; '.join(_where(run) for run in down['runs'])}.",
         "",
         "| side | pre-training updates | held-out MLM accuracy | polarity accuracy | punctuation F1 |",
         "|---|---|---|---|---|",
@@ -667,9 +688,16 @@ def downstream_lines(result: dict[str, Any]) -> list[str]:
     for side, row in down["results"].items():
         run = result["results"][side][0] if side in result["results"] else None
         updates, mlm = (str(run["steps"]), f"{run['final']:.4f}") if run else ("0", "")
-        scores = [f"{row[task]['mean']:.4f} ± {row[task]['sd']:.4f}" for task in TASKS]
+        scores = [_scores(row.get(task), len(settings["seeds"])) for task in TASKS]
         lines.append(f"| {side} | {updates} | {mlm} | {' | '.join(scores)} |")
     return [*lines, ""]
+
+
+def _scores(row: dict[str, Any] | None, seeds: int) -> str:
+    if row is None:
+        return "not run"
+    cell = f"{row['mean']:.4f} ± {row['sd']:.4f}"
+    return cell if len(row["seeds"]) == seeds else f"{cell} (seeds {', '.join(map(str, row['seeds']))})"
 
 
 def render_section(
@@ -747,6 +775,7 @@ def downstream_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--keep-models", default=None, help="folder to keep each side's final weights in")
     parser.add_argument("--downstream-seeds", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--downstream-tasks", nargs="+", choices=list(TASKS), default=list(TASKS))
     parser.add_argument("--polarity-examples", type=int, default=None, help="training sentences (default: all)")
     parser.add_argument("--polarity-dev-examples", type=int, default=None, help="dev sentences (default: all)")
     parser.add_argument("--polarity-epochs", type=float, default=None, help="default: the demo's")
