@@ -37,7 +37,7 @@ class BertConfig:
     """Hyperparameters of a BERT encoder and its heads. Field names match Hugging Face's ``BertConfig``."""
 
     vocab_size: int = 30522
-    """Number of WordPiece ids; rows of the (tied) word embedding matrix."""
+    """Number of WordPiece ids; rows of the word embedding matrix (and of the masked-LM decoder)."""
     hidden_size: int = 768
     """Width H of every token representation."""
     num_hidden_layers: int = 12
@@ -79,6 +79,10 @@ class BertConfig:
     (RoBERTa-PreLayerNorm's layout): before attention and before the feed-forward block, the residual around
     them, ``x + f(LN(x))``, and one final LayerNorm on the last layer's output; the embedding LayerNorm is kept in
     both. A ``pre`` model's ``config.json`` is ``transformers``' ``roberta-prelayernorm`` (see ``to_dict``)."""
+    tie_word_embeddings: bool = True
+    """Whether the masked-LM decoder is the word embedding matrix (BERT's tied output embedding) or a matrix of
+    its own (``False``: saved as ``cls.predictions.decoder.weight``; ``transformers`` reads the same key of
+    ``config.json``). Only a masked-LM head has a decoder: encoders and task heads are the same either way."""
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
     """Keys of a loaded ``config.json`` that bertkit does not use; written back unchanged."""
 
@@ -108,6 +112,8 @@ class BertConfig:
             )
         if self.hidden_act not in _ACTIVATIONS:
             raise ConfigError(f"hidden_act {self.hidden_act!r} is not supported; use one of {sorted(_ACTIVATIONS)}")
+        if not isinstance(self.tie_word_embeddings, bool):
+            raise ConfigError(f"tie_word_embeddings must be true or false, got {self.tie_word_embeddings!r}")
         for name in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
@@ -190,6 +196,8 @@ class BertConfig:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in skip}
         out: dict[str, Any] = dict(self.extra)
         out.update({k: v for k, v in data.items() if v is not None})
+        if self.tie_word_embeddings:  # the default: a tied model's file reads as it always did
+            del out["tie_word_embeddings"]
         out["model_type"] = "bert"
         if self.pre_layer_norm:
             out["model_type"] = PRE_LN_MODEL_TYPE

@@ -734,7 +734,8 @@ class MaskedLMHead(nn.Module):
     """``Dense(H->H)``, activation, LayerNorm, then the decoder: ``x @ E.T + bias`` with E the word embeddings.
 
     ``decoder.weight`` is tied by the owning model to ``bert.embeddings.word_embeddings.weight`` (the same
-    Parameter); ``decoder.bias`` is the head's own zero-initialised output bias.
+    Parameter), unless ``config.tie_word_embeddings`` is false: then it is a matrix of its own, initialised as
+    every weight. ``decoder.bias`` is the head's own zero-initialised output bias.
     """
 
     def __init__(self, config: BertConfig):
@@ -824,12 +825,14 @@ def span_loss(start_logits: Tensor, end_logits: Tensor, start_positions: Tensor,
 
 
 def _tie(head: MaskedLMHead, bert: BertModel) -> None:
-    head.decoder.weight = bert.embeddings.word_embeddings.weight
+    if bert.config.tie_word_embeddings:
+        head.decoder.weight = bert.embeddings.word_embeddings.weight
 
 
 # ------------------------------------------------------------------------------------------ heads
 class BertForPreTraining(PreTrainedMixin):
-    """BERT with the masked-LM head (tied decoder) and the next-sentence head on the pooled output."""
+    """BERT with the masked-LM head (decoder tied to the word embeddings by default) and the next-sentence head on
+    the pooled output."""
 
     def __init__(self, config: BertConfig, attn_implementation: str | None = None):
         super().__init__()

@@ -54,7 +54,8 @@ _MLM_NAMES: list[tuple[str, str]] = [
     ("mlm.dense.bias", "cls.predictions.transform.dense.bias"),
     ("mlm.layer_norm.weight", "cls.predictions.transform.LayerNorm.weight"),
     ("mlm.layer_norm.bias", "cls.predictions.transform.LayerNorm.bias"),
-    # mlm.decoder.weight is the word embedding matrix (tied); Hugging Face does not store it either.
+    # mlm.decoder.weight is the word embedding matrix (tied), which Hugging Face does not store either; an
+    # untied model's is added by `_with_decoder`.
     ("mlm.decoder.bias", "cls.predictions.bias"),
 ]
 _CLASSIFIER_NAMES: list[tuple[str, str]] = [
@@ -146,11 +147,20 @@ def layout(model: nn.Module) -> Layout:
     if name not in HEAD_NAMES or type(bert).__name__ != "BertModel" or not isinstance(config, BertConfig):
         raise TypeError(f"{name} is not a bertkit model")
     pooler = getattr(bert, "pooler", None) is not None
+    head = _with_decoder(PRE_LN_HEAD_NAMES[name] if config.pre_layer_norm else HEAD_NAMES[name], config)
     if not config.pre_layer_norm:
-        return Layout(config, "" if bert is model else "bert.", pooler, HEAD_NAMES[name])
-    head = PRE_LN_HEAD_NAMES[name]
+        return Layout(config, "" if bert is model else "bert.", pooler, head)
     pooler = pooler and name != "BertForSequenceClassification"  # its pooler is RoBERTa's classifier.dense
     return Layout(config, "" if bert is model else "bert.", pooler, head, "" if bert is model else PRE_LN_PREFIX)
+
+
+def _with_decoder(head: list[tuple[str, str]], config: BertConfig) -> list[tuple[str, str]]:
+    """``head`` with the masked-LM decoder's own matrix where it is not the word embeddings (an untied model:
+    ``transformers`` stores it under the decoder's name then)."""
+    bias = dict(head).get("mlm.decoder.bias")
+    if config.tie_word_embeddings or bias is None:
+        return head
+    return [*head, ("mlm.decoder.weight", bias.replace(".bias", ".decoder.weight"))]
 
 
 def encoder_names(config: BertConfig) -> list[tuple[str, str | tuple[str, ...]]]:

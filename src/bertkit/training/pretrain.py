@@ -108,6 +108,11 @@ class PretrainConfig:
     """LayerNorms of a new BERT model: ``post`` (BERT's, after each residual add) or ``pre`` (before attention
     and the feed-forward block, and a final one: RoBERTa-PreLayerNorm's layout, masked LM only); default: the
     ``--model-config``'s (``post`` for a preset). ``--init-from`` keeps its checkpoint's."""
+    tie_word_embeddings: bool | None = None
+    """Whether a new BERT model's masked-LM decoder is its word embedding matrix (BERT's tied output embedding)
+    or a matrix of its own (``--no-tie-word-embeddings``: the input embeddings no longer serve as the output
+    softmax, which keeps them better spread for fine-tuning; docs/pretraining.md); default: the
+    ``--model-config``'s (tied for a preset). ``--init-from`` keeps its checkpoint's."""
     train: TrainConfig = field(default_factory=lambda: TrainConfig.from_options(max_steps=1000))
     """The loop's options; ``train.output_dir`` is set to ``output``."""
 
@@ -266,6 +271,8 @@ def build_model(
             model_config, hidden_dropout_prob=config.dropout, attention_probs_dropout_prob=config.dropout
         )
     model_config = _with_layer_norm_position(config, model_config, nsp)
+    if config.tie_word_embeddings is not None and config.init_from is None:
+        model_config = dataclasses.replace(model_config, tie_word_embeddings=config.tie_word_embeddings)
     _check_positions(meta["settings"]["max_seq_length"], model_config.max_position_embeddings)
     model = head(model_config, attn_implementation=config.attn_implementation)
     if config.init_from is not None:
