@@ -62,6 +62,7 @@ def test_demo_runs_and_reports_the_comparison(tmp_path, caplog, capsys):
     pretrained = json.loads((tmp_path / "demo" / "pretrain" / "final" / "config.json").read_text())
     assert pretrained["hidden_dropout_prob"] == pretrained["attention_probs_dropout_prob"] == 0.0
     assert pretrained["architectures"] == ["BertForMaskedLM"]  # the modern recipe: no next-sentence head
+    assert pretrained["tie_word_embeddings"] is False and "output embeddings untied" in report  # the demo's default
     for stage in ("pre-train", "fine-tune (pre-trained, seed 1)", "fine-tune (random init, seed 2)"):
         assert stage in config.timings
     # Punctuation restoration, built from books the pre-training did not read, the same two starts.

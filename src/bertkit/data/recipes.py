@@ -6,7 +6,8 @@ compute: RoBERTa's full-sentence blocks without next-sentence prediction, masks 
 at a rate that decays from 30 % to 15 % (Wettig et al. 2023), no dropout (Cramming). docs/pretraining.md
 ("Recipes") has the measurements of ``benchmarks/bench_time_to_quality.py``. Pre-LN layers
 (``layer_norm_position="pre"``) were measured against BERT's post-LN there and did not win, so ``modern`` keeps
-post-LN. A recipe fills only the options that were not given: a flag or a config-file key always wins.
+post-LN; untied output embeddings (``tie_word_embeddings=False``) did not win at that budget either, so it keeps
+them tied. A recipe fills only the options that were not given: a flag or a config-file key always wins.
 """
 
 from __future__ import annotations

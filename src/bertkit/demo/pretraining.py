@@ -73,7 +73,11 @@ def save_random_init(config: DemoConfig, vocabulary: Vocabulary, out: Path) -> P
         else {"hidden_dropout_prob": config.pretrain_dropout, "attention_probs_dropout_prob": config.pretrain_dropout}
     )
     model_config = BertConfig.preset(
-        config.model, vocab_size=tokenizer.vocab_size, pad_token_id=tokenizer.pad_id, **dropout
+        config.model,
+        vocab_size=tokenizer.vocab_size,
+        pad_token_id=tokenizer.pad_id,
+        tie_word_embeddings=config.tie_word_embeddings,
+        **dropout,
     )
     path = model_config.save(out / "model-config")
     torch.manual_seed(config.seed)

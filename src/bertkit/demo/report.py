@@ -67,7 +67,8 @@ def _pretraining_section(config: DemoConfig, pretraining: Pretraining, out: Path
         )
         + ".",
         f"Masking {config.masking}, dropout "
-        f"{'0.1 (the preset)' if config.pretrain_dropout is None else config.pretrain_dropout}.",
+        f"{'0.1 (the preset)' if config.pretrain_dropout is None else config.pretrain_dropout}; output embeddings "
+        f"{'tied to the word embeddings (BERT)' if config.tie_word_embeddings else 'untied (a decoder matrix of its own)'}.",
         f"Updates: {run.step}, stopped by {_stop_reason(run.stop_reason, config)}; "
         f"skipped non-finite steps: {run.skipped_steps}.",
         "",
