@@ -670,16 +670,25 @@ def _where(result: dict[str, Any]) -> str:
 def downstream_lines(result: dict[str, Any]) -> list[str]:
     """The fine-tuning scores of a ``--downstream`` result: a row per side, mean ± sample sd over seeds."""
     down = result["downstream"]
-    settings, pol, punc = down["settings"], down["settings"]["polarity"], down["settings"]["punctuation"]
+    settings = down["settings"]
+    tasks = []
+    if "polarity" in settings:
+        pol = settings["polarity"]
+        sentences = next(r["polarity"]["train_examples"] for r in down["results"].values() if "polarity" in r)
+        tasks.append(
+            f"sentence polarity on {sentences:,} sentences of `{pol['train']}`, {pol['epochs']:g} epochs at "
+            f"{pol['lr']:g}, accuracy on {pol['dev_examples']:,} dev sentences"
+        )
+    if "punctuation" in settings:
+        punc = settings["punctuation"]
+        tasks.append(
+            f"punctuation restoration on {punc['train_examples']:,} windows of `{punc['text']}`, {punc['epochs']:g} "
+            f"epochs at {punc['lr']:g}, F1 of the marks on {punc['dev_examples']:,} dev windows"
+        )
     lines = [
         f"Each side's final weights from a run of {result['settings']['budget']:g} s a side, and the same network "
         f"at random initialisation, fine-tuned the way the demo fine-tunes (`bertkit.demo.finetuning`, batch "
-        f"{settings['batch']}, {settings['max_seq_length']} tokens): sentence polarity on "
-        f"{next(r['polarity']['train_examples'] for r in down['results'].values() if 'polarity' in r):,} "
-        f"sentences of `{pol['train']}`, "
-        f"{pol['epochs']:g} epochs at {pol['lr']:g}, accuracy on {pol['dev_examples']:,} dev sentences; "
-        f"punctuation restoration on {punc['train_examples']:,} windows of `{punc['text']}`, {punc['epochs']:g} "
-        f"epochs at {punc['lr']:g}, F1 of the marks on {punc['dev_examples']:,} dev windows. Each score is the dev "
+        f"{settings['batch']}, {settings['max_seq_length']} tokens): {'; '.join(tasks)}. Each score is the dev "
         f"score after the last epoch, mean ± sample sd over seeds {', '.join(map(str, settings['seeds']))}. "
         f"Pre-training measured with {_where(result)}; fine-tuning with "
         f"{'; '.join(_where(run) for run in down['runs'])}.",
