@@ -212,6 +212,9 @@ def test_classification_student_with_unlabeled_text_loads_in_transformers(teache
     assert record["teacher_layers"] == [0, 3] and record["kind"] == "layers"
     assert json.loads((output / "config.json").read_text())["num_hidden_layers"] == 2
     assert (output / "metrics.jsonl").is_file() and not (tmp_path / "student.partial").exists()
+    assert not (tmp_path / "student.partial-student").exists()
+    code, out, err = run_cli([*args, "--overwrite"], capsys)  # again over the finished run
+    assert code == 0, err
     theirs, ours = _transformers_logits(output, "BertForSequenceClassification", ["good movie", "a bad story"])
     torch.testing.assert_close(theirs, ours, atol=1e-5, rtol=1e-4)
     code, out, err = run_cli(["evaluate", "--model", output, "--input", data["cls"]], capsys)

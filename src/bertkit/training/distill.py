@@ -397,7 +397,9 @@ def distill(config: FinetuneConfig, settings: DistillConfig) -> FinetuneResult:
     if not teacher_dir.is_dir():
         raise ConfigError(f"--teacher {teacher_dir} is not a model directory")
     partial = config.partial_dir
-    student = build_student(settings.student, teacher_dir, partial / "student", seed=config.train.seed)
+    # Beside the work dir, not in it: fine-tuning's output check clears a finished run's leftover work dir.
+    student_dir = partial.with_name(partial.name + "-student")
+    student = build_student(settings.student, teacher_dir, student_dir, seed=config.train.seed)
     teacher_config = BertConfig.load(teacher_dir)
     own = family(config.task)
     head = own.head if own.trains_encoder else None
