@@ -5,6 +5,7 @@ files unchanged, and ``pretrain --no-tie-word-embeddings`` resuming exactly and 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 
 import pytest
@@ -128,3 +129,25 @@ def test_untied_pretraining_resumes_exactly_and_fine_tunes(tmp_path, capsys):
         assert (load_model(final)(ids).mlm_logits - theirs(input_ids=ids).prediction_logits).abs().max() < 1e-5
     classifier = transformers.BertForSequenceClassification.from_pretrained(final, num_labels=2)
     assert classifier.config.tie_word_embeddings is False
+
+
+def test_the_choice_builds_new_models_of_either_architecture_and_init_from_keeps_its_own(tmp_path, caplog):
+    from bertkit.data.shards import open_dataset
+    from bertkit.training.pretrain import build_config, build_model
+
+    data = make_pretraining_dataset(tmp_path / "d", n_train=8, n_eval=0, seq=24, vocab=60, nsp=False)
+
+    def built(**options):
+        values = dict(data=str(data), output=str(tmp_path / "run"), model_config="tiny", max_steps=1)
+        config = build_config({**values, **options})
+        return build_model(config, open_dataset(data))
+
+    bert, modern = built(tie_word_embeddings=False), built(tie_word_embeddings=False, architecture="modernbert")
+    assert not bert.config.tie_word_embeddings and not modern.config.tie_word_embeddings
+    assert modern.decoder.weight is not modern.model.embeddings.tok_embeddings.weight
+    assert built().config.tie_word_embeddings  # the preset's: tied
+    save_pretrained(bert, tmp_path / "untied")
+    with caplog.at_level(logging.INFO, logger="bertkit"):
+        again = built(tie_word_embeddings=True, init_from=str(tmp_path / "untied"))
+    assert not again.config.tie_word_embeddings
+    assert any("untied output embeddings; they are kept" in r.getMessage() for r in caplog.records)

@@ -27,7 +27,7 @@ import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 import torch
 
@@ -109,7 +109,7 @@ class PretrainConfig:
     and the feed-forward block, and a final one: RoBERTa-PreLayerNorm's layout, masked LM only); default: the
     ``--model-config``'s (``post`` for a preset). ``--init-from`` keeps its checkpoint's."""
     tie_word_embeddings: bool | None = None
-    """Whether a new BERT model's masked-LM decoder is its word embedding matrix (BERT's tied output embedding)
+    """Whether a new model's masked-LM decoder is its word embedding matrix (BERT's tied output embedding)
     or a matrix of its own (``--no-tie-word-embeddings``: the input embeddings no longer serve as the output
     softmax, which keeps them better spread for fine-tuning; docs/pretraining.md); default: the
     ``--model-config``'s (tied for a preset). ``--init-from`` keeps its checkpoint's."""
@@ -271,14 +271,29 @@ def build_model(
             model_config, hidden_dropout_prob=config.dropout, attention_probs_dropout_prob=config.dropout
         )
     model_config = _with_layer_norm_position(config, model_config, nsp)
-    if config.tie_word_embeddings is not None and config.init_from is None:
-        model_config = dataclasses.replace(model_config, tie_word_embeddings=config.tie_word_embeddings)
+    model_config = _with_tie_word_embeddings(config, model_config)
     _check_positions(meta["settings"]["max_seq_length"], model_config.max_position_embeddings)
     model = head(model_config, attn_implementation=config.attn_implementation)
     if config.init_from is not None:
         source = Path(config.init_from)
         load_hf_state_dict(model, read_state_dict(source), source=str(source))
     return model
+
+
+_Config = TypeVar("_Config", BertConfig, ModernBertConfig)
+
+
+def _with_tie_word_embeddings(config: PretrainConfig, model_config: _Config) -> _Config:
+    """``model_config`` (BERT's or ModernBERT's) with the run's ``tie_word_embeddings``, for a new model only:
+    ``--init-from`` keeps its checkpoint's, said once where the run asked otherwise."""
+    wanted = config.tie_word_embeddings
+    if wanted is None or wanted == model_config.tie_word_embeddings:
+        return model_config
+    if config.init_from is None:
+        return dataclasses.replace(model_config, tie_word_embeddings=wanted)
+    kept = "tied" if model_config.tie_word_embeddings else "untied"
+    notice(f"--init-from {config.init_from} has {kept} output embeddings; they are kept")
+    return model_config
 
 
 def _with_layer_norm_position(config: PretrainConfig, model_config: BertConfig, nsp: bool) -> BertConfig:
@@ -334,6 +349,7 @@ def build_modernbert(config: PretrainConfig, meta: Mapping[str, Any]) -> ModernB
     if config.dropout is not None:
         d = config.dropout
         model_config = dataclasses.replace(model_config, attention_dropout=d, mlp_dropout=d, embedding_dropout=d)
+    model_config = _with_tie_word_embeddings(config, model_config)
     _check_positions(meta["settings"]["max_seq_length"], model_config.max_position_embeddings)
     model = ModernBertForMaskedLM(model_config)
     if config.init_from is not None:
