@@ -114,7 +114,9 @@ PRE_LN_HEAD_NAMES: dict[str, list[tuple[str, str]]] = {
 BUFFERS = {"embeddings.position_ids", "embeddings.token_type_ids"}
 # Aliases of tied or duplicated tensors in older checkpoints.
 _ALIASES = {"cls.predictions.decoder.bias": "cls.predictions.bias", "lm_head.decoder.bias": "lm_head.bias"}
-TIED = {"cls.predictions.decoder.weight", "lm_head.decoder.weight"}
+_DECODER_WEIGHTS = {"cls.predictions.bias": "cls.predictions.decoder.weight", "lm_head.bias": "lm_head.decoder.weight"}
+"""A masked-LM head's output bias -> where ``transformers`` stores its decoder matrix (an untied model's only)."""
+TIED = set(_DECODER_WEIGHTS.values())
 _ENCODER_PREFIXES = ("embeddings.", "encoder.", "pooler.")
 
 
@@ -160,7 +162,7 @@ def _with_decoder(head: list[tuple[str, str]], config: BertConfig) -> list[tuple
     bias = dict(head).get("mlm.decoder.bias")
     if config.tie_word_embeddings or bias is None:
         return head
-    return [*head, ("mlm.decoder.weight", bias.replace(".bias", ".decoder.weight"))]
+    return [*head, ("mlm.decoder.weight", _DECODER_WEIGHTS[bias])]
 
 
 def encoder_names(config: BertConfig) -> list[tuple[str, str | tuple[str, ...]]]:
