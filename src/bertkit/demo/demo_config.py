@@ -80,9 +80,9 @@ class DemoConfig:
     over a small corpus from memorising it; both fine-tuning starts get the same network."""
     tie_word_embeddings: bool = False
     """Whether the masked-LM decoder is the word embedding matrix (BERT's tied output embedding). The demo unties
-    it: with the tied matrix, the input embeddings the fine-tuning starts from crowd into one direction and the
-    pre-trained start lost to random initialisation on polarity (docs/experiments.md); both fine-tuning starts
-    get the same network."""
+    it: the run leaves the frequent-token plateau sooner, and the word embeddings fine-tuning starts from stay
+    spread out instead of crowding into one direction (docs/pretraining.md, "Untied output embeddings"); both
+    fine-tuning starts get the same network."""
     pretrain_eval_every: int = 200
     """Updates between held-out evaluations; each new best held-out loss is exported to ``pretrain/best``,
     the start of fine-tuning."""
