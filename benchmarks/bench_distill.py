@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -433,10 +432,8 @@ def speed_comparison(teacher: Path, train: Path, work: Path, n: int, student: st
         max_seq_length=64,
         max_train_examples=n,
         train_options=QUIET,
+        overwrite=True,  # a --work timed before
     )
-    # a --work timed before: its output removed (distill --overwrite over a finished run loses the student it
-    # builds in the run's .partial folder, which finetune clears when the output holds a finished run)
-    shutil.rmtree(work / "speed", ignore_errors=True)
     ours = distill(config, DistillConfig(str(teacher), student)).epoch_seconds[0]
     start_dir = build_student(student, teacher, work / "speed-start").directory
     theirs = peer_epoch(teacher, start_dir, train, n)
