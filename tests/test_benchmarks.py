@@ -124,6 +124,10 @@ def check_finetune(out: Path, stdout: str) -> None:
 def check_distill(out: Path, stdout: str) -> None:
     result = read(out)
     assert set(result["families"]) == {"sst2", "conll", "squad_pairs"} and result["speed"]["speedup"] > 0
+    assert [(row["student"], row["speedup"] > 0) for row in result["speed_per_student"]] == [
+        ("1", True),
+        ("tiny", True),
+    ]
     for family in result["families"].values():
         models = family["models"]
         students = {"1-distilled", "1-direct", "tiny-distilled", "tiny-direct"}
