@@ -644,9 +644,7 @@ def main(argv: list[str] | None = None) -> int:
     if "sst2" in results["families"] and args.stage != "quality":
         teacher = work / "sst2" / "teacher"
         train = data["sst2"][0] if args.smoke else work / "sst2" / "train.tsv"
-        students = (args.peer_students or args.students).split(",")
-        if not args.peer_students:
-            students = students[:1]
+        students = (args.peer_students or args.students.split(",")[0]).split(",")
         comparisons = [speed_comparison(teacher, train, work, args.peer_examples, student) for student in students]
         results["speed"] = comparisons[0]
         results["speed_per_student"] = comparisons
