@@ -63,6 +63,8 @@ def test_demo_runs_and_reports_the_comparison(tmp_path, caplog, capsys):
     assert pretrained["hidden_dropout_prob"] == pretrained["attention_probs_dropout_prob"] == 0.0
     assert pretrained["architectures"] == ["BertForMaskedLM"]  # the modern recipe: no next-sentence head
     assert pretrained["tie_word_embeddings"] is False and "output embeddings untied" in report  # the demo's default
+    run_config = json.loads((tmp_path / "demo" / "pretrain" / "pretrain_config.json").read_text())
+    assert run_config["train"]["schedule"] == "wsd"  # the recipe's learning-rate schedule
     for stage in ("pre-train", "fine-tune (pre-trained, seed 1)", "fine-tune (random init, seed 2)"):
         assert stage in config.timings
     # Punctuation restoration, built from books the pre-training did not read, the same two starts.

@@ -75,6 +75,7 @@ def test_pretrain_finetune_embed_and_serve_a_modernbert(tmp_path: Path, capsys: 
     final = runs / "final"
     evals = [json.loads(line) for line in (runs / "metrics.jsonl").read_text().splitlines()]
     assert any(r["split"] == "eval" and "nsp_loss" not in r for r in evals)
+    assert json.loads((runs / "pretrain_config.json").read_text())["train"]["schedule"] == "wsd"  # the recipe's
     theirs = transformers.AutoModelForMaskedLM.from_pretrained(final).eval()
     assert type(theirs).__name__ == "ModernBertForMaskedLM"
     inputs = reference_inputs(final)

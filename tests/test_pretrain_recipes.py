@@ -161,14 +161,18 @@ def test_dropout_off_and_the_modern_recipe_defaults(dynamic, tmp_path):
     from bertkit.data import open_dataset
 
     cfg = build_config(dict(data=str(dynamic), output=str(tmp_path), max_steps=2, recipe="modern"))
-    assert (cfg.masking_rate, cfg.masking_rate_end, cfg.dropout) == (0.3, 0.15, 0.0)
+    assert (cfg.masking_rate, cfg.masking_rate_end, cfg.dropout, cfg.train.schedule.name) == (0.3, 0.15, 0.0, "wsd")
     config = build_model(cfg, open_dataset(dynamic)).config
     assert isinstance(config, BertConfig)
     assert config.hidden_dropout_prob == 0 and config.attention_probs_dropout_prob == 0
     explicit = build_config(dict(data=str(dynamic), output=str(tmp_path), max_steps=2, recipe="modern", dropout=0.1))
     assert explicit.dropout == 0.1
+    linear = build_config(
+        dict(data=str(dynamic), output=str(tmp_path), max_steps=2, recipe="modern", schedule="linear")
+    )
+    assert linear.train.schedule.name == "linear"
     bert = build_config(dict(data=str(dynamic), output=str(tmp_path), max_steps=2))
-    assert (bert.recipe, bert.masking_rate, bert.dropout) == ("bert", None, None)
+    assert (bert.recipe, bert.masking_rate, bert.dropout, bert.train.schedule.name) == ("bert", None, None, "linear")
 
 
 # ------------------------------------------------------------------------------------------ schedules
@@ -202,7 +206,7 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "wsd": dict(schedule="wsd", warmup_steps=2),
     "onecycle": dict(schedule="onecycle", warmup_steps=3),
     "batch warmup": dict(batch_warmup_steps=6),
-    "modern": dict(recipe="modern", nsp_data=True, schedule="wsd", batch_warmup_steps=6),
+    "modern": dict(recipe="modern", nsp_data=True, batch_warmup_steps=6),
 }
 
 

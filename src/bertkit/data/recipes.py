@@ -3,7 +3,8 @@
 ``bert`` is the paper's recipe and changes nothing: next-sentence pairs, static masks at 15 %, dropout 0.1,
 linear warmup and decay. ``modern`` takes what the recent encoders found to buy quality per hour of
 compute: RoBERTa's full-sentence blocks without next-sentence prediction, masks drawn afresh for every pass
-at a rate that decays from 30 % to 15 % (Wettig et al. 2023), no dropout (Cramming). docs/pretraining.md
+at a rate that decays from 30 % to 15 % (Wettig et al. 2023), no dropout (Cramming), and a warmup-stable-decay
+learning rate (flat after the warmup, a linear decay over the last fifth). docs/pretraining.md
 ("Recipes") has the measurements of ``benchmarks/bench_time_to_quality.py``. Pre-LN layers
 (``layer_norm_position="pre"``) were measured against BERT's post-LN there and did not win, so ``modern`` keeps
 post-LN; untied output embeddings (``tie_word_embeddings=False``) did not win at that budget either, so it keeps
@@ -29,7 +30,7 @@ PREPARE_DEFAULTS: dict[str, dict[str, Any]] = {
 
 PRETRAIN_DEFAULTS: dict[str, dict[str, Any]] = {
     "bert": {},
-    "modern": {"masking_rate": 0.3, "masking_rate_end": 0.15, "dropout": 0.0},
+    "modern": {"masking_rate": 0.3, "masking_rate_end": 0.15, "dropout": 0.0, "schedule": "wsd"},
 }
 """``pretrain`` options of each recipe (flat names, training options included)."""
 

@@ -10,6 +10,7 @@ import torch
 
 from bertkit.config import BertConfig
 from bertkit.data import PrepareConfig, prepare_dataset
+from bertkit.data.recipes import PRETRAIN_DEFAULTS
 from bertkit.demo.demo_config import DemoConfig
 from bertkit.demo.records import FillMask, Predictions, Pretraining, Vocabulary
 from bertkit.demo.timing import timed
@@ -102,6 +103,7 @@ def pretrain_model(config: DemoConfig, data: Path, model_config: Path, output: P
                     max_steps=config.scale.pretrain_steps,
                     micro_batch_size=config.micro_batch_size,
                     lr=config.pretrain_lr,
+                    schedule=PRETRAIN_DEFAULTS[config.recipe].get("schedule", "linear"),
                     warmup_ratio=config.pretrain_warmup_ratio,
                     adam_beta2=config.pretrain_adam_beta2,
                     seed=config.seed,
