@@ -94,7 +94,9 @@ class PretrainConfig:
     """Data-loader worker processes per training process (masks and order do not depend on it)."""
     recipe: RecipeName = "bert"
     """``bert`` (the paper's recipe) or ``modern`` (masking 30 % decayed to 15 % on full-sentence data, no
-    dropout: docs/pretraining.md, "Recipes"); fills only the options not given."""
+    dropout, warmup-stable-decay: docs/pretraining.md, "Recipes"); fills only the options not given. The
+    schedule is a ``train`` option: :func:`build_config` (the command line) fills it, a ``TrainConfig`` built
+    by hand keeps its own."""
     masking_rate: float | None = None
     """Rate of dynamic masking at the start of the run (needs data prepared with ``--masking dynamic``);
     default: the recipe's (``bert``: the dataset's ``--masked-lm-prob``; ``modern``: 0.3)."""
