@@ -19,7 +19,7 @@ training books. The sides:
   concatenated and cut into blocks (what ``run_mlm.py`` does).
 
 Every side gets the same optimizer settings (AdamW, ``--lr``, weight decay 0.01, eps 1e-6, clipping 1.0,
-linear warmup over 10 %), micro-batch ``--batch`` and the budget. A schedule needs the run's length in
+warmup over 10 %, then the recipe's decay: linear, warmup-stable-decay for ``modern``), micro-batch ``--batch`` and the budget. A schedule needs the run's length in
 updates, so each side first runs ``--calibrate`` seconds to measure its pace, then runs ``pace x budget``
 updates (the peers are also stopped at the budget). The clock (``--clock``) counts by default the CPU seconds
 of the training process, not elapsed time: with one thread pinned to one core, it is the elapsed time of a core
@@ -27,7 +27,9 @@ nothing else uses, and jobs that the scheduler puts on the same core for a while
 side. The clock starts when training is called (data preparation and
 tokenisation are outside it, for every side); the weights are copied at every tenth of the budget and scored
 after the run, outside the clock. ``--ablation`` runs the paper's recipe, each option alone, ``--recipe modern``
-and modern with warmup-stable-decay (bertkit only) over ``--seeds``.
+and modern with one option changed (bertkit only) over ``--seeds``. Runs of other seeds, one per core or machine
+at the same time, become one result with ``--merge seed1.json seed2.json ... --output RESULT``: the goals are
+then judged seed by seed.
 
 ``--downstream`` then scores every side the way the demo scores its pre-training: each side's final weights (of
 the first seed) are kept as a model directory with the benchmark's tokenizer (bertkit's ``save_pretrained``;
@@ -92,7 +94,7 @@ ABLATION: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "batch warmup 8->32": ({}, {"micro_batch_size": 8, "global_batch_size": 32, "batch_warmup_ratio": 0.2}),
     "untied output embeddings": ({}, {"tie_word_embeddings": False}),
     "modern": ({"recipe": "modern"}, {"recipe": "modern"}),
-    "modern + warmup-stable-decay": ({"recipe": "modern"}, {"recipe": "modern", "schedule": "wsd"}),
+    "modern, linear schedule": ({"recipe": "modern"}, {"recipe": "modern", "schedule": "linear"}),
     "modern + untied output embeddings": ({"recipe": "modern"}, {"recipe": "modern", "tie_word_embeddings": False}),
     "modern, post-LN": ({"recipe": "modern"}, {"recipe": "modern", "layer_norm_position": "post"}),
     "modern, pre-LN": ({"recipe": "modern"}, {"recipe": "modern", "layer_norm_position": "pre"}),
@@ -102,7 +104,7 @@ ABLATION: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"recipe": "modern", "layer_norm_position": "post", "lr_scale": 2},
     ),
 }
-"""Each option alone on top of the paper's recipe, then ``--recipe modern`` and modern with one more option:
+"""Each option alone on top of the paper's recipe, then ``--recipe modern`` and modern with one option changed:
 (prepare-data options, pretrain options). ``lr_scale`` multiplies ``--lr``. The post-LN and pre-LN sides run the
 modern recipe with each layout, at ``--lr`` and at twice it (``--sides 'modern, post-LN' 'modern, pre-LN'``...)."""
 
@@ -445,24 +447,41 @@ def time_to(curve: list[dict[str, float]], target: float) -> float | None:
 
 
 def table(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """Time of each side to reach the final accuracy of the transformers MLM run, and the two goals."""
+    """Time of each side to reach the final accuracy of each transformers run, and the two goals, seed by seed:
+    the i-th run of a side against the i-th run of the peer. ``seconds`` holds the first seed's times; a goal is
+    met when every seed meets it, and its ``ratio`` is the mean over seeds."""
     out: dict[str, Any] = {}
     for reference in ("hf-mlm", "hf-pretraining"):
         if reference not in results:
             continue
-        target = results[reference][0]["final"]
-        out[reference] = {
-            "target_mlm_acc": target,
-            "seconds": {side: time_to(runs[0]["curve"], target) for side, runs in results.items()},
-        }
+        per_seed = [
+            {
+                "seed": peer_run["seed"],
+                "target_mlm_acc": peer_run["final"],
+                "seconds": {
+                    side: time_to(runs[i]["curve"], peer_run["final"])
+                    for side, runs in results.items()
+                    if i < len(runs)
+                },
+            }
+            for i, peer_run in enumerate(results[reference])
+        ]
+        out[reference] = {**per_seed[0], "per_seed": per_seed}
+        del out[reference]["seed"]
     goals = {}
     for mine, peer, share in (("bertkit-modern", "hf-mlm", 1 / 4), ("bertkit-bert", "hf-pretraining", 1 / 3)):
         if mine in results and peer in out:
-            own, theirs = out[peer]["seconds"][mine], out[peer]["seconds"][peer]
-            ratio = own / theirs if own is not None and theirs else None
-            goals[f"{mine} vs {peer}"] = {"ratio": ratio, "goal": share, "met": ratio is not None and ratio <= share}
+            ratios = [_ratio(row["seconds"].get(mine), row["seconds"][peer]) for row in out[peer]["per_seed"]]
+            known = [r for r in ratios if r is not None]
+            ratio = statistics.mean(known) if known and len(known) == len(ratios) else None
+            met = ratio is not None and all(r <= share for r in known)
+            goals[f"{mine} vs {peer}"] = {"ratio": ratio, "ratios": ratios, "goal": share, "met": met}
     out["goals"] = goals
     return out
+
+
+def _ratio(own: float | None, theirs: float | None) -> float | None:
+    return own / theirs if own is not None and theirs else None
 
 
 def summary(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -662,6 +681,9 @@ def _seconds(value: float | None) -> str:
 
 
 def _where(result: dict[str, Any]) -> str:
+    if "merged" in result:
+        parts = "; ".join(_where(part) for part in result["merged"])
+        return f"{len(result['merged'])} runs merged by `{result['command']}`: {parts}"
     info = result["machine"]
     load = ", ".join(f"{x:.1f}" for x in info.get("load_average") or [])
     return f"`{result['command']}` on {info['cpu']} ({info['cpu_features']}), load average {load} at the end; {result['note']}"
@@ -711,6 +733,40 @@ def _scores(row: dict[str, Any] | None, seeds: int) -> str:
     return cell if len(row["seeds"]) == seeds else f"{cell} (seeds {', '.join(map(str, row['seeds']))})"
 
 
+def _updates(runs: list[dict[str, Any]]) -> str:
+    return ", ".join(str(run["steps"]) for run in runs)
+
+
+def _finals(runs: list[dict[str, Any]]) -> str:
+    finals = [run["final"] for run in runs]
+    return f"{finals[0]:.4f}" if len(finals) == 1 else f"{statistics.mean(finals):.4f} ± {statistics.stdev(finals):.4f}"
+
+
+def _times(reference: dict[str, Any] | None, side: str) -> str:
+    """The seconds ``side`` took to reach the peer's final accuracy, seed by seed."""
+    if reference is None:
+        return "not run"
+    rows = reference.get("per_seed") or [reference]
+    times = [row["seconds"].get(side) for row in rows]
+    if len(times) == 1:
+        return _seconds(times[0])
+    return " / ".join("not reached" if t is None else f"{t:.0f}" for t in times) + " s"
+
+
+def _goal_line(name: str, goal: dict[str, Any]) -> str:
+    verdict = "met" if goal["met"] else "missed"
+    ratios = goal.get("ratios") or [goal["ratio"]]
+    if goal["ratio"] is None:
+        ratio = "never reached" if len(ratios) == 1 else "not reached on every seed"
+    elif len(ratios) == 1:
+        ratio = f"{goal['ratio']:.2f} of the peer's time"
+    else:
+        each = ", ".join(f"{r:.2f}" for r in ratios)
+        ratio = f"{goal['ratio']:.2f} of the peer's time, the mean of seeds at {each}"
+        verdict = f"{verdict} on every seed" if goal["met"] else f"{verdict} on at least one seed"
+    return f"- {name}: {ratio} (goal at most {goal['goal']:.2f}): {verdict}."
+
+
 def render_section(
     ttq: dict[str, Any] | None, ablation: dict[str, Any] | None, downstream: dict[str, Any] | None = None
 ) -> str:
@@ -728,14 +784,11 @@ def render_section(
             "time to BertForPreTraining's final |",
             "|---|---|---|---|---|",
         ]
-        for side, (run, *_) in ttq["results"].items():
-            to_mlm = table_.get("hf-mlm", {}).get("seconds", {}).get(side)
-            to_nsp = table_.get("hf-pretraining", {}).get("seconds", {}).get(side)
-            lines.append(f"| {side} | {run['steps']} | {run['final']:.4f} | {_seconds(to_mlm)} | {_seconds(to_nsp)} |")
+        for side, runs in ttq["results"].items():
+            times = [_times(table_.get(peer), side) for peer in ("hf-mlm", "hf-pretraining")]
+            lines.append(f"| {side} | {_updates(runs)} | {_finals(runs)} | {' | '.join(times)} |")
         lines.append("")
-        for name, goal in table_["goals"].items():
-            ratio = "never reached" if goal["ratio"] is None else f"{goal['ratio']:.2f} of the peer's time"
-            lines.append(f"- {name}: {ratio} (goal at most {goal['goal']:.2f}): {'met' if goal['met'] else 'missed'}.")
+        lines += [_goal_line(name, goal) for name, goal in table_["goals"].items()]
         lines += ["", "![time to quality](../benchmarks/results/time_to_quality.png)", ""]
     if downstream is not None and "downstream" in downstream:
         lines += downstream_lines(downstream)
@@ -772,6 +825,59 @@ def write_doc(check: bool) -> int:
     DOC.write_text(new, encoding="utf-8")
     print(f"wrote {DOC}")
     return 0
+
+
+SAME_SETTINGS = ("ablation", "budget", "calibrate", "model", "seq", "batch", "lr", "vocab_size", "dupe_factor",
+                 "heldout_book", "heldout_blocks", "threads", "clock", "seed")  # fmt: skip
+"""The settings runs must share to be merged: everything but the training seeds and the note."""
+
+
+def merge(paths: list[Path], output: Path, argv: list[str]) -> dict[str, Any]:
+    """One result from the runs of ``paths`` (the same settings, other seeds: one run per core or machine), with
+    the summary, table and curves computed over all their seeds."""
+    parts = [json.loads(path.read_text(encoding="utf-8")) for path in paths]
+    first = parts[0]
+    for path, part in zip(paths[1:], parts[1:], strict=True):
+        differ = [k for k in SAME_SETTINGS if part["settings"].get(k) != first["settings"].get(k)]
+        if differ or list(part["results"]) != list(first["results"]):
+            what = ", ".join(differ) or "sides"
+            raise SystemExit(f"--merge: {path} differs from {paths[0]} in {what}; merge runs of the same settings only")
+    results = {side: [run for part in parts for run in part["results"][side]] for side in first["results"]}
+    seeds = [run["seed"] for run in next(iter(results.values()))]
+    if len(set(seeds)) != len(seeds):
+        raise SystemExit(f"--merge: the files repeat a seed ({seeds}); merge runs of other seeds")
+    ablation = first["settings"]["ablation"]
+    payload = {
+        "command": "python benchmarks/bench_time_to_quality.py " + shlex.join(argv),
+        "merged": [{key: part[key] for key in ("command", "machine", "note")} for part in parts],
+        "machine": first["machine"],
+        "note": "; ".join(part["note"] for part in parts),
+        "settings": {**first["settings"], "seeds": seeds},
+        "heldout": first["heldout"],
+        "pace_updates_per_s": [part["pace_updates_per_s"] for part in parts],
+        "summary": summary(results),
+        "table": None if ablation else table(results),
+        "results": results,
+    }
+    write_json(output, payload)
+    settings = first["settings"]
+    plot(results, output.with_suffix(".png"), f"{settings['model']}, {settings['threads']} thread(s), "
+         f"{settings['budget']:g} s a side, seeds {', '.join(map(str, seeds))}")  # fmt: skip
+    return payload
+
+
+def print_merged(payload: dict[str, Any]) -> int:
+    print(json.dumps(payload["table"] or payload["summary"], indent=1))
+    return 0
+
+
+def result_file_options(parser: argparse.ArgumentParser) -> None:
+    """What is done with result files instead of a run: the docs section, and merging runs of other seeds."""
+    parser.add_argument("--doc", action="store_true", help="write the recipes section of docs/pretraining.md")
+    parser.add_argument("--check", action="store_true", help="with --doc: exit 1 if the section is out of date")
+    parser.add_argument(
+        "--merge", nargs="+", type=Path, default=None, help="result files of other seeds to merge into --output"
+    )
 
 
 def downstream_options(parser: argparse.ArgumentParser) -> None:
@@ -826,14 +932,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu", help=CLOCK_HELP)
     parser.add_argument("--note", default="shared machine: other engineers' jobs ran on the same 2 cores")
-    parser.add_argument("--doc", action="store_true", help="write the recipes section of docs/pretraining.md")
-    parser.add_argument("--check", action="store_true", help="with --doc: exit 1 if the section is out of date")
+    result_file_options(parser)
     downstream_options(parser)
     add_options(parser)
     args = parser.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else argv
     if args.doc:
         return write_doc(args.check)
+    if args.merge:
+        if not args.output:
+            raise SystemExit("--merge needs --output: the file the merged result goes to")
+        return print_merged(merge(args.merge, Path(args.output), args.argv))
     if args.smoke:
         smoke_settings(args)
     set_threads(args.threads)

@@ -274,6 +274,30 @@ def check_time_to_quality(out: Path, stdout: str) -> None:
     assert down["settings"]["punctuation"]["train_examples"] == 16
     section = load("bench_time_to_quality").render_section(None, None, result)
     assert "| random init | 0 |  |" in section and "| hf-mlm |" in section
+    check_time_to_quality_merge(out, result)
+
+
+def check_time_to_quality_merge(out: Path, result: dict) -> None:
+    """Runs of other seeds (one per core or machine) merge into one result, the goals judged seed by seed."""
+    module = load("bench_time_to_quality")
+    other = json.loads(json.dumps(result))
+    for runs in other["results"].values():
+        runs[0]["seed"] = 2
+    (second := out.with_name("seed2.json")).write_text(json.dumps(other), encoding="utf-8")
+    merged = module.merge([out, second], out.with_name("merged.json"), ["--merge", "a", "b"])
+    assert merged["settings"]["seeds"] == [1, 2] and all(len(runs) == 2 for runs in merged["results"].values())
+    assert out.with_name("merged.png").is_file() and len(merged["merged"]) == 2
+    for name, goal in merged["table"]["goals"].items():
+        assert goal["ratios"] == [result["table"]["goals"][name]["ratio"]] * 2
+    assert [row["seed"] for row in merged["table"]["hf-mlm"]["per_seed"]] == [1, 2]
+    section = module.render_section(merged, None)
+    assert "2 runs merged by `python benchmarks/bench_time_to_quality.py --merge a b`" in section
+    with pytest.raises(SystemExit, match="repeat a seed"):
+        module.merge([out, out], out.with_name("twice.json"), [])
+    other["settings"]["budget"] += 1
+    second.write_text(json.dumps(other), encoding="utf-8")
+    with pytest.raises(SystemExit, match="differs from .* in budget"):
+        module.merge([out, second], out.with_name("other.json"), [])
 
 
 def check_reliability_tables(out: Path, stdout: str) -> None:
