@@ -748,9 +748,7 @@ def _times(reference: dict[str, Any] | None, side: str) -> str:
         return "not run"
     rows = reference.get("per_seed") or [reference]
     times = [row["seconds"].get(side) for row in rows]
-    if len(times) == 1:
-        return _seconds(times[0])
-    return " / ".join("not reached" if t is None else f"{t:.0f}" for t in times) + " s"
+    return " / ".join(_seconds(t) for t in times)
 
 
 def _goal_line(name: str, goal: dict[str, Any]) -> str:
