@@ -296,7 +296,7 @@ def check_time_to_quality_merge(out: Path, result: dict) -> None:
         module.merge([out, out], out.with_name("twice.json"), [])
     other["settings"]["budget"] += 1
     second.write_text(json.dumps(other), encoding="utf-8")
-    with pytest.raises(SystemExit, match="differs from .* in budget"):
+    with pytest.raises(SystemExit, match=r"differs from .* in budget"):
         module.merge([out, second], out.with_name("other.json"), [])
 
 
