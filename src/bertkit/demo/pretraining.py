@@ -10,7 +10,6 @@ import torch
 
 from bertkit.config import BertConfig
 from bertkit.data import PrepareConfig, prepare_dataset
-from bertkit.data.recipes import PRETRAIN_DEFAULTS
 from bertkit.demo.demo_config import DemoConfig
 from bertkit.demo.records import FillMask, Predictions, Pretraining, Vocabulary
 from bertkit.demo.timing import timed
@@ -18,8 +17,7 @@ from bertkit.inference import fill_mask
 from bertkit.model import BertForPreTraining
 from bertkit.notices import notice
 from bertkit.training.loop import TrainResult
-from bertkit.training.pretrain import FINAL_DIR, PretrainConfig, pretrain
-from bertkit.training.train_config import TrainConfig, parse_duration
+from bertkit.training.pretrain import FINAL_DIR, build_config, pretrain
 from bertkit.weights import save_pretrained
 
 PROBES = [
@@ -91,29 +89,28 @@ def pretrain_model(config: DemoConfig, data: Path, model_config: Path, output: P
     over the shorter. Each new best held-out loss is exported to ``output/best``."""
     with timed(config.timings, "pre-train"):
         run = pretrain(
-            PretrainConfig(
-                data=str(data),
-                output=str(output),
-                model_config=str(model_config),
-                recipe=config.recipe,
-                eval_batches=config.scale.eval_batches,
-                train=TrainConfig.from_options(
-                    max_time=parse_duration(config.pretrain_time),
-                    epochs=config.pretrain_epochs,
-                    max_steps=config.scale.pretrain_steps,
-                    micro_batch_size=config.micro_batch_size,
-                    lr=config.pretrain_lr,
-                    schedule=PRETRAIN_DEFAULTS[config.recipe].get("schedule", "linear"),
-                    warmup_ratio=config.pretrain_warmup_ratio,
-                    adam_beta2=config.pretrain_adam_beta2,
-                    seed=config.seed,
-                    eval_every=config.pretrain_eval_every,
-                    save_every=1000,
-                    log_every=10,
-                    precision="fp32",
-                    best_metric="loss",
-                    best_mode="min",
-                ),
+            build_config(  # the options `bertkit pretrain` takes, so the recipe fills what is not given
+                {
+                    "data": str(data),
+                    "output": str(output),
+                    "model_config": str(model_config),
+                    "recipe": config.recipe,
+                    "eval_batches": config.scale.eval_batches,
+                    "max_time": config.pretrain_time,
+                    "epochs": config.pretrain_epochs,
+                    "max_steps": config.scale.pretrain_steps,
+                    "micro_batch_size": config.micro_batch_size,
+                    "lr": config.pretrain_lr,
+                    "warmup_ratio": config.pretrain_warmup_ratio,
+                    "adam_beta2": config.pretrain_adam_beta2,
+                    "seed": config.seed,
+                    "eval_every": config.pretrain_eval_every,
+                    "save_every": 1000,
+                    "log_every": 10,
+                    "precision": "fp32",
+                    "best_metric": "loss",
+                    "best_mode": "min",
+                }
             )
         )
     notice(f"demo: pre-training stopped ({run.stop_reason}) after {run.step} updates")
