@@ -291,7 +291,7 @@ def models(args: argparse.Namespace, work: Path) -> dict[str, str]:
         import torch
 
         from bertkit.config import BertConfig
-        from bertkit.model import BertModel
+        from bertkit.models.bert import BertModel
         from bertkit.tokenizer import Tokenizer
         from bertkit.weights import save_pretrained
 

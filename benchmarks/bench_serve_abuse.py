@@ -58,7 +58,7 @@ def make_model(directory: Path, preset: str = "mini") -> Path:
     import torch
 
     from bertkit.config import BertConfig
-    from bertkit.model import BertForPreTraining
+    from bertkit.models.bert import BertForPreTraining
     from bertkit.tokenizer import Tokenizer
     from bertkit.weights import save_pretrained
 

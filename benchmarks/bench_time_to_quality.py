@@ -73,7 +73,7 @@ from bertkit.data.instances import full_sentence_blocks
 from bertkit.data.masking import MaskingSpec, mask_tokens
 from bertkit.demo.demo_config import DemoConfig, DemoScale
 from bertkit.demo.finetuning import Recipe, finetune_once, polarity_recipe, punctuation_task
-from bertkit.model import BertForPreTraining
+from bertkit.models.bert import BertForPreTraining
 from bertkit.tokenizer import Tokenizer
 from bertkit.training.pretrain import build_config, pretrain
 from bertkit.weights import save_pretrained

@@ -33,7 +33,7 @@ from bertkit.checkpoint_files import load_hf_state_dict
 from bertkit.compiling import compile_model
 from bertkit.config import BertConfig
 from bertkit.data.packing import pack_batch
-from bertkit.model import BertForPreTraining
+from bertkit.models.bert import BertForPreTraining
 from bertkit.training.optim import param_groups
 from bertkit.training.run_log import measure_matmul_peak, pretraining_flops_per_token
 from harness import RESULTS, add_options, output_path, write_json

@@ -1,5 +1,5 @@
 """Training-step cost of padding: one MiniLM-shaped classifier step (forward + backward) on random batches of
-mixed lengths, padded through every layer vs unpadded (``bertkit.model.Unpadded``), and on batches of the same
+mixed lengths, padded through every layer vs unpadded (``bertkit.models.bert.Unpadded``), and on batches of the same
 token count with no padding at all (what perfect length grouping would give).
 
     python benchmarks/bench_unpad.py --threads 1
@@ -16,7 +16,7 @@ import time
 import torch
 
 from bertkit.config import BertConfig
-from bertkit.model import BertForSequenceClassification
+from bertkit.models.bert import BertForSequenceClassification
 from harness import RESULTS, add_options, output_path, set_threads, write_json
 from machine_info import record
 

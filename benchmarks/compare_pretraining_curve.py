@@ -23,7 +23,7 @@ import smoke_inputs
 from bertkit.checkpoint_files import load_hf_state_dict
 from bertkit.config import BertConfig
 from bertkit.data.loader import PretrainingCollator, PretrainingDataset
-from bertkit.model import BertForPreTraining
+from bertkit.models.bert import BertForPreTraining
 from bertkit.training.optim import param_groups
 from harness import RESULTS, add_options, output_path, smoke_folder, write_json
 from machine_info import machine

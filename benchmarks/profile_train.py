@@ -39,7 +39,7 @@ from bertkit.checkpoint_files import load_hf_state_dict
 from bertkit.compiling import compile_model
 from bertkit.config import BertConfig
 from bertkit.data.loader import PretrainingCollator
-from bertkit.model import BertForPreTraining, BertForSequenceClassification
+from bertkit.models.bert import BertForPreTraining, BertForSequenceClassification
 from bertkit.training.optim import param_groups
 from harness import RESULTS, add_options, output_path, write_json
 from machine_info import git_commit, machine

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bertkit.model import BertModel
+from bertkit.models.bert import BertModel
 from bertkit.notices import show_on_stderr
 from bertkit.tokenizer import Tokenizer
 from device_mode import test_device

@@ -73,7 +73,7 @@ def write_squad(path: Path, contexts: Sequence[tuple[str, Sequence[tuple[str, st
 
 def polarity_setup(root: Path, copies: int) -> dict[str, Path]:
     """A tiny random-init encoder and a TSV of ``4 x copies`` polarity sentences (pos/neg) to fine-tune it on."""
-    from bertkit.model import BertModel
+    from bertkit.models.bert import BertModel
 
     model = save_model(root / "model", BertModel, make_tokenizer(root / "tok"))
     rows = [("good movie", "pos"), ("bad film", "neg"), ("a good story", "pos"), ("very bad", "neg")] * copies

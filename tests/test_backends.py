@@ -20,7 +20,7 @@ from bertkit.backends import cache as backend_cache
 from bertkit.cli import main
 from bertkit.cpu_features import CpuFeatures, apply_caps, parse_cpuinfo
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.model import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
+from bertkit.models.bert import BertForQuestionAnswering, BertForSequenceClassification, BertForTokenClassification
 from bertkit.quantize import is_quantized
 from inference_helpers import save_model
 

@@ -12,7 +12,7 @@ from torch._dynamo.testing import CompileCounter
 from bertkit.compiling import compile_model, is_compiled
 from bertkit.config import BertConfig
 from bertkit.errors import ConfigError
-from bertkit.model import BertForPreTraining, BertForSequenceClassification, BertModel
+from bertkit.models.bert import BertForPreTraining, BertForSequenceClassification, BertModel
 from bertkit.training import ResumableBatches, TrainConfig
 from bertkit.training.loop import Trainer
 from training_helpers import ToyModel, collate, toy_dataset

@@ -257,7 +257,7 @@ def test_tokenizer_train_strips_gutenberg_boilerplate_as_prepare_data_does(tmp_p
 
 
 def test_tokenizer_extend_reads_the_corpus_through_the_same_reader(tmp_path, capsys):
-    from bertkit.model import BertForPreTraining
+    from bertkit.models.bert import BertForPreTraining
     from inference_helpers import make_tokenizer, save_model
 
     tok = make_tokenizer(tmp_path / "tok")

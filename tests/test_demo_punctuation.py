@@ -93,7 +93,7 @@ def test_the_builder_refuses_text_without_enough_punctuation(tmp_path):
 @pytest.mark.skipif(not (ROOT / "data" / "punctuation").is_dir(), reason="the shipped punctuation books are absent")
 def test_a_few_fine_tuning_steps_on_the_shipped_books_score_the_marks(tmp_path):
     from bertkit.config import BertConfig
-    from bertkit.model import BertForPreTraining
+    from bertkit.models.bert import BertForPreTraining
     from bertkit.tokenizer import Tokenizer
     from bertkit.training.finetune import FinetuneConfig, finetune
     from bertkit.weights import save_pretrained

@@ -23,7 +23,7 @@ import torch
 import bertkit
 from bertkit.cli import main
 from bertkit.errors import ConfigError
-from bertkit.model import BertModel
+from bertkit.models.bert import BertModel
 from bertkit.training.distill import DistillConfig, distillation_loss, soft_target_loss
 from bertkit.training.finetune import FinetuneConfig, finetune
 from bertkit.training.students import build_student, take_layers

@@ -13,7 +13,7 @@ onnxruntime = pytest.importorskip("onnxruntime", reason="the export extra (onnxr
 from bertkit.cli import main  # noqa: E402
 from bertkit.errors import BertkitError  # noqa: E402
 from bertkit.export import INPUT_NAMES, export_onnx, onnx_session, output_names, verify_onnx  # noqa: E402
-from bertkit.model import (  # noqa: E402
+from bertkit.models.bert import (  # noqa: E402
     BertForMaskedLM,
     BertForPreTraining,
     BertForQuestionAnswering,

@@ -229,7 +229,7 @@ def test_a_run_stopped_by_a_signal_exits_as_shells_do_and_resumes(
     """SIGINT exits 130 and SIGTERM 143 (128 + the signal), never 0: a script must not take it for a finished
     run. The checkpoint is written first, so --resume finishes the run. The resumed run says its head comes
     from the checkpoint (not "newly initialised"), and the finished run names no checkpoint it deletes."""
-    from bertkit.model import BertForSequenceClassification
+    from bertkit.models.bert import BertForSequenceClassification
 
     forward = BertForSequenceClassification.forward
     calls = []

@@ -16,13 +16,13 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "bertkit"
 
 # Floors, bottom up: a module may import its own floor and the ones below, never one above.
-# errors, io, formats <- config, checkpoint files <- tokenizer, model <- data, features <- training, tasks <- inference <- serve, cli.
+# errors, io, formats <- config, checkpoint files <- tokenizer, models <- data, features <- training, tasks <- inference <- serve, cli.
 # (formats: the file-format layer under both the corpus reader in data/ and the labelled-data readers in tasks/.)
 FLOORS: dict[str, int] = {
     "errors": 0, "io": 0, "formats": 0, "option_groups": 0, "progress": 0, "notices": 0, "cpu_features": 0,
     "threads": 0,
     "config": 1, "checkpoint_files": 1, "hub": 1,
-    "tokenizer": 2, "model": 2, "models": 2, "weights": 2, "sentence_config": 2, "quantize": 2, "compiling": 2,
+    "tokenizer": 2, "models": 2, "weights": 2, "sentence_config": 2, "quantize": 2, "compiling": 2,
     "data": 3, "features": 3, "vocab": 3, "export": 3, "backends": 3,
     "training": 4, "tasks": 4,
     "inference": 5, "retrieval": 5, "jobs": 5,
@@ -32,7 +32,6 @@ FLOORS: dict[str, int] = {
 # below it, and knows nothing of the loader above them (weights: quantization, compilation, tokenizer files),
 # of the tokenizer, or of files itself (io, formats).
 FORBIDDEN: dict[str, set[str]] = {
-    "model": {"weights", "quantize", "compiling", "io", "formats", "tokenizer"},
     "models": {"weights", "quantize", "compiling", "io", "formats", "tokenizer"},
 }
 
@@ -115,8 +114,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_reader_sees_lazy_imports_and_cycles():
     graph = import_graph()
-    assert "bertkit.model" in graph["bertkit.weights"]
-    assert "bertkit.checkpoint_files" in graph["bertkit.model"]  # from_pretrained/save_pretrained call down
+    assert "bertkit.models.bert" in graph["bertkit.weights"]
+    assert "bertkit.checkpoint_files" in graph["bertkit.models.bert"]  # from_pretrained/save_pretrained call down
     assert "bertkit.data.loader" in graph["bertkit.data"]  # imported inside the package's __getattr__
     # `from bertkit.tasks import metrics` imports the submodule (the package's __init__ runs, but it is the
     # parent of every submodule, not a dependency the importer chose)
@@ -152,12 +151,12 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
 
 def test_upward_imports_are_named():
     graph = {
-        "bertkit.training.loop": {"bertkit.inference", "bertkit.model"},
-        "bertkit.model": {"bertkit.weights"},
+        "bertkit.training.loop": {"bertkit.inference", "bertkit.models.bert"},
+        "bertkit.models.bert": {"bertkit.weights"},
         "bertkit.inference": {"bertkit.training.loop"},
     }
     assert upward_imports(graph) == [
-        "bertkit.model imports bertkit.weights",
+        "bertkit.models.bert imports bertkit.weights",
         "bertkit.training.loop imports bertkit.inference",
     ]
 

@@ -13,7 +13,7 @@ import bertkit
 from bertkit.cli import main
 from bertkit.errors import CheckpointError
 from bertkit.hub import is_hub_id, resolve_model
-from bertkit.model import BertModel
+from bertkit.models.bert import BertModel
 from inference_helpers import make_tokenizer, save_model
 
 pytest.importorskip("huggingface_hub", reason="the hub extra (huggingface_hub) is not installed")

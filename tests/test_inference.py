@@ -15,7 +15,7 @@ from bertkit.errors import BertkitError
 from bertkit.features.pairs import build_pair
 from bertkit.inference import Loaded, answer, attentions, classify, embed, fill_mask, next_sentence, tag
 from bertkit.inference.pretraining import _mask_features
-from bertkit.model import (
+from bertkit.models.bert import (
     BertForMaskedLM,
     BertForPreTraining,
     BertForQuestionAnswering,

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from bertkit.config import BertConfig
 from bertkit.errors import ConfigError
-from bertkit.model import (
+from bertkit.models.bert import (
     BertForMaskedLM,
     BertForPreTraining,
     BertForQuestionAnswering,
@@ -472,7 +472,7 @@ def test_unpadded_training_equals_padded(head, head_kwargs, checkpointing):
 
 
 def test_unpadding_only_in_training_and_only_for_padded_batches(monkeypatch):
-    import bertkit.model as model_module
+    import bertkit.models.bert as model_module
 
     calls = []
     original = model_module.Unpadded.of

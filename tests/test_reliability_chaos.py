@@ -64,7 +64,7 @@ GRID = {"lr": [1e-5, 3e-3]}
 # ------------------------------------------------------------------------------------------ in the child
 def _fault_eval(kind: str, hit: Callable[[], bool]) -> None:
     """Mid-evaluation: the nth encoder forward pass made with the model in eval mode."""
-    from bertkit.model import BertModel
+    from bertkit.models.bert import BertModel
 
     real_forward = BertModel.forward
 

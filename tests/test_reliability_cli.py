@@ -20,7 +20,7 @@ GARBAGE = bytes(range(256)) * 3 + b"\x00\xff\xfe" * 50
 @pytest.fixture(scope="module")
 def env(tmp_path_factory) -> dict[str, str]:
     """Valid inputs, so that each case breaks exactly one thing."""
-    from bertkit.model import BertForPreTraining
+    from bertkit.models.bert import BertForPreTraining
     from inference_helpers import make_tokenizer, save_model
     from training_helpers import make_pretraining_dataset
 
@@ -388,7 +388,7 @@ def test_bad_input_exits_2_with_one_line_and_no_output(env, tmp_path, capsys, mo
 # ------------------------------------------------------------------------------- evaluate --input / --data
 @pytest.fixture(scope="module")
 def classifier(env, tmp_path_factory) -> str:
-    from bertkit.model import BertForSequenceClassification
+    from bertkit.models.bert import BertForSequenceClassification
     from bertkit.tokenizer import Tokenizer
     from inference_helpers import save_model
 

@@ -66,7 +66,7 @@ def _in_checkpoint(path) -> bool:
 
 def _fault_forward(kind: str, hit: Callable[[], bool]) -> None:
     """Mid-step (training or evaluation), after nth encoder forward passes."""
-    from bertkit.model import BertModel
+    from bertkit.models.bert import BertModel
 
     real_forward = BertModel.forward
 

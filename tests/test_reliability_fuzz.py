@@ -26,7 +26,7 @@ from bertkit.checkpoint_files import read_state_dict
 from bertkit.config import BertConfig
 from bertkit.data.corpus import CorpusOptions, CorpusStats, document_sentences, read_documents
 from bertkit.errors import BertkitError, CheckpointError, TokenizerError
-from bertkit.model import BertModel, PreTrainedMixin
+from bertkit.models.bert import BertModel, PreTrainedMixin
 from bertkit.tasks import get_task
 from bertkit.tokenizer import Tokenizer
 from bertkit.weights import load_model, save_pretrained

@@ -180,7 +180,7 @@ def test_the_service_takes_no_paths_or_models_from_requests(tmp_path):
     pytest.importorskip("fastapi")
     from fastapi.testclient import TestClient
 
-    from bertkit.model import BertForPreTraining
+    from bertkit.models.bert import BertForPreTraining
     from bertkit.serve import create_app
     from inference_helpers import make_tokenizer, save_model
 

@@ -17,7 +17,7 @@ pytest.importorskip("httpx", reason="httpx is needed to call the app")
 import httpx
 
 from bertkit import inference
-from bertkit.model import (
+from bertkit.models.bert import (
     BertForPreTraining,
     BertForQuestionAnswering,
     BertForSequenceClassification,

@@ -26,7 +26,7 @@ import bertkit
 from bertkit import inference
 from bertkit.cli import main
 from bertkit.errors import BertkitError
-from bertkit.model import BertForSequenceClassification, BertModel
+from bertkit.models.bert import BertForSequenceClassification, BertModel
 from bertkit.sentence_config import SentenceConfig, write_sentence_config
 from bertkit.serve import ServeLimits, create_app
 from inference_helpers import save_model, tiny_config

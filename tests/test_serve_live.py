@@ -23,7 +23,7 @@ import numpy as np
 import uvicorn
 
 from bertkit import inference
-from bertkit.model import BertForSequenceClassification
+from bertkit.models.bert import BertForSequenceClassification
 from bertkit.serve import ServeLimits, create_app
 from bertkit.serve.app import server_config
 from inference_helpers import save_model

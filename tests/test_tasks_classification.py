@@ -275,7 +275,7 @@ def test_write_predictions_jsonl(tmp_path):
 
 
 def test_end_to_end_with_tiny_model(tokenizer):
-    from bertkit.model import BertForSequenceClassification
+    from bertkit.models.bert import BertForSequenceClassification
 
     torch.manual_seed(0)
     task = ClassificationTask()

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 import bertkit
 from bertkit.cli import main
 from bertkit.errors import BertkitError, DataError
-from bertkit.model import BertModel
+from bertkit.models.bert import BertModel
 from bertkit.tasks import make_task
 from bertkit.tasks.embedding import EmbeddingTask, NoDuplicatesOrder, SentenceEncoder
 from bertkit.tasks.embedding.losses import cosent_loss, in_batch_negatives_loss, matryoshka_loss

@@ -152,7 +152,7 @@ def test_long_sentence_split_and_rejoined(tokenizer):
 
 
 def test_collate_and_end_to_end_with_tiny_model(tokenizer, tmp_path):
-    from bertkit.model import BertForTokenClassification
+    from bertkit.models.bert import BertForTokenClassification
 
     torch.manual_seed(0)
     task = NerTask()

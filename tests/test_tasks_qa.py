@@ -301,7 +301,7 @@ def test_writers_official_formats(tmp_path):
 
 
 def test_end_to_end_with_tiny_model(tokenizer):
-    from bertkit.model import BertForQuestionAnswering
+    from bertkit.models.bert import BertForQuestionAnswering
 
     torch.manual_seed(0)
     context = "The Eiffel Tower is in Paris. " * 20

@@ -13,7 +13,7 @@ import torch
 
 from bertkit import threads
 from bertkit.errors import ConfigError
-from bertkit.model import BertForMaskedLM
+from bertkit.models.bert import BertForMaskedLM
 from bertkit.tokenizer import Tokenizer
 from inference_helpers import save_model
 

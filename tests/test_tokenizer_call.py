@@ -83,7 +83,7 @@ def test_tensors_match_bert_tokenizer_fast(both, options: dict, return_tensors: 
 
 
 def test_the_batch_feeds_a_model_and_reads_like_hugging_faces(encoder_dir: Path) -> None:
-    from bertkit.model import BertModel
+    from bertkit.models.bert import BertModel
 
     tok = bertkit.Tokenizer.from_pretrained(encoder_dir)
     batch = tok(["the cat sat", "a dog"], padding=True, return_tensors="pt")

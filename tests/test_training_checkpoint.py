@@ -11,7 +11,7 @@ import torch
 
 from bertkit.config import BertConfig
 from bertkit.errors import CheckpointError
-from bertkit.model import BertForPreTraining
+from bertkit.models.bert import BertForPreTraining
 from bertkit.training import latest_valid_checkpoint, list_checkpoints, load_checkpoint, save_checkpoint
 from bertkit.training.checkpoint import MANIFEST, TRAINER_STATE, WEIGHTS, validate_checkpoint
 from training_helpers import ToyModel

@@ -9,7 +9,7 @@ import torch
 
 from bertkit.config import BertConfig
 from bertkit.errors import ConfigError
-from bertkit.model import BertForPreTraining
+from bertkit.models.bert import BertForPreTraining
 from bertkit.training import Lamb, TrainConfig, build_optimizer, lr_multiplier, param_groups, parse_duration
 
 

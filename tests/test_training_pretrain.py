@@ -209,7 +209,7 @@ def test_flop_count_matches_what_the_model_executes(predictions):
     from torch.utils.flop_counter import FlopCounterMode
 
     from bertkit.config import BertConfig
-    from bertkit.model import BertForPreTraining
+    from bertkit.models.bert import BertForPreTraining
     from bertkit.training.run_log import pretraining_flops_per_token
 
     config = BertConfig.preset("tiny", vocab_size=500, max_position_embeddings=32)

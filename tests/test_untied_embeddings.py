@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 from bertkit.cli import main
 from bertkit.config import BertConfig
 from bertkit.errors import ConfigError
-from bertkit.model import BertForMaskedLM, BertForPreTraining
+from bertkit.models.bert import BertForMaskedLM, BertForPreTraining
 from bertkit.weights import load_model, save_pretrained
 from training_helpers import make_pretraining_dataset
 

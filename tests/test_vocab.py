@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from bertkit.cli import main
 from bertkit.config import BertConfig
 from bertkit.errors import ConfigError, TokenizerError
-from bertkit.model import BertForPreTraining, BertModel
+from bertkit.models.bert import BertForPreTraining, BertModel
 from bertkit.tokenizer import Tokenizer
 from bertkit.vocab import REPORT_NAME, extend_vocabulary, frequent_split_words, normalise_token
 from bertkit.weights import load_model, save_pretrained

@@ -22,7 +22,7 @@ uvicorn = pytest.importorskip("uvicorn", reason="the serve extra (uvicorn) is no
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (Python) is not installed")
 
 from bertkit import inference  # noqa: E402
-from bertkit.model import (  # noqa: E402
+from bertkit.models.bert import (  # noqa: E402
     BertForMaskedLM,
     BertForSequenceClassification,
     BertForTokenClassification,

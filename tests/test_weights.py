@@ -16,7 +16,7 @@ from safetensors.torch import load_file, save_file
 from bertkit.checkpoint_files import read_state_dict, to_hf_state_dict
 from bertkit.config import BertConfig
 from bertkit.errors import CheckpointError, ConfigError
-from bertkit.model import (
+from bertkit.models.bert import (
     BertForMaskedLM,
     BertForPreTraining,
     BertForQuestionAnswering,

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.model import EncoderLayer, feed_forward, residual_norm
+from bertkit.models.bert import EncoderLayer, feed_forward, residual_norm
 from bertkit.notices import notice
 
 CompileScope = Literal["model", "layers"]

@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from bertkit.errors import BertkitError
 from bertkit.io import atomic_path
-from bertkit.model import (
+from bertkit.models.bert import (
     BertForMaskedLM,
     BertForPreTraining,
     BertForQuestionAnswering,

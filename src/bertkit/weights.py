@@ -30,7 +30,7 @@ from bertkit.config import CONFIG_NAME, BertConfig, ModernBertConfig, model_type
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.hub import resolve_model
 from bertkit.io import atomic_write_text
-from bertkit.model import HEAD_CLASSES, BertModel
+from bertkit.models.bert import HEAD_CLASSES, BertModel
 from bertkit.models.modernbert import MODERNBERT_CLASSES, ModernBertPreTrained
 from bertkit.models.modernbert import load_state as load_modernbert_state
 from bertkit.models.modernbert import read_checkpoint as read_modernbert

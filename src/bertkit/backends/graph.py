@@ -23,7 +23,7 @@ from torch import Tensor, nn
 
 from bertkit.errors import BertkitError
 from bertkit.export import INPUT_NAMES, input_names, output_names
-from bertkit.model import (
+from bertkit.models.bert import (
     BertForMaskedLM,
     BertForPreTraining,
     BertForQuestionAnswering,

@@ -14,7 +14,7 @@ from bertkit.demo.demo_config import DemoConfig
 from bertkit.demo.records import FillMask, Predictions, Pretraining, Vocabulary
 from bertkit.demo.timing import timed
 from bertkit.inference import fill_mask
-from bertkit.model import BertForPreTraining
+from bertkit.models.bert import BertForPreTraining
 from bertkit.notices import notice
 from bertkit.training.loop import TrainResult
 from bertkit.training.pretrain import FINAL_DIR, build_config, pretrain

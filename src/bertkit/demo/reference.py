@@ -13,7 +13,7 @@ from bertkit.demo.finetuning import Recipe, compare
 from bertkit.demo.records import Reference
 from bertkit.errors import BertkitError
 from bertkit.hub import resolve_model
-from bertkit.model import BertForPreTraining
+from bertkit.models.bert import BertForPreTraining
 from bertkit.notices import notice
 from bertkit.tokenizer import Tokenizer
 from bertkit.weights import save_pretrained

@@ -24,7 +24,7 @@ from bertkit.compiling import compile_model
 from bertkit.config import BertConfig
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.hub import resolve_model
-from bertkit.model import HEAD_CLASSES
+from bertkit.models.bert import HEAD_CLASSES
 from bertkit.models.modernbert import MODERNBERT_CLASSES, ModernBertPreTrained
 from bertkit.notices import notice
 from bertkit.quantize import is_quantized

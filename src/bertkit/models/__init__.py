@@ -1,4 +1,4 @@
-"""Encoder architectures beside BERT (``bertkit.model``), each in its own module with the same heads.
+"""Encoder architectures beside BERT (``bertkit.models.bert``), each in its own module with the same heads.
 
 - ``modernbert``: ModernBERT (rotary positions, GeGLU, pre-norm, no biases, alternating global and
   sliding-window attention, unpadded variable-length attention), in ``transformers``' tensor layout

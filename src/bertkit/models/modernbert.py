@@ -41,7 +41,7 @@ from bertkit.checkpoint_files.hf_files import SAFETENSORS_NAME, write_safetensor
 from bertkit.config import CONFIG_NAME, ModernBertConfig
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.hub import resolve_model
-from bertkit.model import (
+from bertkit.models.bert import (
     BertOutput,
     MaskedLMOutput,
     QuestionAnsweringOutput,

@@ -175,7 +175,7 @@ class Task(TaskData, TaskOutput, TaskTraining, Protocol):
     answers. The training loop, the inference pipelines and the CLI only ever talk to this interface."""
 
     head: str
-    """Class name of the model head in ``bertkit.model``."""
+    """Class name of the model head in ``bertkit.models.bert``."""
 
 
 class HeadTraining:

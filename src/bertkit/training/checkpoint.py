@@ -35,7 +35,7 @@ from torch import nn
 from bertkit.checkpoint_files import load_hf_state_dict, read_state_dict
 from bertkit.errors import CheckpointError
 from bertkit.io import atomic_write_text
-from bertkit.model import PreTrainedMixin
+from bertkit.models.bert import PreTrainedMixin
 from bertkit.notices import notice
 from bertkit.weights import save_pretrained
 

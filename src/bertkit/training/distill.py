@@ -42,7 +42,7 @@ from bertkit.errors import ConfigError
 from bertkit.features import Feature
 from bertkit.hub import resolve_model
 from bertkit.io import atomic_write_text
-from bertkit.model import BertModel
+from bertkit.models.bert import BertModel
 from bertkit.notices import notice
 from bertkit.sentence_config import read_sentence_config
 from bertkit.tasks import Task

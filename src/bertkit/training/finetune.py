@@ -46,7 +46,7 @@ from bertkit.features import Feature
 from bertkit.features.runner import predict_features
 from bertkit.hub import resolve_model
 from bertkit.io import atomic_write_text
-from bertkit.model import PreTrainedMixin
+from bertkit.models.bert import PreTrainedMixin
 from bertkit.models.modernbert import ModernBertPreTrained
 from bertkit.notices import notice, quiet_libraries
 from bertkit.tasks import Task

@@ -29,7 +29,7 @@ from torch import nn
 from bertkit.compiling import compile_model
 from bertkit.data.batch_sources import BatchSource
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.model import EncoderLayer, PreTrainedMixin
+from bertkit.models.bert import EncoderLayer, PreTrainedMixin
 from bertkit.notices import notice
 from bertkit.quantize import refuse_training
 from bertkit.training import distributed

@@ -54,7 +54,7 @@ from bertkit.training.train_config import TrainConfig, split_options
 from bertkit.weights import declare_modernbert_inputs, save_pretrained
 
 if TYPE_CHECKING:
-    from bertkit.model import BertForMaskedLM, BertForPreTraining
+    from bertkit.models.bert import BertForMaskedLM, BertForPreTraining
     from bertkit.models.modernbert import ModernBertForMaskedLM
 
 Architecture = Literal["bert", "modernbert"]
@@ -253,7 +253,7 @@ def build_model(
     ``BertForMaskedLM`` (no pooler, no next-sentence head) for data without next-sentence pairs; a
     ``ModernBertForMaskedLM`` for ``architecture="modernbert"``."""
     from bertkit.checkpoint_files import load_hf_state_dict, read_state_dict
-    from bertkit.model import BertForMaskedLM, BertForPreTraining
+    from bertkit.models.bert import BertForMaskedLM, BertForPreTraining
 
     if config.architecture == "modernbert":
         return build_modernbert(config, meta)

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from bertkit.config import BertConfig, ModernBertConfig
-from bertkit.model import BertModel, pool_tokens
+from bertkit.models.bert import BertModel, pool_tokens
 from bertkit.models.modernbert import ModernBertModel
 
 Loss = Callable[[Tensor, Tensor | None], Tensor]

@@ -24,7 +24,7 @@ from bertkit.errors import ConfigError, DataError
 from bertkit.features import Feature
 from bertkit.features.padding import to_numpy_rows
 from bertkit.io import write_jsonl
-from bertkit.model import BertModel
+from bertkit.models.bert import BertModel
 from bertkit.models.modernbert import ModernBertModel
 from bertkit.sentence_config import POOLINGS, SentenceConfig
 from bertkit.tasks import metrics
