@@ -40,8 +40,8 @@ def tiny_model(directory: Path, head: str = "BertForPreTraining", seed: int = 0,
     saved with its tokenizer in Hugging Face layout (transformers loads it too)."""
     import torch
 
-    from bertkit.models import bert as models
     from bertkit.config import BertConfig
+    from bertkit.models import bert as models
     from bertkit.tokenizer import Tokenizer
     from bertkit.weights import save_pretrained
 
