@@ -66,11 +66,12 @@ bench() { step "$1" "$2" $PY "benchmarks/$3" "${@:4}"; }
 if [ $DRY = 1 ]; then
     SMOKE=(--smoke)
     TRAIN=(--device cpu --smoke)
-    TESTS=(tests/test_model_attention.py tests/test_training_sync.py)
+    TESTS=(tests/test_model_attention.py tests/test_attention_by_device.py tests/test_training_sync.py)
 else
     SMOKE=()
     TRAIN=(--device cuda --precision bf16 --batch 256 --steps 10 --warmup 2)
-    TESTS=(tests/test_model_attention.py tests/test_training_sync.py tests/test_model.py tests/test_compile.py
+    TESTS=(tests/test_model_attention.py tests/test_attention_by_device.py tests/test_training_sync.py tests/test_model.py
+        tests/test_compile.py
         tests/test_training_loop.py tests/test_training_pretrain.py tests/test_finetune.py
         tests/test_tasks_embedding.py tests/test_training_resume.py tests/test_inference.py tests/test_serve.py)
 fi

@@ -475,13 +475,13 @@ def test_unpadding_only_in_training_and_only_for_padded_batches(monkeypatch):
     import bertkit.models.bert as model_module
 
     calls = []
-    original = model_module.Unpadded.of
+    original = model_module.Packed.of
 
     def counted(cls, mask):
         calls.append(1)
         return original(mask)
 
-    monkeypatch.setattr(model_module.Unpadded, "of", classmethod(counted))
+    monkeypatch.setattr(model_module.Packed, "of", classmethod(counted))
     model = BertModel(tiny())
     ids, types, mask = batch(lengths=(10, 2, 5))  # 43% padding
     model.eval()(ids, types, mask)

@@ -13,7 +13,7 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from torch import nn
 
@@ -26,22 +26,20 @@ from bertkit.checkpoint_files import (
     write_pretrained,
 )
 from bertkit.compiling import compile_model
-from bertkit.config import CONFIG_NAME, BertConfig, ModernBertConfig, model_type_of
+from bertkit.config import BertConfig
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.hub import resolve_model
 from bertkit.io import atomic_write_text
+from bertkit.models import registry
+from bertkit.models.architecture import Architecture
 from bertkit.models.bert import HEAD_CLASSES, BertModel
-from bertkit.models.modernbert import MODERNBERT_CLASSES, ModernBertPreTrained
-from bertkit.models.modernbert import load_state as load_modernbert_state
-from bertkit.models.modernbert import read_checkpoint as read_modernbert
 from bertkit.sentence_config import SentenceConfig, read_sentence_config, write_sentence_config
 from bertkit.tokenizer import TOKENIZER_CONFIG_NAME, Tokenizer
 
 __all__ = [
     "convert_checkpoint",
-    "declare_modernbert_inputs",
+    "declare_inputs",
     "encoder_and_prefix",
-    "is_modernbert",
     "load_model",
     "load_weights",
     "save_pretrained",
@@ -50,14 +48,13 @@ __all__ = [
 logger = logging.getLogger("bertkit.weights")
 
 
-def encoder_and_prefix(model: nn.Module) -> tuple[BertModel, str]:
-    """The encoder inside ``model`` and the prefix of its names (``bert.`` in heads, as in Hugging Face)."""
-    if isinstance(model, BertModel):
-        return model, ""
-    bert = getattr(model, "bert", None)
-    if not isinstance(bert, BertModel):
+def encoder_and_prefix(model: nn.Module) -> tuple[nn.Module, str]:
+    """The encoder inside ``model`` and the prefix of its names (``bert.`` in BERT's heads, as in Hugging Face)."""
+    architecture = registry.of_model(model)
+    if architecture is None:
         raise TypeError(f"{type(model).__name__} is not a bertkit model")
-    return bert, "bert."
+    encoder = architecture.encoder_of(model)
+    return encoder, "" if encoder is model else architecture.encoder_attribute + "."
 
 
 def save_pretrained(
@@ -69,29 +66,20 @@ def save_pretrained(
     ``sentence`` (e.g. ``SentenceConfig("mean", normalize=True, max_seq_length=256)``) also writes the
     sentence-transformers files (``modules.json``...), so the directory loads in ``SentenceTransformer`` as it
     is and ``embed`` uses that pooling by default; its ``max_seq_length`` defaults to the model's positions."""
-    if isinstance(model, ModernBertPreTrained):
-        directory = model.save_pretrained(directory)
-        if tokenizer is not None:
-            tokenizer.save_pretrained(directory)
-            declare_modernbert_inputs(directory)
-        if sentence is not None:
-            length = sentence.max_seq_length or model.config.max_position_embeddings
-            write_sentence_config(
-                directory, dataclasses.replace(sentence, max_seq_length=length), model.config.hidden_size
-            )
-        return directory
-    bert, _ = encoder_and_prefix(model)
-    tensors = None
+    architecture = registry.require(model)
     if quantization.is_quantized(model):  # int8 weights with their scales beside them (see bertkit.quantize)
         tensors = quantization.split_packed(to_hf_state_dict(model, quantization.packed_parameters(model)))
-    directory = write_pretrained(model, directory, tensors)
+        directory = write_pretrained(model, directory, tensors)
+    else:
+        directory = cast(Any, model).save_pretrained(directory)
     if tokenizer is not None:
         tokenizer.save_pretrained(directory)
+        declare_inputs(directory, architecture)
     if sentence is not None:
-        config = bert.config
+        config = registry.config_of(architecture.encoder_of(model))
         length = sentence.max_seq_length or config.max_position_embeddings
         write_sentence_config(directory, dataclasses.replace(sentence, max_seq_length=length), config.hidden_size)
-    return directory
+    return Path(directory)
 
 
 def _resolve_head(head: str | type | None, config: BertConfig) -> type[nn.Module]:
@@ -130,10 +118,13 @@ def load_model(
     frozen into the graph (``bertkit.compiling``; to train compiled, use ``TrainConfig.compile``).
     """
     quantize_scheme = quantization.check_scheme(quantize)
-    if is_modernbert(path):
+    architecture = registry.of_directory(path)
+    if not architecture.int8:  # read by its own classes, in float
         if quantize_scheme:
-            raise ConfigError("int8 quantization is for BERT models; run a ModernBERT model in float32 or bfloat16")
-        model = load_modernbert(path, head, ignore_mismatched_sizes, config_overrides)
+            raise ConfigError(
+                f"int8 quantization is for BERT models; run a {architecture.title} model in float32 or bfloat16"
+            )
+        model = _load_float(architecture, path, head, ignore_mismatched_sizes, config_overrides)
         return compile_model(model, frozen=True) if compile else model
     pretrained = read_pretrained(path, config_overrides)
     cls = _resolve_head(head, pretrained.config)
@@ -155,65 +146,42 @@ def load_model(
 
 def load_weights(model: nn.Module, directory: str | os.PathLike) -> None:
     """Copy the weights of a model directory (``config.json`` + weights, as ``save_pretrained`` writes it) into
-    ``model`` in place, by Hugging Face names, for BERT or ModernBERT."""
-    state, source = read_state_dict(directory), str(directory)
-    if isinstance(model, ModernBertPreTrained):
-        load_modernbert_state(model, state, source=source)
-    else:
-        load_hf_state_dict(model, state, source=source)
+    ``model`` in place, by the checkpoint's names, for any architecture."""
+    registry.require(model).load_state(model, read_state_dict(directory), source=str(directory))
 
 
-MODERNBERT_INPUTS = ["input_ids", "attention_mask"]
-"""What a ModernBERT takes: no ``token_type_ids`` (it has no segment embedding)."""
-
-
-def declare_modernbert_inputs(directory: str | os.PathLike) -> None:
-    """Name a ModernBERT's inputs in the directory's ``tokenizer_config.json`` (``model_input_names``), as
-    answerdotai's checkpoints do, so that ``transformers``' tokenizer (and sentence-transformers through it) passes
-    no ``token_type_ids``, which ``ModernBertModel.forward`` refuses. Nothing without a ``tokenizer_config.json``."""
+def declare_inputs(directory: str | os.PathLike, architecture: Architecture) -> None:
+    """Name the inputs of an architecture without token types in the directory's ``tokenizer_config.json``
+    (``model_input_names``), as answerdotai's ModernBERT checkpoints do, so that ``transformers``' tokenizer (and
+    sentence-transformers through it) passes no ``token_type_ids``, which such a model refuses. Nothing for an
+    architecture that takes them, or without a ``tokenizer_config.json``."""
     path = Path(directory) / TOKENIZER_CONFIG_NAME
-    if not path.is_file():
+    if architecture.token_types or not path.is_file():
         return
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except ValueError:
         raise CheckpointError(f"{path} is not valid JSON") from None
-    if isinstance(config, dict) and config.get("model_input_names") != MODERNBERT_INPUTS:
-        config["model_input_names"] = MODERNBERT_INPUTS
+    wanted = list(architecture.onnx_inputs)
+    if isinstance(config, dict) and config.get("model_input_names") != wanted:
+        config["model_input_names"] = wanted
         atomic_write_text(path, json.dumps(config, indent=2, ensure_ascii=False) + "\n")
 
 
-def is_modernbert(path: str | os.PathLike) -> bool:
-    """Whether ``path`` (a model directory, its weights file or a hub id) holds a ModernBERT model."""
+def _load_float(
+    architecture: Architecture,
+    path: str | os.PathLike,
+    head: str | type | None,
+    ignore_mismatched_sizes: bool,
+    overrides: dict[str, Any],
+) -> nn.Module:
+    """``load_model`` of an architecture without int8 checkpoints: its class for ``head`` loads itself."""
     directory = resolve_model(path)
     directory = directory if directory.is_dir() else directory.parent
-    return (directory / CONFIG_NAME).is_file() and model_type_of(directory) == "modernbert"
-
-
-def modernbert_class(head: str | type | None, config: ModernBertConfig) -> type[ModernBertPreTrained]:
-    """The ModernBERT class for ``head``: its own name, or the BERT class of the same role
-    (``BertForSequenceClassification`` -> ``ModernBertForSequenceClassification``); None: ``architectures``."""
-    if isinstance(head, type):
-        head = head.__name__
-    if head is None:
-        known = [n for n in config.architectures or [] if n in MODERNBERT_CLASSES]
-        head = known[0] if known else "ModernBertModel"
-    name = head if head in MODERNBERT_CLASSES else "Modern" + head
-    if name == "ModernBertForPreTraining":
-        name = "ModernBertForMaskedLM"  # ModernBERT pre-trains with masked LM only
-    if name not in MODERNBERT_CLASSES:
-        raise ConfigError(f"unknown ModernBERT class {head!r}; choose one of {', '.join(MODERNBERT_CLASSES)}")
-    return MODERNBERT_CLASSES[name]
-
-
-def load_modernbert(
-    path: str | os.PathLike, head: str | type | None, ignore_mismatched_sizes: bool, overrides: dict[str, Any]
-) -> nn.Module:
-    """``load_model`` of a ModernBERT directory (``bertkit.models.modernbert``), in eval mode."""
-    config, state, weights = read_modernbert(path, overrides)
-    model = modernbert_class(head, config)(config)
-    load_modernbert_state(model, state, ignore_mismatched_sizes=ignore_mismatched_sizes, source=str(weights))
-    return model.eval()
+    config = architecture.config_class.load(directory)
+    cls = architecture.class_for(head, getattr(config, "architectures", None))
+    model = cast(Any, cls).from_pretrained(directory, ignore_mismatched_sizes=ignore_mismatched_sizes, **overrides)
+    return cast(nn.Module, model).eval()
 
 
 def convert_checkpoint(

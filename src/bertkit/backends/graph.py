@@ -23,13 +23,8 @@ from torch import Tensor, nn
 
 from bertkit.errors import BertkitError
 from bertkit.export import INPUT_NAMES, input_names, output_names
+from bertkit.models import registry
 from bertkit.models.bert import (
-    BertForMaskedLM,
-    BertForPreTraining,
-    BertForQuestionAnswering,
-    BertForSequenceClassification,
-    BertForTokenClassification,
-    BertModel,
     BertOutput,
     MaskedLMOutput,
     PreTrainingOutput,
@@ -37,32 +32,20 @@ from bertkit.models.bert import (
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
-from bertkit.models.modernbert import (
-    ModernBertForMaskedLM,
-    ModernBertForQuestionAnswering,
-    ModernBertForSequenceClassification,
-    ModernBertForTokenClassification,
-    ModernBertModel,
-    ModernBertPreTrained,
-)
 
 Runner = Callable[[list[str], dict[str, np.ndarray]], list[np.ndarray]]
 """An engine's run: output names and input arrays by name -> the output arrays, in the names' order."""
 
-OUTPUT_CLASSES: dict[type[nn.Module], type] = {
-    BertModel: BertOutput,
-    BertForPreTraining: PreTrainingOutput,
-    BertForMaskedLM: MaskedLMOutput,
-    BertForSequenceClassification: SequenceClassifierOutput,
-    BertForTokenClassification: TokenClassifierOutput,
-    BertForQuestionAnswering: QuestionAnsweringOutput,
-    ModernBertModel: BertOutput,
-    ModernBertForMaskedLM: MaskedLMOutput,
-    ModernBertForSequenceClassification: SequenceClassifierOutput,
-    ModernBertForTokenClassification: TokenClassifierOutput,
-    ModernBertForQuestionAnswering: QuestionAnsweringOutput,
+OUTPUT_CLASSES: dict[str, type] = {
+    "BertModel": BertOutput,
+    "BertForPreTraining": PreTrainingOutput,
+    "BertForMaskedLM": MaskedLMOutput,
+    "BertForSequenceClassification": SequenceClassifierOutput,
+    "BertForTokenClassification": TokenClassifierOutput,
+    "BertForQuestionAnswering": QuestionAnsweringOutput,
 }
-"""The output dataclass of each model class; graph output names are its field names."""
+"""The output dataclass of each role (``bertkit.models.architecture.ROLES``); graph output names are its field
+names."""
 
 
 class GraphForward:
@@ -76,7 +59,7 @@ class GraphForward:
         self.threads = threads
         self.names = output_names(model)
         self.inputs = input_names(model)
-        self.output_class = next(out for cls, out in OUTPUT_CLASSES.items() if isinstance(model, cls))
+        self.output_class = OUTPUT_CLASSES[registry.role_of(model) or ""]
         self._build = build
         self._run: Runner | None = None
 
@@ -112,12 +95,12 @@ class GraphForward:
 
 def put_behind(model: nn.Module, engine: str, quantize: str | None, build: Callable[..., Runner]) -> nn.Module:
     """Put ``engine`` behind ``model``'s forward and, for a head, its encoder's; returns ``model``."""
-    if not isinstance(model, tuple(OUTPUT_CLASSES)):
+    if registry.role_of(model) not in OUTPUT_CLASSES:
         raise BertkitError(f"--backend {engine} cannot run a {type(model).__name__}")
     threads = torch.get_num_threads()
     vars(model)["forward"] = GraphForward(model, engine, quantize, build, threads)  # before its class's forward
-    encoder = getattr(model, "model" if isinstance(model, ModernBertPreTrained) else "bert", None)
-    if isinstance(encoder, BertModel | ModernBertModel):
+    encoder = registry.encoder_of(model)
+    if encoder is not model:
         vars(encoder)["forward"] = GraphForward(encoder, engine, quantize, build, threads)
     torch.set_num_threads(1)  # the engine's threads do the model's work (module docstring)
     return model

@@ -13,12 +13,12 @@ from typing import Any
 
 import torch
 
-from bertkit.config import load_config
 from bertkit.errors import CheckpointError
 from bertkit.features.runner import predict_features
 from bertkit.hub import resolve_model
 from bertkit.inference.loading import Loaded, load
 from bertkit.io import check_output_file, write_jsonl
+from bertkit.models import registry
 from bertkit.tasks.prepare import featurize, read_examples
 from bertkit.tasks.registry import head_family
 
@@ -43,8 +43,8 @@ def load_finetuned(
     path = resolve_model(path)
     if not path.is_dir():
         raise CheckpointError(f"--model {path} is not a directory; give a fine-tuned model directory")
-    config = load_config(path)
-    heads = [name.removeprefix("Modern") for name in config.architectures or []]  # ModernBert* heads: BERT's roles
+    config = registry.of_directory(path).config_class.load(path)
+    heads = [registry.role_named(name) or name for name in config.architectures or []]
     own = next((f for f in map(head_family, heads) if f is not None), None)
     if own is None:
         raise CheckpointError(

@@ -24,8 +24,7 @@ from bertkit.compiling import compile_model
 from bertkit.config import BertConfig
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.hub import resolve_model
-from bertkit.models.bert import HEAD_CLASSES
-from bertkit.models.modernbert import MODERNBERT_CLASSES, ModernBertPreTrained
+from bertkit.models import registry
 from bertkit.notices import notice
 from bertkit.quantize import is_quantized
 from bertkit.sentence_config import SentenceConfig, read_sentence_config
@@ -82,8 +81,6 @@ class Settings:
         return Settings(task or self.task, options, max_seq_length or self.max_seq_length)
 
 
-MODERNBERT_HEAD_TENSORS = {"fill_mask": ("head.dense.weight",), "answer": ("classifier.weight",)}
-"""Tensors a ModernBERT checkpoint has for a head whose names differ from BERT's (``PIPELINES``)."""
 PRE_LN_HEAD_TENSORS = {
     "fill_mask": ("lm_head.dense.weight", "lm_head.bias"),
     "classify": ("classifier.out_proj.weight",),
@@ -96,12 +93,7 @@ def head_name(model: torch.nn.Module) -> str | None:
     the nearest bertkit class it derives from. A ModernBERT class answers with the BERT class of the same role
     (``ModernBertForTokenClassification`` -> ``BertForTokenClassification``): the head, tasks and pipelines
     are the same."""
-    for cls in type(model).__mro__:
-        if HEAD_CLASSES.get(cls.__name__) is cls:
-            return cls.__name__
-        if MODERNBERT_CLASSES.get(cls.__name__) is cls:
-            return cls.__name__.removeprefix("Modern")
-    return None
+    return registry.role_of(model)
 
 
 def restore_task(model: torch.nn.Module, settings: Settings) -> Task | None:
@@ -195,11 +187,7 @@ class Loaded:
     @property
     def encoder(self) -> torch.nn.Module:
         """The ``BertModel`` inside the head (or the model itself; a ModernBERT head's ``ModernBertModel``)."""
-        inner = getattr(self.model, "model", None) if isinstance(self.model, ModernBertPreTrained) else None
-        encoder: torch.nn.Module = (
-            inner if isinstance(inner, torch.nn.Module) else getattr(self.model, "bert", self.model)
-        )
-        return encoder
+        return registry.encoder_of(self.model)
 
     def own_family(self) -> Family | None:
         """The task family of the model: that of the task it was fine-tuned (or is run) as, else its head's."""
@@ -209,7 +197,8 @@ class Loaded:
     def supports(self, pipeline: str) -> bool:
         """Whether the model has a trained head for ``pipeline`` (``embed`` and ``attention``: always; a family's
         own pipeline, ``Family.run``: a model of that family)."""
-        if pipeline == "attention" and isinstance(self.model, ModernBertPreTrained):
+        architecture = registry.require(self.model)
+        if pipeline == "attention" and not architecture.attention_probabilities:
             return False  # ModernBERT never forms attention probabilities
         if pipeline in ("embed", "attention"):
             return True
@@ -219,8 +208,8 @@ class Loaded:
         classes, names, _ = PIPELINES[pipeline]
         if head_name(self.model) not in classes:
             return False
-        if isinstance(self.model, ModernBertPreTrained):
-            names = MODERNBERT_HEAD_TENSORS.get(pipeline, names)
+        if pipeline in architecture.head_tensors:
+            names = architecture.head_tensors[pipeline]
         elif getattr(self.model.config, "pre_layer_norm", False):
             names = PRE_LN_HEAD_TENSORS.get(pipeline, names)
         return self.checkpoint_names is None or all(name in self.checkpoint_names for name in names)

@@ -8,7 +8,7 @@ LayerNorm eps from the config (1e-12), additive masking of padded keys only. ``B
 return the attention probabilities. Parameter names are bertkit's own; ``bertkit.checkpoint_files`` holds the
 explicit table to and from Hugging Face names (Q, K and V are one fused projection here).
 
-Training batches with much padding are unpadded (``Unpadded``): projections, feed-forward and LayerNorm, nearly
+Training batches with much padding are unpadded (``Packed``): projections, feed-forward and LayerNorm, nearly
 all of the work, run on the real tokens only; the attention alone sees the padded layout.
 
 Each class loads and saves itself as in ``transformers`` (``BertModel.from_pretrained(path)``,
@@ -18,23 +18,39 @@ nothing of the loader above (``bertkit.weights``: quantization, compilation, tok
 
 from __future__ import annotations
 
-import functools
-import itertools
 import math
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Self, cast
+from typing import Any, Self
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from bertkit.checkpoint_files import QUANTIZATION_KEY, load_hf_state_dict, read_pretrained, write_pretrained
-from bertkit.config import BertConfig
+from bertkit.checkpoint_files import (
+    HEAD_NAMES,
+    QUANTIZATION_KEY,
+    TF_NAMES,
+    load_hf_state_dict,
+    read_pretrained,
+    write_pretrained,
+)
+from bertkit.config import PRESETS, BertConfig
 from bertkit.errors import CheckpointError, ConfigError
+from bertkit.models.architecture import Architecture
+from bertkit.models.attention import (
+    Packed,
+    choose_attention,
+    flex_attention_module,
+    flex_kernel,
+    refuse_dropout,
+    varlen_attention,
+    varlen_kernel_exists,
+)
+from bertkit.models.parts import activation, init_weights
 
 ATTN_IMPLEMENTATIONS = ("sdpa", "eager", "flex", "varlen")
 """``sdpa``: ``scaled_dot_product_attention`` on the padded layout (every device); ``eager``: the same by hand;
@@ -42,7 +58,7 @@ ATTN_IMPLEMENTATIONS = ("sdpa", "eager", "flex", "varlen")
 attention over the flattened sequences (``torch.nn.attention.varlen`` on CUDA, a loop of SDPA calls elsewhere).
 ``flex`` and ``varlen`` have no attention-probability dropout: train them with ``attention_probs_dropout_prob=0``."""
 UNPAD_SHARE = 0.1
-"""A training batch with at least this share of padding runs its layers on the real tokens only (``Unpadded``).
+"""A training batch with at least this share of padding runs its layers on the real tokens only (``Packed``).
 Below it there is little to save (length-grouped batches have 2-5 %), and unpadding costs two copies per layer."""
 
 
@@ -124,17 +140,6 @@ class QuestionAnsweringOutput:
 
 
 # ------------------------------------------------------------------------------------------ pieces
-def activation(name: str) -> Callable[[Tensor], Tensor]:
-    """The feed-forward activation: ``gelu`` is exact erf GELU (BERT and Hugging Face), ``gelu_new`` tanh."""
-    if name == "gelu":
-        return F.gelu
-    if name in ("gelu_new", "gelu_pytorch_tanh"):
-        return functools.partial(F.gelu, approximate="tanh")
-    if name == "relu":
-        return F.relu
-    raise ConfigError(f"hidden_act {name!r} is not supported")
-
-
 class Embeddings(nn.Module):
     """word[ids] + position[0..L-1] + token_type[segments], then LayerNorm and dropout."""
 
@@ -188,7 +193,7 @@ class SelfAttention(nn.Module):
         mask: AttentionMask,
         output_attentions: bool = False,
         rows: Tensor | None = None,
-        unpadded: Unpadded | None = None,
+        unpadded: Packed | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """``rows [B, K]``: attend from those positions only (every position is still a key); the output is
         then ``[B, K, H]``. ``unpadded``: ``x`` is the ``[T, H]`` real tokens of a padded batch; the
@@ -198,9 +203,10 @@ class SelfAttention(nn.Module):
         hidden = x.shape[-1]
         dropout_p = self.dropout_p if self.training else 0.0
         if isinstance(mask, VarlenLayout):
-            _refuse_dropout("varlen", dropout_p)
+            refuse_dropout("varlen", dropout_p)
             q, k, v = self.qkv(x.reshape(-1, hidden)).view(-1, 3, self.num_heads, self.head_dim).unbind(1)
-            return self.out(varlen_attention(q, k, v, mask).reshape(x.shape)), None
+            context = varlen_attention(q, k, v, mask.cu_seqlens, mask.max_seqlen)
+            return self.out(context.reshape(x.shape)), None
         if unpadded is not None:
             q, k, v = self._split_heads(unpadded.pad(self.qkv(x)))
         elif rows is None:
@@ -211,7 +217,7 @@ class SelfAttention(nn.Module):
             k, v = self._split_heads(F.linear(x, weight[hidden:], bias[hidden:]), parts=2)
         probs = None
         if isinstance(mask, FlexLayout):
-            _refuse_dropout("flex", dropout_p)
+            refuse_dropout("flex", dropout_p)
             context = flex_kernel(q)(q, k, v, block_mask=mask.block_mask)
         elif output_attentions or self.attn_implementation == "eager":
             scores = (q @ k.transpose(-1, -2)) / math.sqrt(self.head_dim)
@@ -236,7 +242,7 @@ class SelfAttention(nn.Module):
 @dataclass(frozen=True)
 class VarlenLayout:
     """Where each sequence of a batch starts among its tokens flattened (``[B * L]``, or the ``[T]`` real tokens of
-    an ``Unpadded`` batch): ``cu_seqlens [S + 1]`` int32, 0 first and the token count last; padding runs are
+    an ``Packed`` batch): ``cu_seqlens [S + 1]`` int32, 0 first and the token count last; padding runs are
     sequences of their own, whose outputs nobody reads. ``max_seqlen`` bounds a sequence's length."""
 
     cu_seqlens: Tensor
@@ -254,39 +260,6 @@ class FlexLayout:
 AttentionMask = Tensor | FlexLayout | VarlenLayout | None
 
 
-def flex_attention_module() -> Any:
-    """``torch.nn.attention.flex_attention``, imported when first used."""
-    import torch.nn.attention.flex_attention as flex
-
-    return flex
-
-
-@functools.cache
-def _compiled_flex() -> Callable[..., Tensor]:
-    return torch.compile(flex_attention_module().flex_attention, dynamic=True)
-
-
-def flex_kernel(q: Tensor) -> Callable[..., Tensor]:
-    """FlexAttention for ``q``'s device: compiled into one fused kernel on CUDA (uncompiled it materialises every
-    score); uncompiled elsewhere, where it answers but has no backward (PyTorch's CPU kernel trains nothing)."""
-    if q.is_cuda:
-        return _compiled_flex()
-    if q.requires_grad:
-        raise ConfigError(
-            "attn_implementation 'flex' trains on CUDA only (PyTorch's CPU FlexAttention has no backward): on the "
-            "CPU use it under torch.no_grad, or train with sdpa or varlen"
-        )
-    return cast(Callable[..., Tensor], flex_attention_module().flex_attention)
-
-
-def _refuse_dropout(implementation: str, dropout_p: float) -> None:
-    if dropout_p > 0:
-        raise ConfigError(
-            f"attn_implementation {implementation!r} has no attention dropout; train it with "
-            f"attention_probs_dropout_prob=0 (or use sdpa)"
-        )
-
-
 def sequence_starts(sequence_ids: Tensor) -> Tensor:
     """Boolean ``[B, L]``: True where a sequence begins, at each row's first token and wherever the id changes."""
     starts = torch.ones_like(sequence_ids, dtype=torch.bool)
@@ -302,7 +275,7 @@ def packed_positions(sequence_ids: Tensor) -> Tensor:
 
 
 def varlen_layout(sequence_ids: Tensor, keep: Tensor | None = None, max_seqlen: int | None = None) -> VarlenLayout:
-    """The ``VarlenLayout`` of rows of ``sequence_ids [B, L]`` (``keep``: only the flat positions an ``Unpadded``
+    """The ``VarlenLayout`` of rows of ``sequence_ids [B, L]`` (``keep``: only the flat positions an ``Packed``
     batch keeps). Finding the starts costs one host sync; a packer that knows them gives ``cu_seqlens`` itself."""
     starts = sequence_starts(sequence_ids).reshape(-1)
     if keep is not None:
@@ -322,53 +295,6 @@ def document_block_mask(sequence_ids: Tensor) -> Any:
     return flex_attention_module().create_block_mask(
         same_sequence, batch, None, seq_len, seq_len, device=sequence_ids.device
     )
-
-
-def varlen_attention(q: Tensor, k: Tensor, v: Tensor, layout: VarlenLayout) -> Tensor:
-    """Attention within each sequence of ``layout`` over ``[T, heads, head_dim]`` tokens: one
-    ``torch.nn.attention.varlen`` kernel on CUDA (FlashAttention's varlen), one SDPA call per sequence elsewhere."""
-    if q.is_cuda and q.dtype in (torch.float16, torch.bfloat16):  # FlashAttention's dtypes (autocast gives them)
-        try:
-            from torch.nn.attention.varlen import varlen_attn
-        except ImportError:  # torch without varlen attention: the portable loop below
-            pass
-        else:
-            cu, longest = layout.cu_seqlens, layout.max_seqlen
-            out = varlen_attn(q, k, v, cu, cu, longest, longest)
-            return out if isinstance(out, Tensor) else out[0]
-    bounds = layout.cu_seqlens.tolist()
-    pieces = []
-    for start, end in itertools.pairwise(bounds):
-        query, key, value = (t[start:end].transpose(0, 1) for t in (q, k, v))
-        pieces.append(F.scaled_dot_product_attention(query, key, value).transpose(0, 1))
-    return torch.cat(pieces)
-
-
-class Unpadded:
-    """Where the real tokens of a padded ``[B, L]`` batch sit, to run the position-wise parts of the layers
-    (projections, feed-forward, LayerNorm: nearly all the work) on those ``T`` tokens alone.
-
-    A batch of sentences of mixed lengths then costs what its real tokens cost, whatever the padding, so
-    training batches can be drawn at random (as the reference does) instead of grouped by length.
-    """
-
-    def __init__(self, keep: Tensor, batch: int, seq_len: int):
-        self.keep, self.batch, self.seq_len = keep, batch, seq_len
-
-    @classmethod
-    def of(cls, mask: Tensor) -> Unpadded:
-        """From the boolean key mask ``[B, 1, 1, L]`` (True = real token)."""
-        batch, seq_len = mask.shape[0], mask.shape[-1]
-        return cls(mask.reshape(-1).nonzero().squeeze(1), batch, seq_len)
-
-    def unpad(self, padded: Tensor) -> Tensor:
-        """``[B, L, C]`` -> ``[T, C]``."""
-        return padded.reshape(-1, padded.shape[-1]).index_select(0, self.keep)
-
-    def pad(self, packed: Tensor) -> Tensor:
-        """``[T, C]`` -> ``[B, L, C]``, zeros at the padded positions."""
-        flat = packed.new_zeros(self.batch * self.seq_len, packed.shape[-1]).index_copy(0, self.keep, packed)
-        return flat.view(self.batch, self.seq_len, -1)
 
 
 def gather_rows(x: Tensor, rows: Tensor) -> Tensor:
@@ -426,10 +352,10 @@ class EncoderLayer(nn.Module):
         mask: AttentionMask,
         output_attentions: bool = False,
         rows: Tensor | None = None,
-        unpadded: Unpadded | None = None,
+        unpadded: Packed | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """``rows [B, K]``: compute the block's output at those positions only (``[B, K, H]``).
-        ``unpadded``: ``x`` is ``[T, H]``, the real tokens only (see ``Unpadded``), and so is the output."""
+        ``unpadded``: ``x`` is ``[T, H]``, the real tokens only (see ``Packed``), and so is the output."""
         if self.pre_norm:
             return self._pre_norm_forward(x, mask, output_attentions, rows, unpadded)
         attended, probs = self.attention(x, mask, output_attentions, rows, unpadded)
@@ -452,7 +378,7 @@ class EncoderLayer(nn.Module):
         return fused_feed_forward(h, weights, self.hidden_act, ffn_norm.eps, p, self.training), probs
 
     def _pre_norm_forward(
-        self, x: Tensor, mask: AttentionMask, output_attentions: bool, rows: Tensor | None, unpadded: Unpadded | None
+        self, x: Tensor, mask: AttentionMask, output_attentions: bool, rows: Tensor | None, unpadded: Packed | None
     ) -> tuple[Tensor, Tensor | None]:
         """The pre-LN block (the residual stream ``x`` is never normalised; each branch reads it normalised)."""
         attended, probs = self.attention(self.attention_norm(x), mask, output_attentions, rows, unpadded)
@@ -479,7 +405,7 @@ class Encoder(nn.Module):
         output_hidden_states: bool = False,
         output_attentions: bool = False,
         last_layer_rows: Tensor | None = None,
-        unpadded: Unpadded | None = None,
+        unpadded: Packed | None = None,
     ) -> tuple[Tensor, tuple[Tensor, ...] | None, tuple[Tensor, ...] | None]:
         """``last_layer_rows [B, K]``: the last layer computes only those positions (see ``BertModel``).
         ``unpadded``: run the layers on the real tokens only (not with per-layer outputs); the output is
@@ -538,27 +464,12 @@ def pool_tokens(hidden: Tensor, attention_mask: Tensor, pooling: str) -> Tensor:
     return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
 
 
-@torch.no_grad()
-def init_weights(module: nn.Module, std: float = 0.02, pad_token_id: int | None = None) -> None:
-    """BERT initialisation: normal(0, std) weights, zero biases, LayerNorm 1/0, zero [PAD] embedding row."""
-    if isinstance(module, nn.Linear):
-        module.weight.normal_(0.0, std)
-        if module.bias is not None:
-            module.bias.zero_()
-    elif isinstance(module, nn.Embedding):
-        module.weight.normal_(0.0, std)
-        if pad_token_id is not None and pad_token_id < module.num_embeddings:
-            module.weight[pad_token_id].zero_()
-    elif isinstance(module, nn.LayerNorm):
-        module.weight.fill_(1.0)
-        module.bias.zero_()
-
-
 def _check_attn_implementation(name: str | None) -> str:
-    name = name or "sdpa"
-    if name not in ATTN_IMPLEMENTATIONS:
-        raise ConfigError(f"attn_implementation {name!r} is not supported; use one of {ATTN_IMPLEMENTATIONS}")
-    return name
+    # Unrequested, BERT runs sdpa: it trains with attention dropout (0.1), which neither flex nor varlen computes.
+    exists = varlen_kernel_exists()
+    return choose_attention(
+        name or "sdpa", None, allowed=ATTN_IMPLEMENTATIONS, varlen_exists=exists, architecture="BERT"
+    )
 
 
 class PreTrainedMixin(nn.Module):
@@ -592,6 +503,13 @@ class PreTrainedMixin(nn.Module):
         load_hf_state_dict(model, pretrained.state, ignore_mismatched_sizes=ignore_mismatched_sizes, source=source)
         return model.eval()
 
+    def set_attention(self, name: str | None) -> None:
+        """Run attention through ``name`` (one of ``ATTN_IMPLEMENTATIONS``; None: ``sdpa``)."""
+        chosen = _check_attn_implementation(name)
+        for module in self.modules():
+            if isinstance(module, BertModel | SelfAttention):
+                module.attn_implementation = chosen
+
     def save_pretrained(self, directory: str | os.PathLike) -> Path:
         """Write ``config.json`` and ``model.safetensors`` in Hugging Face's layout (names, ``architectures``),
         each atomically, so that ``transformers``' class of the same name loads the directory. Returns it."""
@@ -621,7 +539,7 @@ class BertModel(PreTrainedMixin):
         self.encoder = Encoder(config, self.attn_implementation)
         self.pooler = Pooler(config) if add_pooling_layer else None
         self.unpad = True
-        """Run training batches with ``UNPAD_SHARE`` or more padding on their real tokens only (``Unpadded``);
+        """Run training batches with ``UNPAD_SHARE`` or more padding on their real tokens only (``Packed``);
         False pads them through every layer, as Hugging Face does."""
         self.apply(lambda m: init_weights(m, config.initializer_range, config.pad_token_id))
 
@@ -691,7 +609,7 @@ class BertModel(PreTrainedMixin):
         key_mask: Tensor | None,
         sequence_ids: Tensor | None,
         cu_seqlens: Tensor | None,
-        unpadded: Unpadded | None,
+        unpadded: Packed | None,
         dense: bool,
     ) -> AttentionMask:
         """What the layers' attention takes for this batch and ``attn_implementation``: the key mask (or None)
@@ -710,17 +628,17 @@ class BertModel(PreTrainedMixin):
             return FlexLayout(document_block_mask(sequence_ids))
         if cu_seqlens is not None and unpadded is None:
             return VarlenLayout(cu_seqlens.to(torch.int32), self.config.max_position_embeddings)
-        keep = unpadded.keep if unpadded is not None else None
+        keep = unpadded.indices if unpadded is not None else None
         return varlen_layout(sequence_ids, keep, self.config.max_position_embeddings)
 
-    def _unpadded(self, mask: Tensor | None) -> Unpadded | None:
+    def _unpadded(self, mask: Tensor | None) -> Packed | None:
         """Unpad a training batch whose padding is at least ``UNPAD_SHARE`` of it. Only in training: in
         evaluation the padded positions keep the values Hugging Face computes there (nothing reads them,
         but outputs stay identical tensor for tensor), and inference batches are length-sorted anyway."""
         if mask is None or not (self.training and self.unpad) or torch.compiler.is_compiling():
             return None
         real = int(mask.sum())
-        return Unpadded.of(mask) if real <= (1.0 - UNPAD_SHARE) * mask.numel() else None
+        return Packed.of(mask) if real <= (1.0 - UNPAD_SHARE) * mask.numel() else None
 
 
 def _check_position_embedding_type(config: BertConfig) -> None:
@@ -1072,3 +990,74 @@ HEAD_CLASSES: dict[str, type[nn.Module]] = {
     )
 }
 """Model classes by name; the names are Hugging Face's, as written in ``config.json``'s ``architectures``."""
+
+
+# ------------------------------------------------------------------------------------------ the record
+class BertTraceable(nn.Module):
+    """The model's inference forward as a traceable function of the three input tensors.
+
+    ``BertModel.forward`` drops the attention mask when nothing is padded (a host-side check that lets SDPA
+    pick its fastest kernel); a tracer would freeze whichever branch the example took, so the encoder is
+    called here with the mask always applied.
+    """
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        bert = model if isinstance(model, BertModel) else model.bert
+        assert isinstance(bert, BertModel)
+        self.model = model
+        self.bert = bert
+
+    def forward(self, input_ids: Tensor, token_type_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, ...]:
+        bert = self.bert
+        mask = attention_mask[:, None, None, :].bool()
+        hidden, _, _ = bert.encoder(bert.embeddings(input_ids, token_type_ids), mask)
+        pooled = bert.pooler(hidden) if bert.pooler is not None else None
+        model = self.model
+        if isinstance(model, BertModel):
+            return (hidden,) if pooled is None else (hidden, pooled)
+        if isinstance(model, BertForPreTraining):
+            return model.mlm(hidden), model.nsp(pooled)
+        if isinstance(model, BertForMaskedLM):
+            return (model.mlm(hidden),)
+        if isinstance(model, BertForSequenceClassification):
+            return (model.classifier(pooled),)
+        if isinstance(model, BertForTokenClassification):
+            return (model.classifier(hidden),)
+        assert isinstance(model, BertForQuestionAnswering)  # the exporter admits the classes of ARCHITECTURE only
+        start, end = model.qa_outputs(hidden).unbind(-1)
+        return start, end
+
+
+def _load_state(model: nn.Module, state: dict[str, Tensor], *, source: str = "") -> None:
+    load_hf_state_dict(model, state, source=source)
+
+
+def _pretraining_config(config: BertConfig, tokenizer: Mapping[str, Any], fresh: bool) -> BertConfig:
+    """``config`` with the size and [PAD] id of a prepared dataset's tokenizer."""
+    return replace(config, vocab_size=tokenizer["vocab_size"], pad_token_id=tokenizer["pad_id"])
+
+
+def _with_dropout(config: BertConfig, p: float) -> BertConfig:
+    return replace(config, hidden_dropout_prob=p, attention_probs_dropout_prob=p)
+
+
+ARCHITECTURE = Architecture(
+    name="bert",
+    title="BERT",
+    config_class=BertConfig,
+    base=PreTrainedMixin,
+    classes={name: cls for name, cls in HEAD_CLASSES.items()},
+    encoder_attribute="bert",
+    load_state=_load_state,
+    traceable=BertTraceable,
+    hf_names=HEAD_NAMES,
+    tf_names=TF_NAMES,
+    nsp=True,
+    pre_ln=True,
+    int8=True,
+    pretraining_config=_pretraining_config,
+    with_dropout=_with_dropout,
+    presets=tuple(PRESETS),
+)
+"""BERT's record in ``bertkit.models.registry``."""

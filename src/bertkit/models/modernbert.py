@@ -26,8 +26,8 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Self
 
@@ -38,9 +38,20 @@ from torch.utils.checkpoint import checkpoint
 
 from bertkit.checkpoint_files import read_state_dict, weights_file
 from bertkit.checkpoint_files.hf_files import SAFETENSORS_NAME, write_safetensors
-from bertkit.config import CONFIG_NAME, ModernBertConfig
+from bertkit.config import CONFIG_NAME, MODERNBERT_PRESETS, ModernBertConfig
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.hub import resolve_model
+from bertkit.models.architecture import Architecture
+from bertkit.models.attention import (
+    KERNELS,
+    Packed,
+    attention_for,
+    flex_packed,
+    refuse_dropout,
+    sdpa_packed,
+    varlen_attention,
+    varlen_kernel_applies,
+)
 from bertkit.models.bert import (
     BertOutput,
     MaskedLMOutput,
@@ -54,69 +65,14 @@ from bertkit.models.bert import (
     span_loss,
     token_classification_loss,
 )
+from bertkit.models.parts import activation
+from bertkit.models.parts import init_weights as init_module
 
-ATTN_IMPLEMENTATIONS = ("sdpa", "flex", "varlen")
+ATTN_IMPLEMENTATIONS = KERNELS
 LOCAL_BLOCK = 256
 """Queries per block of the ``sdpa`` path's local layers on sequences longer than four blocks."""
 
 logger = logging.getLogger("bertkit.weights")
-
-
-# ------------------------------------------------------------------------------------------ the unpadded batch
-@dataclass
-class Packed:
-    """A padded batch's real tokens, and where they sit: ``[B, L]`` with ``attention_mask`` -> ``[T]``."""
-
-    indices: Tensor
-    """``[T]`` flat positions of the real tokens in ``[B * L]``."""
-    sequence: Tensor
-    """``[T]`` the sequence each token belongs to."""
-    positions: Tensor
-    """``[T]`` each token's position within its sequence, from 0."""
-    lengths: Tensor
-    """``[B]`` real tokens per sequence."""
-    cu_seqlens: Tensor
-    """``[B + 1]`` int32 offsets of each sequence in the packed tokens."""
-    batch: int
-    seq_len: int
-    max_len: int
-    """Longest sequence (real tokens)."""
-    cache: dict[Any, Any] = field(default_factory=dict)
-    """Masks and rotary tables built once per forward, shared by the layers."""
-
-    @classmethod
-    def of(cls, attention_mask: Tensor) -> Packed:
-        mask = attention_mask.bool()
-        batch, seq_len = mask.shape
-        flat = mask.reshape(-1)
-        indices = flat.nonzero().squeeze(-1)
-        lengths = mask.sum(1)
-        positions = (mask.cumsum(1) - 1).reshape(-1)[indices]
-        cu_seqlens = F.pad(lengths.cumsum(0, dtype=torch.int32), (1, 0))
-        max_len = int(lengths.max()) if batch else 0
-        return cls(indices, indices // seq_len, positions, lengths, cu_seqlens, batch, seq_len, max_len)
-
-    @property
-    def total(self) -> int:
-        return int(self.indices.shape[0])
-
-    @property
-    def full(self) -> bool:
-        """Whether no token is padding (``T == B * L``): then packing and unpacking are views."""
-        return self.total == self.batch * self.seq_len
-
-    def unpad(self, padded: Tensor) -> Tensor:
-        """``[B, L, ...]`` -> ``[T, ...]``."""
-        flat = padded.reshape(self.batch * self.seq_len, *padded.shape[2:])
-        return flat if self.full else flat[self.indices]
-
-    def pad(self, packed: Tensor) -> Tensor:
-        """``[T, ...]`` -> ``[B, L, ...]``, zeros at the padding."""
-        if self.full:
-            return packed.view(self.batch, self.seq_len, *packed.shape[1:])
-        out = packed.new_zeros(self.batch * self.seq_len, *packed.shape[1:])
-        out = out.index_copy(0, self.indices, packed)
-        return out.view(self.batch, self.seq_len, *packed.shape[1:])
 
 
 # ------------------------------------------------------------------------------------------ rotary positions
@@ -145,157 +101,26 @@ def rotate(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 
 
 # ------------------------------------------------------------------------------------------ attention paths
-def _window_mask(length: int, half_window: int, device: torch.device) -> Tensor:
-    rows = torch.arange(length, device=device)
-    return (rows[:, None] - rows[None, :]).abs() <= half_window
+def _sdpa(q: Tensor, k: Tensor, v: Tensor, packed: Packed, half_window: int | None, dropout: float) -> Tensor:
+    return sdpa_packed(q, k, v, packed, half_window, dropout, LOCAL_BLOCK)
 
 
-def _grid_mask(packed: Packed, half_window: int | None, dtype: torch.dtype, device: torch.device) -> Tensor | None:
-    """The ``[B|1, 1, M, M]`` additive mask of the padded layout (M = ``max_len``; 0 where seen, -inf where not,
-    built once per forward: SDPA would turn a boolean mask into this in every layer): real keys, within the
-    window; padded query rows see every key (their outputs are dropped; a fully masked row would give NaN)."""
-    key = ("grid", half_window, dtype)
-    if key in packed.cache:
-        mask: Tensor | None = packed.cache[key]
-        return mask
-    m = packed.max_len
-    allowed = _window_mask(m, half_window, device)[None, None] if half_window is not None else None
-    if not packed.full:
-        valid = torch.arange(m, device=device)[None, :] < packed.lengths[:, None]
-        allowed = valid[:, None, None, :] | ~valid[:, None, :, None]
-        if half_window is not None:
-            allowed = allowed & (_window_mask(m, half_window, device) | ~valid[:, None, :, None])
-    mask = None if allowed is None else torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill_(
-        ~allowed, float("-inf"))  # fmt: skip
-    packed.cache[key] = mask
-    return mask
-
-
-def _to_grid(x: Tensor, packed: Packed) -> Tensor:
-    """``[T, ...]`` -> ``[B, M, ...]`` (zeros at the padding; a view when no sequence is shorter than M)."""
-    if packed.full:
-        return x.view(packed.batch, packed.max_len, *x.shape[1:])
-    slots = packed.cache.get("slots")
-    if slots is None:
-        slots = packed.cache["slots"] = packed.sequence * packed.max_len + packed.positions
-    grid = x.new_zeros(packed.batch * packed.max_len, *x.shape[1:]).index_copy(0, slots, x)
-    return grid.view(packed.batch, packed.max_len, *x.shape[1:])
-
-
-def _from_grid(grid: Tensor, packed: Packed) -> Tensor:
-    """``[B, heads, M, d]`` -> ``[T, heads, d]``."""
-    flat = grid.transpose(1, 2).reshape(packed.batch * packed.max_len, *grid.shape[1:2], grid.shape[-1])
-    return flat if packed.full else flat[packed.cache["slots"]]
-
-
-def sdpa_attention(q: Tensor, k: Tensor, v: Tensor, packed: Packed, half_window: int | None, dropout: float) -> Tensor:
-    """Variable-length attention through ``scaled_dot_product_attention`` on the padded layout of q, k, v (one
-    scatter for the three)."""
-    qg, kg, vg = _to_grid(torch.stack((q, k, v), dim=1), packed).permute(2, 0, 3, 1, 4).unbind(0)
-    if half_window is not None and packed.max_len > 4 * LOCAL_BLOCK:
-        out = _blocked_local(qg, kg, vg, packed, half_window, dropout)
-    else:
-        mask = _grid_mask(packed, half_window, q.dtype, q.device)
-        out = F.scaled_dot_product_attention(qg, kg, vg, attn_mask=mask, dropout_p=dropout)
-    return _from_grid(out, packed)
-
-
-def _blocked_local(q: Tensor, k: Tensor, v: Tensor, packed: Packed, half_window: int, dropout: float) -> Tensor:
-    """Sliding-window attention in blocks of ``LOCAL_BLOCK`` queries, each against the keys within reach: the
-    same values as the full window mask, in memory that grows with the window instead of the length squared."""
-    m = packed.max_len
-    valid = torch.arange(m, device=q.device)[None, :] < packed.lengths[:, None]  # [B, M]
-    outs = []
-    for start in range(0, m, LOCAL_BLOCK):
-        stop = min(start + LOCAL_BLOCK, m)
-        lo, hi = max(0, start - half_window), min(m, stop + half_window)
-        rows = torch.arange(start, stop, device=q.device)
-        cols = torch.arange(lo, hi, device=q.device)
-        window = (rows[:, None] - cols[None, :]).abs() <= half_window
-        q_valid, k_valid = valid[:, start:stop], valid[:, lo:hi]
-        mask = (window[None] & k_valid[:, None, :]) | ~q_valid[:, :, None]
-        outs.append(
-            F.scaled_dot_product_attention(
-                q[:, :, start:stop], k[:, :, lo:hi], v[:, :, lo:hi], attn_mask=mask[:, None], dropout_p=dropout
-            )
-        )
-    return torch.cat(outs, dim=2)
-
-
-def flex_attention(q: Tensor, k: Tensor, v: Tensor, packed: Packed, half_window: int | None, dropout: float) -> Tensor:
-    """Variable-length attention through FlexAttention on the packed tokens (no padding anywhere)."""
-    if dropout:
-        raise ConfigError("attn_implementation 'flex' has no attention dropout; use 'sdpa' to train with it")
-    from torch.nn.attention.flex_attention import create_block_mask
-    from torch.nn.attention.flex_attention import flex_attention as flex
-
-    key = ("flex", half_window)
-    block = packed.cache.get(key)
-    if block is None:
-        sequence, positions = packed.sequence, packed.positions
-
-        def same_sequence(b: Tensor, h: Tensor, qi: Tensor, ki: Tensor) -> Tensor:
-            return sequence[qi] == sequence[ki]
-
-        def within_window(b: Tensor, h: Tensor, qi: Tensor, ki: Tensor) -> Tensor:
-            near = (positions[qi] - positions[ki]).abs() <= (half_window or 0)
-            return (sequence[qi] == sequence[ki]) & near
-
-        rule = same_sequence if half_window is None else within_window
-        block = create_block_mask(rule, None, None, packed.total, packed.total, device=q.device)
-        packed.cache[key] = block
-    out = flex(q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None], block_mask=block)
-    return torch.as_tensor(out)[0].transpose(0, 1)
-
-
-def varlen_attention(
-    q: Tensor, k: Tensor, v: Tensor, packed: Packed, half_window: int | None, dropout: float
-) -> Tensor:
-    """Variable-length attention through ``torch.nn.attention.varlen`` (FlashAttention, CUDA only)."""
-    if dropout:
-        raise ConfigError("attn_implementation 'varlen' has no attention dropout; use 'sdpa' to train with it")
-    from torch.nn.attention.varlen import varlen_attn
-
-    dtype = q.dtype if q.dtype in (torch.float16, torch.bfloat16) else torch.bfloat16
-    window = (-1, -1) if half_window is None else (half_window, half_window)
-    cu = packed.cu_seqlens
-    out = varlen_attn(q.to(dtype), k.to(dtype), v.to(dtype), cu, cu, packed.max_len, packed.max_len, window_size=window)
-    return torch.as_tensor(out).to(q.dtype)
+def _varlen(q: Tensor, k: Tensor, v: Tensor, packed: Packed, half_window: int | None, dropout: float) -> Tensor:
+    """FlashAttention's varlen kernel where it applies (CUDA, half precision), else the same through SDPA."""
+    refuse_dropout("varlen", dropout)
+    if not varlen_kernel_applies(q):
+        return _sdpa(q, k, v, packed, half_window, dropout)
+    return varlen_attention(q, k, v, packed.cu_seqlens, packed.max_len, half_window)
 
 
 ATTENTION: dict[str, Callable[[Tensor, Tensor, Tensor, Packed, int | None, float], Tensor]] = {
-    "sdpa": sdpa_attention,
-    "flex": flex_attention,
-    "varlen": varlen_attention,
+    "sdpa": _sdpa,
+    "flex": flex_packed,
+    "varlen": _varlen,
 }
 
 
-def choose_attention(name: str | None, device: torch.device | None = None) -> str:
-    """The attention path: ``name`` when given, else ``varlen`` on CUDA and ``sdpa`` elsewhere."""
-    if name is None:
-        return "varlen" if device is not None and device.type == "cuda" else "sdpa"
-    if name not in ATTN_IMPLEMENTATIONS:
-        raise ConfigError(
-            f"attn_implementation {name!r} is not supported for ModernBERT; use one of {ATTN_IMPLEMENTATIONS}"
-        )
-    return name
-
-
 # ------------------------------------------------------------------------------------------ the layers
-def activation(name: str) -> Callable[[Tensor], Tensor]:
-    """``transformers``' ``ACT2FN`` for the names ModernBERT configs use."""
-    table: dict[str, Callable[[Tensor], Tensor]] = {
-        "gelu": F.gelu,
-        "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
-        "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh"),
-        "relu": F.relu,
-        "silu": F.silu,
-    }
-    if name not in table:
-        raise ConfigError(f"activation {name!r} is not supported; use one of {sorted(table)}")
-    return table[name]
-
-
 def layer_norm(config: ModernBertConfig) -> nn.LayerNorm:
     return nn.LayerNorm(config.hidden_size, eps=config.norm_eps, bias=config.norm_bias)
 
@@ -327,7 +152,8 @@ class ModernBertAttention(nn.Module):
         self.half_window: int | None = None if is_global else config.local_attention // 2
         theta = config.global_rope_theta if is_global or config.local_rope_theta is None else config.local_rope_theta
         self.rotary_emb = RotaryEmbedding(config.head_dim, theta)
-        self.implementation = "sdpa"
+        self.implementation: str | None = None
+        """One of ``ATTN_IMPLEMENTATIONS``, or None: chosen per forward by the device (``attention_for``)."""
 
     def forward(self, x: Tensor, packed: Packed) -> Tensor:
         q, k, v = self.Wqkv(x).view(-1, 3, self.num_heads, self.head_dim).unbind(1)
@@ -337,7 +163,8 @@ class ModernBertAttention(nn.Module):
         cos, sin = packed.cache[key]
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)
         dropout = self.attention_dropout if self.training else 0.0
-        out = ATTENTION[self.implementation](q, k, v, packed, self.half_window, dropout)
+        chosen = self.implementation or attention_for(None, x.device, ATTN_IMPLEMENTATIONS, dropout > 0)
+        out = ATTENTION[chosen](q, k, v, packed, self.half_window, dropout)
         return self.out_drop(self.Wo(out.reshape(x.shape[0], -1)))
 
 
@@ -373,31 +200,17 @@ class ModernBertEncoderLayer(nn.Module):
 
 
 # ------------------------------------------------------------------------------------------ init, load, save
-@torch.no_grad()
 def init_weights(model: nn.Module, config: ModernBertConfig) -> None:
     """transformers' initialisation: truncated normals (cut at ``initializer_cutoff_factor`` std), ``in`` std for
     input projections and embeddings, ``out`` std (scaled by depth) for output projections and the head,
     ``hidden_size ** -0.5`` for classifiers; zero biases, LayerNorm weight 1."""
     std_in = config.initializer_range
     std_out = config.initializer_range / math.sqrt(2.0 * config.num_hidden_layers)
-    cut = config.initializer_cutoff_factor
-
-    def normal(weight: Tensor, std: float) -> None:
-        nn.init.trunc_normal_(weight, mean=0.0, std=std, a=-cut * std, b=cut * std)
-
     for name, module in model.named_modules():
-        if isinstance(module, nn.Linear):
-            last = name.rsplit(".", 1)[-1]
-            std = {"Wqkv": std_in, "Wi": std_in, "classifier": config.hidden_size**-0.5}.get(last, std_out)
-            normal(module.weight, std)
-            if module.bias is not None:
-                module.bias.zero_()
-        elif isinstance(module, nn.Embedding):
-            normal(module.weight, std_in)
-        elif isinstance(module, nn.LayerNorm):
-            module.weight.fill_(1.0)
-            if module.bias is not None:
-                module.bias.zero_()
+        last = name.rsplit(".", 1)[-1]
+        std = {"Wqkv": std_in, "Wi": std_in, "classifier": config.hidden_size**-0.5}.get(last, std_out)
+        std = std_in if isinstance(module, nn.Embedding) else std
+        init_module(module, std, cutoff=config.initializer_cutoff_factor)
 
 
 ENCODER_PARTS = ("embeddings.", "layers.", "final_norm.")
@@ -509,9 +322,9 @@ class ModernBertPreTrained(nn.Module):
         return directory
 
     def set_attention(self, name: str | None) -> None:
-        """Run attention through ``name`` (one of ``ATTN_IMPLEMENTATIONS``; None: by device)."""
-        device = next(self.parameters()).device
-        chosen = choose_attention(name, device)
+        """Run attention through ``name`` (one of ``ATTN_IMPLEMENTATIONS``), or None: by the device of each
+        forward (``varlen`` on CUDA where the kernel exists, ``sdpa`` elsewhere)."""
+        chosen = None if name is None else attention_for(name, None, ATTN_IMPLEMENTATIONS, architecture="ModernBERT")
         for module in self.modules():
             if isinstance(module, ModernBertAttention):
                 module.implementation = chosen
@@ -529,9 +342,7 @@ class ModernBertModel(ModernBertPreTrained):
         self.final_norm = layer_norm(config)
         self.gradient_checkpointing = False
         init_weights(self, config)
-        for module in self.modules():
-            if isinstance(module, ModernBertAttention):
-                module.implementation = choose_attention(config.attn_implementation)
+        self.set_attention(config.attn_implementation)
 
     def gradient_checkpointing_enable(self, enabled: bool = True) -> None:
         """Recompute each layer's activations in the backward pass: less memory, more compute."""
@@ -742,3 +553,117 @@ MODERNBERT_CLASSES: dict[str, type[ModernBertPreTrained]] = {
     )
 }
 """ModernBERT classes by name, as ``config.json``'s ``architectures`` writes them."""
+
+
+# ------------------------------------------------------------------------------------------ the record
+def modernbert_padded(encoder: ModernBertModel, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+    """``encoder``'s final vectors ``[B, L, H]`` (zeros at the padding) computed on the padded layout, in
+    operations a tracer records for any batch and length: each sequence's real tokens numbered from 0 (left or
+    right padding alike), keys limited to real tokens, and on local layers to ``half_window`` positions away;
+    padded query rows see every key (their outputs are zeroed)."""
+    real = attention_mask.bool()
+    positions = (attention_mask.cumsum(1) - 1).clamp(min=0)
+    query_pad = ~real[:, None, :, None]
+    seen = real[:, None, None, :] | query_pad
+    distance = (positions[:, :, None] - positions[:, None, :]).abs()[:, None]
+    x = encoder.embeddings(input_ids)
+    tables: dict[float, tuple[Tensor, Tensor]] = {}
+    for layer in encoder.layers:
+        assert isinstance(layer, ModernBertEncoderLayer)
+        attn = layer.attn
+        if attn.rotary_emb.base not in tables:  # RotaryEmbedding's tables, [B, L, d] (no reshape a tracer freezes)
+            freqs = positions.float()[..., None] * attn.rotary_emb.inv_freq.float()
+            emb = torch.cat((freqs, freqs), dim=-1)
+            tables[attn.rotary_emb.base] = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+        cos, sin = tables[attn.rotary_emb.base]
+        qkv = attn.Wqkv(layer.attn_norm(x)).unflatten(-1, (3, attn.num_heads, attn.head_dim)).permute(0, 2, 3, 1, 4)
+        q, k, v = qkv.unbind(1)  # [B, heads, L, d]; rotate() broadcasts [B, L, d] tables over the heads
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        mask = seen if attn.half_window is None else seen & ((distance <= attn.half_window) | query_pad)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        x = x + attn.Wo(out.transpose(1, 2).flatten(2))
+        x = x + layer.mlp(layer.mlp_norm(x))
+    return encoder.final_norm(x) * real[..., None].to(x.dtype)
+
+
+class ModernBertTraceable(nn.Module):
+    """A ModernBERT model's inference forward on the padded layout (``modernbert_padded``), a traceable function
+    of ``input_ids`` and ``attention_mask``."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+        encoder = model if isinstance(model, ModernBertModel) else model.model
+        assert isinstance(encoder, ModernBertModel)
+        self.encoder = encoder
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, ...]:
+        hidden = modernbert_padded(self.encoder, input_ids, attention_mask)
+        model = self.model
+        if isinstance(model, ModernBertModel):
+            return (hidden,)
+        if isinstance(model, ModernBertForMaskedLM):
+            return (model.decoder(model.head(hidden)),)
+        if isinstance(model, ModernBertForSequenceClassification):
+            return (model.classify(pool_tokens(hidden, attention_mask, model.config.classifier_pooling)),)
+        if isinstance(model, ModernBertForTokenClassification):
+            return (model.classify(hidden),)
+        assert isinstance(model, ModernBertForQuestionAnswering)  # the exporter admits the classes of ARCHITECTURE only
+        start, end = model.classify(hidden).unbind(-1)
+        return start, end
+
+
+def _flops_per_token(config: ModernBertConfig, seq_len: int, masked: float) -> float:
+    """Training FLOPs per token as a run executes it: every layer on every token (local layers at their window)
+    and the prediction head with the tied decoder at the masked positions."""
+    h, v = config.hidden_size, config.vocab_size
+    return config.flops_per_token(seq_len) + 3 * 2 * (h * h + h * v) * masked / seq_len
+
+
+def _pretraining_config(config: ModernBertConfig, tokenizer: Mapping[str, Any], fresh: bool) -> ModernBertConfig:
+    """A fresh model's ``config`` with the size and special ids of a prepared dataset's tokenizer; a checkpoint's
+    as it is, with embeddings for every token of the tokenizer."""
+    if not fresh:
+        if tokenizer["vocab_size"] > config.vocab_size:
+            raise ConfigError(
+                f"the dataset's tokenizer has {tokenizer['vocab_size']} tokens but the checkpoint to start from "
+                f"only {config.vocab_size} embeddings"
+            )
+        return config
+    return replace(
+        config, vocab_size=tokenizer["vocab_size"], pad_token_id=tokenizer["pad_id"], bos_token_id=tokenizer["cls_id"],
+        eos_token_id=tokenizer["sep_id"], cls_token_id=tokenizer["cls_id"], sep_token_id=tokenizer["sep_id"],
+    )  # fmt: skip
+
+
+def _with_dropout(config: ModernBertConfig, p: float) -> ModernBertConfig:
+    return replace(config, attention_dropout=p, mlp_dropout=p, embedding_dropout=p)
+
+
+ARCHITECTURE = Architecture(
+    name="modernbert",
+    title="ModernBERT",
+    config_class=ModernBertConfig,
+    base=ModernBertPreTrained,
+    classes={
+        "BertModel": ModernBertModel,
+        "BertForMaskedLM": ModernBertForMaskedLM,
+        "BertForSequenceClassification": ModernBertForSequenceClassification,
+        "BertForTokenClassification": ModernBertForTokenClassification,
+        "BertForQuestionAnswering": ModernBertForQuestionAnswering,
+    },
+    encoder_attribute="model",
+    load_state=load_state,
+    traceable=ModernBertTraceable,
+    onnx_inputs=("input_ids", "attention_mask"),
+    head_tensors={"fill_mask": ("head.dense.weight",), "answer": ("classifier.weight",)},
+    token_types=False,
+    attention_probabilities=False,
+    int8_reduce_range=True,
+    flops_per_token=_flops_per_token,
+    pretraining_config=_pretraining_config,
+    with_dropout=_with_dropout,
+    presets=tuple(MODERNBERT_PRESETS),
+)
+"""ModernBERT's record in ``bertkit.models.registry``: in transformers' layout, no segments, no NSP, attention
+probabilities never formed; onnxruntime's int8 weights kept to 7 bits (``bertkit.export.quantize_onnx``)."""

@@ -46,8 +46,7 @@ from bertkit.features import Feature
 from bertkit.features.runner import predict_features
 from bertkit.hub import resolve_model
 from bertkit.io import atomic_write_text
-from bertkit.models.bert import PreTrainedMixin
-from bertkit.models.modernbert import ModernBertPreTrained
+from bertkit.models import registry
 from bertkit.notices import notice, quiet_libraries
 from bertkit.tasks import Task
 from bertkit.tasks.batching import LengthGroupedOrder
@@ -233,9 +232,7 @@ def size_batches(
     return settled, sizing
 
 
-def load_and_check_model(
-    config: FinetuneConfig, model_dir: Path, data: FinetuneData
-) -> PreTrainedMixin | ModernBertPreTrained:
+def load_and_check_model(config: FinetuneConfig, model_dir: Path, data: FinetuneData) -> torch.nn.Module:
     """The starting model with the task's head (a fresh head seeded by ``train.seed``), checked against the
     sequence length and the tokenizer, with the task's settings in its config, in training mode."""
     from bertkit.weights import load_model
@@ -249,19 +246,19 @@ def load_and_check_model(
         model = load_model(model_dir, head=task.head, ignore_mismatched_sizes=True, **task.config_updates())
     if resuming and os.environ.get("RANK", "0") == "0":
         notice(f"{task.head}: every weight, the task head's too, is restored from the checkpoint")
-    assert isinstance(model, PreTrainedMixin | ModernBertPreTrained)  # load_model builds bertkit's model classes
+    model_config = registry.config_of(model)  # load_model builds bertkit's model classes
     max_seq_length = config.max_seq_length
     assert max_seq_length is not None  # FinetuneConfig fills it in from the task's defaults
-    if max_seq_length > model.config.max_position_embeddings:
+    if max_seq_length > model_config.max_position_embeddings:
         raise ConfigError(
-            f"--max-seq-length {max_seq_length} exceeds the model's {model.config.max_position_embeddings} positions"
+            f"--max-seq-length {max_seq_length} exceeds the model's {model_config.max_position_embeddings} positions"
         )
-    if data.tokenizer.vocab_size > model.config.vocab_size:
+    if data.tokenizer.vocab_size > model_config.vocab_size:
         raise CheckpointError(
             f"{model_dir}: the tokenizer has {data.tokenizer.vocab_size} tokens but the model only "
-            f"{model.config.vocab_size} embeddings; the tokenizer belongs to another model"
+            f"{model_config.vocab_size} embeddings; the tokenizer belongs to another model"
         )
-    model.config.extra[CONFIG_KEY] = saved_settings(config.task, max_seq_length, config.task_options)
+    model_config.extra[CONFIG_KEY] = saved_settings(config.task, max_seq_length, config.task_options)
     model.train()
     return model
 

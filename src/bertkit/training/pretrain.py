@@ -27,12 +27,11 @@ import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
+from typing import Any, Literal, TypeVar, cast, get_args
 
 import torch
 
 from bertkit.config import (
-    MODERNBERT_PRESETS,
     PRE_LN_MODEL_TYPE,
     PRESETS,
     BertConfig,
@@ -44,6 +43,8 @@ from bertkit.data.recipes import PRETRAIN_DEFAULTS, RecipeName, check_recipe, wi
 from bertkit.errors import ConfigError, DataError
 from bertkit.hub import resolve_model
 from bertkit.io import atomic_directory, atomic_write_text
+from bertkit.models import registry
+from bertkit.models.architecture import Architecture as ModelArchitecture
 from bertkit.notices import notice
 from bertkit.training import distributed
 from bertkit.training.loop import TrainResult, train
@@ -51,11 +52,7 @@ from bertkit.training.precision import precision_name
 from bertkit.training.run_log import mfu_peak, pretraining_flops_per_token
 from bertkit.training.tracking import log_model, run_context
 from bertkit.training.train_config import TrainConfig, split_options
-from bertkit.weights import declare_modernbert_inputs, save_pretrained
-
-if TYPE_CHECKING:
-    from bertkit.models.bert import BertForMaskedLM, BertForPreTraining
-    from bertkit.models.modernbert import ModernBertForMaskedLM
+from bertkit.weights import declare_inputs, save_pretrained
 
 Architecture = Literal["bert", "modernbert"]
 LayerNormPosition = Literal["post", "pre"]
@@ -154,8 +151,9 @@ class PretrainConfig:
 
 def _resolve_architecture(config: PretrainConfig) -> Architecture:
     """The architecture asked for, checked against the ``model_type`` of the config file or weights given."""
-    if config.architecture is not None and config.architecture not in ARCHITECTURES:
-        raise ConfigError(f"unknown --architecture {config.architecture!r}; choose {' or '.join(ARCHITECTURES)}")
+    known = registry.names()
+    if config.architecture is not None and config.architecture not in known:
+        raise ConfigError(f"unknown --architecture {config.architecture!r}; choose {' or '.join(known)}")
     source = config.init_from or (None if config.model_config in PRESETS else config.model_config)
     try:
         found = model_type_of(source) if source is not None else None
@@ -163,13 +161,13 @@ def _resolve_architecture(config: PretrainConfig) -> Architecture:
         found = None
     if found == PRE_LN_MODEL_TYPE:  # a pre-LN BERT (BertConfig.layer_norm_position)
         found = "bert"
-    if found is not None and found not in ARCHITECTURES:
-        raise ConfigError(f"{source} describes a {found!r} model; bertkit pre-trains {' or '.join(ARCHITECTURES)}")
+    if found is not None and found not in known:
+        raise ConfigError(f"{source} describes a {found!r} model; bertkit pre-trains {' or '.join(known)}")
     if config.architecture is not None and found not in (None, config.architecture):
         raise ConfigError(
             f"--architecture {config.architecture} but {source} describes a {found} model; drop one of the two"
         )
-    return "modernbert" if "modernbert" in (config.architecture, found) else "bert"
+    return cast(Architecture, config.architecture or found or "bert")
 
 
 def build_config(options: Mapping[str, Any]) -> PretrainConfig:
@@ -246,39 +244,44 @@ def make_evaluator(
 
 
 # ------------------------------------------------------------------------------------------ entry point
-def build_model(
-    config: PretrainConfig, meta: Mapping[str, Any]
-) -> BertForPreTraining | BertForMaskedLM | ModernBertForMaskedLM:
-    """A fresh ``BertForPreTraining`` sized for the dataset's tokenizer, or the ``init_from`` weights; a
-    ``BertForMaskedLM`` (no pooler, no next-sentence head) for data without next-sentence pairs; a
-    ``ModernBertForMaskedLM`` for ``architecture="modernbert"``."""
-    from bertkit.checkpoint_files import load_hf_state_dict, read_state_dict
-    from bertkit.models.bert import BertForMaskedLM, BertForPreTraining
+def build_model(config: PretrainConfig, meta: Mapping[str, Any]) -> torch.nn.Module:
+    """A fresh pre-training model of the run's architecture (its record in ``bertkit.models.registry``), sized
+    for the dataset's tokenizer, or the ``init_from`` weights: the next-sentence head beside masked LM
+    (``BertForPreTraining``) on data with next-sentence pairs, masked LM alone (``BertForMaskedLM``'s role)
+    without them."""
+    from bertkit.checkpoint_files import read_state_dict
 
-    if config.architecture == "modernbert":
-        return build_modernbert(config, meta)
+    architecture = registry.named(config.architecture or "bert")
+    nsp = meta["settings"].get("nsp", True)
+    if nsp and not architecture.nsp:
+        raise ConfigError(
+            f"{architecture.title} pre-trains with masked LM only, but {config.data} holds next-sentence pairs; "
+            f"prepare the data with bertkit prepare-data --recipe modern (or --no-nsp)"
+        )
+    head = architecture.class_for("BertForPreTraining" if nsp else "BertForMaskedLM")
     tok = meta["tokenizer"]
     if config.init_from is not None:
         _check_same_vocabulary(Path(config.init_from), tok, config.data)
-        model_config = BertConfig.load(config.init_from)
+        model_config = architecture.config_class.load(config.init_from)
+    elif isinstance(config.model_config, str) and config.model_config in architecture.presets:
+        model_config = architecture.config_class.preset(config.model_config)
     else:
-        model_config = BertConfig.resolve(config.model_config)
-    nsp = meta["settings"].get("nsp", True)
-    head = BertForPreTraining if nsp else BertForMaskedLM
-    model_config = dataclasses.replace(
-        model_config, vocab_size=tok["vocab_size"], pad_token_id=tok["pad_id"], architectures=[head.__name__]
-    )
-    if config.dropout is not None:
-        model_config = dataclasses.replace(
-            model_config, hidden_dropout_prob=config.dropout, attention_probs_dropout_prob=config.dropout
-        )
-    model_config = _with_layer_norm_position(config, model_config, nsp)
+        model_config = architecture.config_class.load(config.model_config)
+    if architecture.pretraining_config is not None:
+        model_config = architecture.pretraining_config(model_config, tok, config.init_from is None)
+    model_config = dataclasses.replace(model_config, architectures=[head.__name__])
+    if config.dropout is not None and architecture.with_dropout is not None:
+        model_config = architecture.with_dropout(model_config, config.dropout)
+    if architecture.pre_ln:
+        model_config = _with_layer_norm_position(config, model_config, nsp)
     model_config = _with_tie_word_embeddings(config, model_config)
     _check_positions(meta["settings"]["max_seq_length"], model_config.max_position_embeddings)
-    model = head(model_config, attn_implementation=config.attn_implementation)
+    model = head(model_config)
+    if config.attn_implementation is not None:
+        cast(Any, model).set_attention(config.attn_implementation)
     if config.init_from is not None:
         source = Path(config.init_from)
-        load_hf_state_dict(model, read_state_dict(source), source=str(source))
+        architecture.load_state(model, read_state_dict(source), source=str(source))
     return model
 
 
@@ -313,50 +316,6 @@ def _with_layer_norm_position(config: PretrainConfig, model_config: BertConfig, 
             f"(or --no-nsp)"
         )
     return model_config
-
-
-def build_modernbert(config: PretrainConfig, meta: Mapping[str, Any]) -> ModernBertForMaskedLM:
-    """A fresh ``ModernBertForMaskedLM`` (a ModernBERT preset or ``config.json``) with the ids of the dataset's
-    tokenizer, or the ``init_from`` weights; masked LM only, so the data must have no next-sentence pairs."""
-    from bertkit.models.modernbert import ModernBertForMaskedLM, load_state, read_checkpoint
-
-    if meta["settings"].get("nsp", True):
-        raise ConfigError(
-            f"ModernBERT pre-trains with masked LM only, but {config.data} holds next-sentence pairs; prepare the "
-            f"data with bertkit prepare-data --recipe modern (or --no-nsp)"
-        )
-    tok = meta["tokenizer"]
-    state: dict[str, torch.Tensor] = {}
-    if config.init_from is not None:
-        _check_same_vocabulary(Path(config.init_from), tok, config.data)
-        model_config, state, _ = read_checkpoint(config.init_from)
-        if tok["vocab_size"] > model_config.vocab_size:
-            raise ConfigError(
-                f"the dataset's tokenizer has {tok['vocab_size']} tokens but --init-from {config.init_from} "
-                f"only {model_config.vocab_size} embeddings"
-            )
-    else:
-        spec = config.model_config
-        model_config = ModernBertConfig.preset(spec) if spec in MODERNBERT_PRESETS else ModernBertConfig.load(spec)
-        ids = {"cls_token_id": tok["cls_id"], "sep_token_id": tok["sep_id"]}
-        model_config = dataclasses.replace(
-            model_config, vocab_size=tok["vocab_size"], pad_token_id=tok["pad_id"], bos_token_id=tok["cls_id"],
-            eos_token_id=tok["sep_id"], **ids,
-        )  # fmt: skip
-    model_config = dataclasses.replace(
-        model_config,
-        architectures=[ModernBertForMaskedLM.__name__],
-        attn_implementation=config.attn_implementation or model_config.attn_implementation,
-    )
-    if config.dropout is not None:
-        d = config.dropout
-        model_config = dataclasses.replace(model_config, attention_dropout=d, mlp_dropout=d, embedding_dropout=d)
-    model_config = _with_tie_word_embeddings(config, model_config)
-    _check_positions(meta["settings"]["max_seq_length"], model_config.max_position_embeddings)
-    model = ModernBertForMaskedLM(model_config)
-    if config.init_from is not None:
-        load_state(model, state, source=str(config.init_from))
-    return model
 
 
 def _check_positions(seq: int, positions: int) -> None:
@@ -434,7 +393,7 @@ def pretrain(
     if env.is_main:
         _write_run_files(config, stamps, len(loader) * env.world_size // config.train.accumulation(env.world_size))
     tokenizer_dir = Path(config.data) / meta["tokenizer"].get("directory", "tokenizer")
-    files = _ModelFiles(tokenizer_dir, modernbert=config.architecture == "modernbert")
+    files = _ModelFiles(tokenizer_dir, registry.named(config.architecture or "bert"))
     result = train(
         model,
         loader,
@@ -456,13 +415,14 @@ def pretrain(
     return result
 
 
-def _flops_per_token(model_config: BertConfig | ModernBertConfig, seq_len: int, masked: float) -> float:
-    """Training FLOPs per token as the run executes it; ModernBERT's: every layer on every token (local layers
-    at their window) and the prediction head with the tied decoder at the masked positions."""
-    if not isinstance(model_config, ModernBertConfig):
-        return pretraining_flops_per_token(model_config, seq_len, masked)
-    h, v = model_config.hidden_size, model_config.vocab_size
-    return model_config.flops_per_token(seq_len) + 3 * 2 * (h * h + h * v) * masked / seq_len
+def _flops_per_token(model_config: Any, seq_len: int, masked: float) -> float:
+    """Training FLOPs per token as the run executes it: its architecture's count, else BERT's."""
+    count = registry.of_config(model_config).flops_per_token
+    return (
+        pretraining_flops_per_token(model_config, seq_len, masked)
+        if count is None
+        else count(model_config, seq_len, masked)
+    )
 
 
 def _masking_rate(config: PretrainConfig, horizon: int) -> MaskingRate | None:
@@ -524,15 +484,14 @@ class _ModelFiles:
     """The model directories a run writes (``best/``, ``final/``) and the tokenizer every checkpoint carries."""
 
     tokenizer_dir: Path
-    modernbert: bool = False
-    """The tokenizer files then name the model's inputs (no token types: ``declare_modernbert_inputs``)."""
+    architecture: ModelArchitecture
+    """Its tokenizer files name the model's inputs when it takes no token types (``declare_inputs``)."""
 
     def copy_tokenizer(self, directory: Path) -> None:
         for file in self.tokenizer_dir.iterdir():
             if file.is_file():
                 shutil.copyfile(file, directory / file.name)
-        if self.modernbert:
-            declare_modernbert_inputs(directory)
+        declare_inputs(directory, self.architecture)
 
     def export(self, model: torch.nn.Module, directory: Path) -> None:
         """A complete model directory, as ``from_pretrained`` and fine-tuning read it: ``best/`` (with

@@ -31,15 +31,16 @@ _FULL = StateDictOptions(full_state_dict=True)
 
 
 def shard(model: nn.Module) -> nn.Module:
-    """Shard ``model`` in place: each BERT encoder layer, then the rest (any other model: as one group)."""
+    """Shard ``model`` in place: each layer of a bertkit encoder, then the rest (any other model: as one group)."""
     from bertkit.weights import encoder_and_prefix
 
     try:
-        bert, _ = encoder_and_prefix(model)
-        for layer in bert.encoder.layers:
-            fully_shard(layer)
+        encoder, _ = encoder_and_prefix(model)
     except TypeError:  # not a bertkit model: one group
-        pass
+        encoder = None
+    stack = getattr(encoder, "encoder", encoder)  # BERT keeps its layers in an Encoder, ModernBERT in itself
+    for layer in getattr(stack, "layers", ()):
+        fully_shard(layer)
     fully_shard(model)
     # The loop only reads model outputs (mlm_logits is a view), never changes them in place.
     warnings.filterwarnings("ignore", message=r"FSDP2-wrapped module .* returned a view tensor")

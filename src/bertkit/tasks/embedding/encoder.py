@@ -1,6 +1,6 @@
 """The module the loop trains for sentence embeddings: the encoder, its pooling, the loss, and the gradient cache.
 
-:class:`SentenceEncoder` wraps a ``BertModel`` (or a ``ModernBertModel``). In training, ``forward`` takes a
+:class:`SentenceEncoder` wraps an encoder (``BertModel``'s role: ``bertkit.models.registry``). In training, ``forward`` takes a
 batch of texts (``input_ids``, ``attention_mask``; every text of every row once) and ``columns [B, C]``, the index
 of each row's c-th text, embeds the texts and returns the loss of their vectors in that ``[B, C, D]`` layout. Out
 of training, without ``columns``, it returns the pooled vectors (dev scoring).
@@ -20,13 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from bertkit.config import BertConfig, ModernBertConfig
-from bertkit.models.bert import BertModel, pool_tokens
-from bertkit.models.modernbert import ModernBertModel
+from bertkit.models import registry
+from bertkit.models.bert import pool_tokens
 
 Loss = Callable[[Tensor, Tensor | None], Tensor]
 
@@ -59,7 +59,7 @@ class SentenceEncoder(nn.Module):
 
     def __init__(
         self,
-        bert: BertModel | ModernBertModel,
+        bert: nn.Module,
         loss: Loss,
         *,
         pooling: str = "mean",
@@ -73,9 +73,9 @@ class SentenceEncoder(nn.Module):
         self.mini_batch_size, self.cache = mini_batch_size, cache
 
     @property
-    def config(self) -> BertConfig | ModernBertConfig:
+    def config(self) -> Any:
         """The encoder's config, as the heads expose theirs."""
-        return self.bert.config
+        return registry.config_of(self.bert)
 
     def embed(self, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
         """Pooled vectors ``[N, H]`` of padded texts (one forward pass)."""

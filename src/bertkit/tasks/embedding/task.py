@@ -24,8 +24,7 @@ from bertkit.errors import ConfigError, DataError
 from bertkit.features import Feature
 from bertkit.features.padding import to_numpy_rows
 from bertkit.io import write_jsonl
-from bertkit.models.bert import BertModel
-from bertkit.models.modernbert import ModernBertModel
+from bertkit.models import registry
 from bertkit.sentence_config import POOLINGS, SentenceConfig
 from bertkit.tasks import metrics
 from bertkit.tasks.base import CONFIG_KEY, Featurized, Read
@@ -244,10 +243,11 @@ class EmbeddingTask:
         return base
 
     def training_module(self, model: nn.Module) -> nn.Module:
-        if not isinstance(model, BertModel | ModernBertModel):
+        if registry.role_of(model) != "BertModel":
             raise ConfigError(f"the embedding task trains an encoder (BertModel), not a {type(model).__name__}")
-        model.config.extra.pop(CONFIG_KEY, None)  # served by its sentence-transformers files, as any encoder
-        width = model.config.hidden_size
+        config = registry.config_of(model)
+        config.extra.pop(CONFIG_KEY, None)  # served by its sentence-transformers files, as any encoder
+        width = config.hidden_size
         if self.dims and max(self.dims) > width:
             raise ConfigError(f"--matryoshka-dims {max(self.dims)} exceeds the model's width {width}")
         return SentenceEncoder(
