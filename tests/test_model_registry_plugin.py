@@ -31,7 +31,7 @@ from bertkit.data import open_dataset
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.models import registry
 from bertkit.models.architecture import Architecture
-from bertkit.models.bert import (
+from bertkit.models.heads import (
     BertOutput,
     MaskedLMOutput,
     SequenceClassifierOutput,

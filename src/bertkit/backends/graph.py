@@ -24,7 +24,7 @@ from torch import Tensor, nn
 from bertkit.errors import BertkitError
 from bertkit.export import INPUT_NAMES, input_names, output_names
 from bertkit.models import registry
-from bertkit.models.bert import (
+from bertkit.models.heads import (
     BertOutput,
     MaskedLMOutput,
     PreTrainingOutput,

@@ -16,7 +16,7 @@ from bertkit.features import Feature
 from bertkit.features.runner import run_batches
 from bertkit.features.windows import max_context, window_starts
 from bertkit.inference.loading import Loaded, as_loaded
-from bertkit.models.bert import pool_tokens
+from bertkit.models.heads import pool_tokens
 from bertkit.tasks.pipeline import TextInput, check_texts, input_length
 from bertkit.tokenizer import Encoding
 

@@ -52,7 +52,7 @@ from bertkit.models.attention import (
     varlen_attention,
     varlen_kernel_applies,
 )
-from bertkit.models.bert import (
+from bertkit.models.heads import (
     BertOutput,
     MaskedLMOutput,
     QuestionAnsweringOutput,

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from bertkit.models import registry
-from bertkit.models.bert import pool_tokens
+from bertkit.models.heads import pool_tokens
 
 Loss = Callable[[Tensor, Tensor | None], Tensor]
 
