@@ -43,17 +43,12 @@ from typing import Any
 import torch
 
 import smoke_inputs
-from harness import ROOT, SHARED, add_options, output_path, scratch_folder, set_threads, write_json
+from distill_data import FAMILIES, UNLABELED_FAMILIES, smoke_data, subsets, unlabeled_subset
+from distill_results import merge_and_plot, plot, table
+from harness import ROOT, add_options, output_path, scratch_folder, set_threads, write_json
 from machine_info import git_commit, machine
 
-FAMILIES = {
-    # name: (task, train, dev, main metric)
-    "sst2": ("classification", "sst2/train.tsv", "sst2/dev.tsv", "accuracy"),
-    "conll": ("ner", "conll2003/train.txt", "conll2003/valid.txt", "f1"),
-    "squad_pairs": ("embedding", "squad/train.json", "squad/dev.json", "ndcg@10"),
-}
 QUIET = {"report_to": ["none"], "plot": False, "progress": False}
-UNLABELED_FAMILIES = ("sst2", "conll")  # the families whose first student may learn from unlabelled text
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -115,101 +110,6 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--note", default="", help="how the run was placed (cores, threads, other jobs)")
     return parser.parse_args(argv)
-
-
-# ------------------------------------------------------------------------------------------ data
-def subsets(family: str, work: Path, train_n: int, dev_n: int) -> tuple[Path, Path]:
-    """The first ``train_n``/``dev_n`` rows of the family's files, written under ``work``."""
-    _, train, dev, _ = FAMILIES[family]
-    if family == "squad_pairs":
-        return _pairs(SHARED / train, work / "train.jsonl", train_n), _pairs(SHARED / dev, work / "dev.jsonl", dev_n)
-    if family == "conll":
-        return _sentences(SHARED / train, work / "train.txt", train_n), _sentences(
-            SHARED / dev, work / "dev.txt", dev_n
-        )
-    return _rows(SHARED / train, work / "train.tsv", train_n), _rows(SHARED / dev, work / "dev.tsv", dev_n)
-
-
-def _rows(source: Path, target: Path, n: int, start: int = 0, labels: bool = True) -> Path:
-    """Rows ``start`` to ``start + n`` of a seeded shuffle of a TSV's body, with its header; without ``labels``,
-    the text column alone."""
-    lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
-    body = lines[1:]
-    random.Random(0).shuffle(body)
-    rows = body[start : start + n]
-    if not labels:
-        rows = [row.split("\t")[0] + "\n" for row in rows]
-    header = lines[0] if labels else lines[0].split("\t")[0] + "\n"
-    text = "".join([header, *rows])
-    if not target.is_file() or target.read_text(encoding="utf-8") != text:  # another run may be reading it
-        target.write_text(text, encoding="utf-8")
-    return target
-
-
-def unlabeled_subset(work: Path, args: argparse.Namespace, family: str, smoke_train: Path | None = None) -> Path | None:
-    """``--unlabeled-examples`` training sentences of ``family`` without their labels, from ``--unlabeled-from``
-    (SST-2: in the seeded shuffle; CoNLL: in file order, the words alone) (default: after the student's and the
-    teacher's subsets); smoke: the training file's sentences."""
-    if not args.unlabeled_examples or family not in UNLABELED_FAMILIES:
-        return None
-    pick = _sentences if family == "conll" else _rows
-    target = work / ("unlabeled.txt" if family == "conll" else "unlabeled.tsv")
-    if smoke_train is not None:
-        return pick(smoke_train, target, args.unlabeled_examples, labels=False)
-    start = args.unlabeled_from
-    if start is None:
-        start = max(args.train_examples, args.teacher_examples or 0)
-    return pick(SHARED / FAMILIES[family][1], target, args.unlabeled_examples, start, labels=False)
-
-
-def _sentences(source: Path, target: Path, n: int, start: int = 0, labels: bool = True) -> Path:
-    """Sentences ``start`` to ``start + n`` of a CoNLL file (``-DOCSTART-`` lines left out); without ``labels``,
-    the words alone, one a line."""
-    blocks = [b for b in source.read_text(encoding="utf-8").split("\n\n") if b.strip() and "-DOCSTART-" not in b]
-    kept = [b.strip("\n") for b in blocks[start : start + n]]
-    if not labels:
-        kept = ["\n".join(line.split()[0] for line in b.splitlines() if line.strip()) for b in kept]
-    text = "\n\n".join(kept) + "\n\n"
-    if not target.is_file() or target.read_text(encoding="utf-8") != text:  # another run may be reading it
-        target.write_text(text, encoding="utf-8")
-    return target
-
-
-def _pairs(source: Path, target: Path, n: int) -> Path:
-    """``n`` SQuAD questions with their paragraph (``anchor``/``positive`` rows), a seeded shuffle over every
-    article; beside them (``.squad.json``) the first articles that hold ``n`` questions, for retrieval."""
-    articles = json.loads(source.read_text(encoding="utf-8"))["data"]
-    kept: list[dict[str, Any]] = []
-    for article in articles:
-        if sum(len(p["qas"]) for a in kept for p in a["paragraphs"]) >= n:
-            break
-        kept.append(article)
-    target.with_suffix(".squad.json").write_text(json.dumps({"version": "1.1", "data": kept}), encoding="utf-8")
-    rows = [
-        {"anchor": q["question"], "positive": paragraph["context"]}
-        for article in articles
-        for paragraph in article["paragraphs"]
-        for q in paragraph["qas"]
-    ]
-    random.Random(0).shuffle(rows)
-    target.write_text("".join(json.dumps(r) + "\n" for r in rows[:n]), encoding="utf-8")
-    return target
-
-
-def smoke_data(work: Path) -> dict[str, tuple[Path, Path]]:
-    train, dev = smoke_inputs.polarity_slice(work / "polarity", train=24, dev=12)
-    conll = work / "ner.txt"
-    conll.write_text("john NN O B-PER\nlives NN O O\nin NN O O\nparis NN O B-LOC\n\n" * 8, encoding="utf-8")
-    squad = work / "squad.json"
-    texts = [line.split("\t")[0] for line in train.read_text(encoding="utf-8").splitlines()[1:]]
-    paragraphs = [
-        {"context": t + " .", "qas": [{"id": f"q{i}", "question": t, "answers": []}]} for i, t in enumerate(texts)
-    ]
-    squad.write_text(
-        json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": paragraphs}]}), encoding="utf-8"
-    )
-    pairs = _pairs(squad, work / "pairs.jsonl", len(texts))
-    return {"sst2": (train, dev), "conll": (conll, conll), "squad_pairs": (pairs, pairs)}
 
 
 # ------------------------------------------------------------------------------------------ runs
@@ -521,96 +421,6 @@ def family_run(
         "teacher_epochs": None if family == "squad_pairs" else (args.teacher_epochs or args.epochs),
         "models": rows,
     }
-
-
-def plot(results: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    families = results["families"]
-    figure, axes = plt.subplots(1, len(families), figsize=(5 * len(families), 4), squeeze=False)
-    for axis, (family, entry) in zip(axes[0], families.items()):
-        metric = entry["metric"]
-        for name, row in entry["models"].items():
-            for precision, marker in (("float32", "o"), ("int8", "^")):
-                point = row[precision]
-                score = point["metrics"].get(metric)
-                if score is None:
-                    continue
-                colour = "black" if name == "teacher" else ("tab:blue" if "distilled" in name else "tab:orange")
-                axis.scatter(point["examples_per_second"], score, marker=marker, color=colour)
-                if precision == "float32":
-                    axis.annotate(name, (point["examples_per_second"], score), fontsize=7)
-        axis.set_title(f"{family} ({metric})")
-        axis.set_xlabel("dev examples per second (ONNX Runtime; o float32, ^ int8)")
-        axis.set_ylabel(metric)
-        axis.set_xscale("log")
-    figure.suptitle("Distilled (blue) and directly fine-tuned (orange) students of all-MiniLM-L6-v2 (black)")
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-
-
-def table(results: dict[str, Any]) -> str:
-    """Markdown: per family and model, the dev score against the teacher's and against the same student
-    fine-tuned directly, and the throughput against the teacher's in float32 (float32 and int8, ONNX Runtime,
-    end to end and the model alone)."""
-    lines = []
-    for family, entry in results["families"].items():
-        metric, models = entry["metric"], entry["models"]
-        teacher = models["teacher"]["float32"]
-        lines += [
-            f"**{family}** ({entry['train_examples']} training examples, {entry['epochs']} epoch(s); dev "
-            f"{metric} on {teacher['examples']} examples)",
-            "",
-            f"| model | {metric} | of teacher | vs direct (points) | ex/s float32 | ÷ teacher float32 | ex/s int8 | "
-            "÷ teacher float32 | model alone: float32, int8 ÷ teacher float32 |",
-            "|---|---|---|---|---|---|---|---|---|",
-        ]
-        lines += [_table_row(name, models, metric, teacher) for name in models]
-        lines.append("")
-    for speed in results.get("speed_per_student") or ([results["speed"]] if results.get("speed") else []):
-        lines.append(
-            f"Speed per epoch ({speed['examples']} SST-2 examples, student {speed['student']}): bertkit "
-            f"{speed['bertkit_seconds']} s, the transformers loop {speed['transformers_seconds']} s "
-            f"({speed['speedup']}x)."
-        )
-    return "\n".join(lines) + "\n"
-
-
-def _table_row(name: str, models: dict[str, Any], metric: str, teacher: dict[str, Any]) -> str:
-    row = models[name]
-    score = row["float32"]["metrics"][metric]
-    base = teacher["metrics"][metric]
-    direct = models.get(name.split("-")[0] + "-direct")
-    gain = f"{100 * (score - direct['float32']['metrics'][metric]):+.1f}" if "distilled" in name and direct else ""
-    fp32, int8 = row["float32"], row["int8"]
-
-    def ratio(point: dict[str, Any], key: str = "examples_per_second") -> str:
-        return f"{point[key] / teacher[key]:.2f}x" if point.get(key) and teacher.get(key) else ""
-
-    alone = f"{ratio(fp32, 'model_examples_per_second')}, {ratio(int8, 'model_examples_per_second')}"
-    return (
-        f"| {name} | {score:.3f} | {score / base if base else float('nan'):.1%} | {gain} | "
-        f"{fp32['examples_per_second']} | {ratio(fp32)} | {int8['examples_per_second']} | {ratio(int8)} | "
-        f"{alone if fp32.get('model_examples_per_second') else ''} |"
-    )
-
-
-def merge_and_plot(args: argparse.Namespace) -> int:
-    """``--plot-only``: the families of ``--merge`` added to ``--output``'s result, and the plot of them all."""
-    out = output_path(args, Path(ROOT / "benchmarks" / "results" / "distill.json"))
-    results = json.loads(out.read_text(encoding="utf-8"))
-    if args.merge:
-        other = json.loads(Path(args.merge).read_text(encoding="utf-8"))
-        for family, entry in other["families"].items():
-            results["families"][family] = {**entry, "machine": other["machine"]}
-        write_json(out, results)
-    plot(results, Path(args.plot))
-    print(table(results), end="")
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,5 +1,5 @@
 """Training-step cost of padding: one MiniLM-shaped classifier step (forward + backward) on random batches of
-mixed lengths, padded through every layer vs unpadded (``bertkit.models.bert.Unpadded``), and on batches of the same
+mixed lengths, padded through every layer vs unpadded (``bertkit.models.attention.Packed``), and on batches of the same
 token count with no padding at all (what perfect length grouping would give).
 
     python benchmarks/bench_unpad.py --threads 1

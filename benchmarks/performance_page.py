@@ -221,7 +221,7 @@ The levers one would try first are already in bertkit's step; none of them is le
 | the last layer only where a loss reads it | `BertModel(output_rows=...)`: masked rows and [CLS] in pre-training, [CLS] alone for classification |
 | fused Q/K/V | one `qkv` projection per layer |
 | SDPA without a mask when nothing is padded | `BertModel.forward` passes `None` then (eager) |
-| padded batches | run on their real tokens only (`Unpadded`, at 10 % padding or more) |
+| padded batches | run on their real tokens only (`Packed`, at 10 % padding or more) |
 | optimizer | fused AdamW (one kernel per group), `zero_grad(set_to_none=True)`; clipping as `torch.nn.utils.clip_grad_norm_` |
 | fp32 copies | none in fp32 training (`.float()` on fp32 logits is a no-op) |
 | collation | under 1 % of the step |

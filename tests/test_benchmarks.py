@@ -16,7 +16,10 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
-SUPPORT = {"harness", "loopback", "machine_info", "smoke_inputs"}  # modules the scripts share, not scripts
+SUPPORT = {  # modules the scripts share, not scripts
+    "harness", "loopback", "machine_info", "smoke_inputs", "distill_data", "distill_results",
+    "time_to_quality_clock", "time_to_quality_downstream", "time_to_quality_results",
+}  # fmt: skip
 
 Check = Callable[[Path, str], None]
 

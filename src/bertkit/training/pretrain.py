@@ -55,8 +55,9 @@ from bertkit.training.train_config import TrainConfig, split_options
 from bertkit.weights import declare_inputs, save_pretrained
 
 Architecture = Literal["bert", "modernbert"]
+"""The built-in architectures the flag offers; one registered from Python (``bertkit.models.registry``) is taken
+by name too."""
 LayerNormPosition = Literal["post", "pre"]
-ARCHITECTURES: tuple[str, ...] = get_args(Architecture)
 
 FINAL_DIR = "final"
 VERIFIED_DATA = "data-verified.json"
