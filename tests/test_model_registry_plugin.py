@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -23,12 +23,11 @@ import torch
 from torch import Tensor, nn
 
 import bertkit
-from bertkit.checkpoint_files import read_state_dict, weights_file
-from bertkit.checkpoint_files.hf_files import SAFETENSORS_NAME, write_safetensors
+from bertkit.checkpoint_files.named_layout import load_named_state, read_named_directory, write_named_directory
 from bertkit.cli import main
 from bertkit.config import CONFIG_NAME
 from bertkit.data import open_dataset
-from bertkit.errors import CheckpointError, ConfigError
+from bertkit.errors import ConfigError
 from bertkit.models import registry
 from bertkit.models.architecture import Architecture
 from bertkit.models.heads import (
@@ -97,23 +96,16 @@ class ToyPreTrained(nn.Module):
     def from_pretrained(
         cls, path: str | os.PathLike, *, ignore_mismatched_sizes: bool = False, **overrides: Any
     ) -> Self:
-        directory = Path(path)
-        config = dataclasses.replace(ToyConfig.load(directory), **overrides)
+        config, state, weights = read_named_directory(path, ToyConfig.load, overrides)
         model = cls(config)
-        weights = weights_file(directory)
-        assert weights is not None
-        load_toy_state(model, read_state_dict(weights), source=str(weights))
+        load_toy_state(model, state, source=str(weights))
         return model.eval()
 
     def save_pretrained(self, directory: str | os.PathLike) -> Path:
-        directory = Path(directory)
-        tensors = {n: t.detach().cpu().contiguous().clone() for n, t in self.state_dict().items()}
-        if self.config.tie_word_embeddings:
-            tensors.pop("decoder.weight", None)
-        directory.mkdir(parents=True, exist_ok=True)
-        write_safetensors(tensors, directory / SAFETENSORS_NAME)
-        dataclasses.replace(self.config, architectures=[type(self).__name__]).save(directory)
-        return directory
+        config = dataclasses.replace(self.config, architectures=[type(self).__name__])
+        return write_named_directory(
+            self, config, directory, {"decoder.weight"} if config.tie_word_embeddings else set()
+        )
 
     def set_attention(self, name: str | None) -> None:
         if name not in (None, "sdpa"):
@@ -201,21 +193,11 @@ class ToyForSequenceClassification(ToyPreTrained):
 ENCODER_PARTS = ("embeddings.", "positions.", "mix.", "norm.")
 
 
-@torch.no_grad()
-def load_toy_state(model: nn.Module, state: Mapping[str, Tensor], *, source: str = "", **_: Any) -> None:
-    """Tensors by name (the encoder's under ``model.`` in a head); the encoder must be whole, a head may be new."""
+def load_toy_state(model: nn.Module, state: dict[str, Tensor], *, source: str = "", **_: Any) -> None:
+    """Tensors by the model's own names (the encoder's under ``model.`` in a head): bertkit's named layout."""
     prefix = "" if isinstance(model, ToyModel) else "model."
-    named = {}
-    for name, tensor in state.items():
-        bare = name.removeprefix("model.")
-        named[prefix + bare if bare.startswith(ENCODER_PARTS) else name] = tensor
-    for name, param in model.state_dict().items():
-        tensor = named.get(name)
-        if tensor is None or tensor.shape != param.shape:
-            if name.removeprefix(prefix).startswith(ENCODER_PARTS):
-                raise CheckpointError(f"{source} lacks encoder weight {name}")
-            continue  # a new head (or the tied decoder), trained from here
-        param.copy_(tensor)
+    tied = {"decoder.weight"} if model.config.tie_word_embeddings else set()
+    load_named_state(model, state, prefix=prefix, encoder_parts=ENCODER_PARTS, tied=tied, source=source)
 
 
 class ToyTraceable(nn.Module):

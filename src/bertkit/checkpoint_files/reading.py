@@ -3,6 +3,7 @@ format (safetensors, PyTorch, Google TensorFlow)."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -60,3 +61,20 @@ def read_state_dict(path: str | os.PathLike) -> dict[str, Tensor]:
         f"{path} is not a supported weights file; use model.safetensors, pytorch_model.bin or a TensorFlow "
         f"checkpoint (pickles are never loaded)"
     )
+
+
+def tensor_names(path: str | os.PathLike) -> list[str]:
+    """Names of the tensors in a model directory's weights (or a weights file), read from the file's header or
+    index where it has one, not from the data."""
+    path = Path(path)
+    file = weights_file(path) if path.is_dir() else path
+    if file is None:
+        return []
+    if file.name.endswith(".safetensors"):
+        from safetensors import safe_open
+
+        with safe_open(str(file), framework="pt") as handle:
+            return list(handle.keys())
+    if file.name.endswith(".index.json"):
+        return list(json.loads(file.read_text(encoding="utf-8")).get("weight_map", {}))
+    return list(read_state_dict(file))

@@ -9,7 +9,6 @@ service) reads them from here, so the same text gets the same prediction whichev
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from typing import Any, cast
 import torch
 
 from bertkit.backends import choose_backend, use_backend
-from bertkit.checkpoint_files import read_state_dict, weights_file
+from bertkit.checkpoint_files.reading import tensor_names
 from bertkit.compiling import compile_model
 from bertkit.config import BertConfig
 from bertkit.errors import BertkitError, ConfigError
@@ -239,21 +238,8 @@ class Loaded:
 
 def checkpoint_tensor_names(path: str | os.PathLike) -> frozenset[str]:
     """Names of the tensors in a model directory's weights (read from the file header, not the data)."""
-    path = Path(path)
-    file = weights_file(path) if path.is_dir() else path
-    if file is None:
-        return frozenset()
-    if file.name.endswith(".safetensors"):
-        from safetensors import safe_open
-
-        with safe_open(str(file), framework="pt") as handle:
-            names = list(handle.keys())
-    elif file.name.endswith(".index.json"):
-        names = list(json.loads(file.read_text(encoding="utf-8")).get("weight_map", {}))
-    else:
-        names = list(read_state_dict(file))
     # Encoder names may carry the head's ``bert.`` prefix; head names never do.
-    return frozenset(n.removeprefix("bert.") for n in names)
+    return frozenset(n.removeprefix("bert.") for n in tensor_names(path))
 
 
 def load(

@@ -36,11 +36,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.checkpoint import checkpoint
 
-from bertkit.checkpoint_files import read_state_dict, weights_file
-from bertkit.checkpoint_files.hf_files import SAFETENSORS_NAME, write_safetensors
-from bertkit.config import CONFIG_NAME, MODERNBERT_PRESETS, ModernBertConfig
-from bertkit.errors import CheckpointError, ConfigError
-from bertkit.hub import resolve_model
+from bertkit.checkpoint_files.named_layout import load_named_state, read_named_directory, write_named_directory
+from bertkit.config import MODERNBERT_PRESETS, ModernBertConfig
+from bertkit.errors import ConfigError
 from bertkit.models.architecture import Architecture
 from bertkit.models.attention import (
     KERNELS,
@@ -216,79 +214,23 @@ def init_weights(model: nn.Module, config: ModernBertConfig) -> None:
 ENCODER_PARTS = ("embeddings.", "layers.", "final_norm.")
 
 
-def _normalise(state: dict[str, Tensor], prefix: str) -> dict[str, Tensor]:
-    """Checkpoint names as ``model`` (``prefix`` ``model.`` for a head, ``""`` for the encoder) names them."""
-    out = {}
-    for name, tensor in state.items():
-        bare = name.removeprefix("model.")
-        out[prefix + bare if bare.startswith(ENCODER_PARTS) else name] = tensor
-    return out
-
-
-@torch.no_grad()
 def load_state(
-    model: ModernBertPreTrained, state: dict[str, Tensor], *, ignore_mismatched_sizes: bool = False, source: str = ""
+    model: nn.Module, state: dict[str, Tensor], *, ignore_mismatched_sizes: bool = False, source: str = ""
 ) -> None:
     """Copy ``transformers``-named tensors into ``model``: every encoder tensor must be there with its shape; a
     missing head stays initialised, another model's head is ignored (each reported in one log line)."""
     prefix = "" if isinstance(model, ModernBertModel) else "model."
-    state = _normalise(state, prefix)
-    params = model.state_dict()
     tied = {"decoder.weight"} if getattr(model.config, "tie_word_embeddings", True) else set()
-    initialised, mismatched = [], []
-    for name, param in params.items():
-        if name in tied:
-            continue
-        is_encoder = name.removeprefix(prefix).startswith(ENCODER_PARTS)
-        if name not in state:
-            if is_encoder:
-                raise CheckpointError(f"{source} lacks encoder weight {name}; it is not a checkpoint for this config")
-            initialised.append(name)
-            continue
-        tensor = state[name]
-        if tensor.shape != param.shape:
-            if is_encoder or not ignore_mismatched_sizes:
-                raise CheckpointError(
-                    f"{source}: {name} has shape {tuple(tensor.shape)} but the model expects {tuple(param.shape)}; "
-                    + (
-                        "the config does not match the weights"
-                        if is_encoder
-                        else "pass ignore_mismatched_sizes=True to train a new head"
-                    )
-                )
-            mismatched.append(name)
-            continue
-        param.copy_(tensor)
-    stray = [n for n in state if n not in params and n.removeprefix(prefix).startswith(ENCODER_PARTS)]
-    if stray:
-        raise CheckpointError(f"{source} has encoder weights the config does not describe ({', '.join(stray[:4])})")
-    if initialised or mismatched:
-        logger.warning("%s: %s not in %s; newly initialised, train before use", type(model).__name__,
-                       ", ".join(initialised + mismatched), source)  # fmt: skip
-    ignored = [n for n in state if n not in params and n not in tied]
-    if ignored:
-        logger.warning("%s: ignored %d weights the model does not use (%s)", type(model).__name__, len(ignored),
-                       ", ".join(ignored[:4]))  # fmt: skip
+    load_named_state(model, state, prefix=prefix, encoder_parts=ENCODER_PARTS, tied=tied,
+                     ignore_mismatched_sizes=ignore_mismatched_sizes, source=source)  # fmt: skip
 
 
 def read_checkpoint(
     path: str | os.PathLike, overrides: dict[str, Any] | None = None
 ) -> tuple[ModernBertConfig, dict[str, Tensor], Path]:
     """A ModernBERT model directory (or hub id) read: its config with ``overrides``, its tensors, its weights file."""
-    directory = resolve_model(path)
-    if directory.is_file():
-        directory = directory.parent
-    if not (directory / CONFIG_NAME).is_file():
-        raise CheckpointError(f"{directory} is not a model directory: it has no {CONFIG_NAME}")
-    weights = weights_file(directory)
-    if weights is None:
-        raise CheckpointError(f"{directory} has a config but no weights ({SAFETENSORS_NAME})")
-    config = ModernBertConfig.load(directory)
-    try:
-        config = replace(config, **(overrides or {}))
-    except TypeError as exc:
-        raise ConfigError(f"unknown ModernBERT config field: {exc}") from None
-    return config, read_state_dict(weights), weights
+    config, state, weights = read_named_directory(path, ModernBertConfig.load, overrides)
+    return config, state, weights
 
 
 class ModernBertPreTrained(nn.Module):
@@ -309,17 +251,11 @@ class ModernBertPreTrained(nn.Module):
     def save_pretrained(self, directory: str | os.PathLike) -> Path:
         """``config.json`` (``model_type: modernbert``, ``architectures: [<class>]``) and ``model.safetensors``
         under transformers' names (the tied decoder weight left out, as transformers does), each atomically."""
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        tensors = {n: t.detach().to("cpu", copy=True).contiguous() for n, t in self.state_dict().items()}
-        if self.config.tie_word_embeddings:
-            tensors.pop("decoder.weight", None)
-        write_safetensors(tensors, directory / SAFETENSORS_NAME)
         config = replace(self.config, architectures=[type(self).__name__])
         if isinstance(self, ModernBertForQuestionAnswering):
             config = replace(config, num_labels=2, id2label=None)
-        config.save(directory)
-        return directory
+        tied = {"decoder.weight"} if self.config.tie_word_embeddings else set()
+        return write_named_directory(self, config, directory, tied)
 
     def set_attention(self, name: str | None) -> None:
         """Run attention through ``name`` (one of ``ATTN_IMPLEMENTATIONS``), or None: by the device of each
