@@ -35,7 +35,7 @@ from torch import nn
 from bertkit.checkpoint_files import load_hf_state_dict, read_state_dict
 from bertkit.errors import CheckpointError
 from bertkit.io import atomic_write_text
-from bertkit.models.bert import PreTrainedMixin
+from bertkit.models import registry
 from bertkit.notices import notice
 from bertkit.weights import save_pretrained
 
@@ -46,7 +46,10 @@ _NAME = re.compile(r"^checkpoint-(\d+)$")
 
 
 def _is_bertkit(model: nn.Module) -> bool:
-    return isinstance(model, PreTrainedMixin)
+    """Whether ``model``'s weights go into a checkpoint under Hugging Face's names through its architecture's name
+    table (BERT's); any other module's go in under its own names (safetensors' ``save_model``)."""
+    architecture = registry.of_model(model)
+    return architecture is not None and architecture.hf_names is not None
 
 
 def checkpoint_dir(output_dir: str | os.PathLike, step: int) -> Path:

@@ -29,7 +29,8 @@ from torch import nn
 from bertkit.compiling import compile_model
 from bertkit.data.batch_sources import BatchSource
 from bertkit.errors import BertkitError, ConfigError
-from bertkit.models.bert import EncoderLayer, PreTrainedMixin
+from bertkit.models import registry
+from bertkit.models.bert import EncoderLayer
 from bertkit.notices import notice
 from bertkit.quantize import refuse_training
 from bertkit.training import distributed
@@ -79,8 +80,9 @@ class TrainResult:
 
 
 def save_weights(model: nn.Module, directory: Path) -> None:
-    """The default export: ``save_pretrained`` for bertkit models, else a bare ``model.safetensors``."""
-    if isinstance(model, PreTrainedMixin):
+    """The default export: ``save_pretrained`` for bertkit models (of any registered architecture), else a bare
+    ``model.safetensors``."""
+    if registry.of_model(model) is not None:
         save_pretrained(model, directory)
     else:
         directory.mkdir(parents=True, exist_ok=True)
