@@ -196,7 +196,7 @@ ENCODER_PARTS = ("embeddings.", "positions.", "mix.", "norm.")
 def load_toy_state(model: nn.Module, state: dict[str, Tensor], *, source: str = "", **_: Any) -> None:
     """Tensors by the model's own names (the encoder's under ``model.`` in a head): bertkit's named layout."""
     prefix = "" if isinstance(model, ToyModel) else "model."
-    tied = {"decoder.weight"} if model.config.tie_word_embeddings else set()
+    tied = {"decoder.weight"} if registry.config_of(model).tie_word_embeddings else set()
     load_named_state(model, state, prefix=prefix, encoder_parts=ENCODER_PARTS, tied=tied, source=source)
 
 
@@ -266,7 +266,7 @@ def test_pretrain_finetune_embed_export_and_serve_a_registered_architecture(toy,
                    save_every=2, eval_every=3, eval_batches=1, progress=False, tensorboard=False, plot=False,
                    peak_flops=1e12, recipe="modern")  # fmt: skip
     config = build_config(options)
-    assert config.architecture == "toy"
+    assert str(config.architecture) == "toy"  # a registered name, beside the flag's built-in choices
     assert isinstance(build_model(config, open_dataset(str(data))), ToyForMaskedLM)
     result = pretrain(config)
     assert result.step == 3
