@@ -5,7 +5,9 @@ into this, and ``bertkit.weights`` (load and save with quantization, compilation
 
 - ``hf_names``: bertkit <-> Hugging Face names; ``tf_names``: Google's TF names -> Hugging Face names
 - ``hf_files``: safetensors and PyTorch files; ``tf_files``: TensorFlow checkpoints, without TensorFlow
-- ``reading``: which file of a directory holds the weights, and its tensors whatever the format
+- ``reading``: which file of a directory holds the weights, its tensors whatever the format, their names
+- ``named_layout``: checkpoints under a model's own names (ModernBERT's, a registered architecture's): read,
+  written, loaded with the encoder checked
 - ``state_dicts``: a model's tensors to and from Hugging Face names, with the loading checks
 - ``pretrained``: ``config.json`` + weights, read together and checked, or written
 """
