@@ -29,7 +29,7 @@ import dataclasses
 import json
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -44,6 +44,7 @@ from bertkit.hub import resolve_model
 from bertkit.io import atomic_write_text
 from bertkit.model import BertModel
 from bertkit.notices import notice
+from bertkit.option_groups import above, at_least, between, check_numbers
 from bertkit.sentence_config import read_sentence_config
 from bertkit.tasks import Task
 from bertkit.tasks.base import CONFIG_KEY, Featurized
@@ -78,27 +79,22 @@ class DistillConfig:
     student: str = "3"
     """A number of the teacher's layers to keep (spread from first to last: 6 -> 3 keeps 0, 3, 5), a size
     preset (tiny, mini, small; initialised at random) or a model directory with the teacher's vocabulary."""
-    temperature: float = 2.0
+    temperature: float = field(default=2.0, metadata=above(0))
     """Softmax temperature of the soft targets; the KL term is multiplied by its square."""
-    alpha: float | None = None
+    alpha: float | None = field(default=None, metadata=between(0, 1))
     """Weight of the hard-label loss, the soft targets getting 1 - alpha (default: 0.5; embedding 0, the
     teacher's vectors only)."""
-    hidden_weight: float = 0.0
+    hidden_weight: float = field(default=0.0, metadata=at_least(0))
     """Weight of the hidden-state transfer (TinyBERT): MSE of each student layer's output to its teacher
     layer's, through a learnt projection when the widths differ (0: off)."""
-    attention_weight: float = 0.0
+    attention_weight: float = field(default=0.0, metadata=at_least(0))
     """Weight of the attention transfer (TinyBERT): MSE of the attention probabilities (0: off)."""
     unlabeled_file: str | None = None
     """More text in the task's format without labels, which the student learns from the teacher's
     predictions only (not for regression)."""
 
     def __post_init__(self) -> None:
-        if self.temperature <= 0:
-            raise ConfigError(f"--temperature must be positive, got {self.temperature}")
-        if self.alpha is not None and not 0.0 <= self.alpha <= 1.0:
-            raise ConfigError(f"--alpha must be between 0 and 1, got {self.alpha}")
-        if self.hidden_weight < 0 or self.attention_weight < 0:
-            raise ConfigError("--hidden-weight and --attention-weight must not be negative")
+        check_numbers(self)
 
 
 # ------------------------------------------------------------------------------------------ losses

@@ -45,6 +45,7 @@ from bertkit.errors import ConfigError, DataError
 from bertkit.hub import resolve_model
 from bertkit.io import atomic_directory, atomic_write_text
 from bertkit.notices import notice
+from bertkit.option_groups import at_least, between, check_numbers
 from bertkit.training import distributed
 from bertkit.training.loop import TrainResult, train
 from bertkit.training.precision import precision_name
@@ -88,22 +89,22 @@ class PretrainConfig:
     attn_implementation: str | None = None
     """``sdpa`` (default) or ``eager`` attention; for ModernBERT ``sdpa``, ``flex`` or ``varlen`` (default: by
     device)."""
-    eval_batches: int = 50
+    eval_batches: int = field(default=50, metadata=at_least(0))
     """Held-out batches per evaluation (the dataset's ``eval`` split); 0 disables evaluation."""
-    num_workers: int = 0
+    num_workers: int = field(default=0, metadata=at_least(0))
     """Data-loader worker processes per training process (masks and order do not depend on it)."""
     recipe: RecipeName = "bert"
     """``bert`` (the paper's recipe) or ``modern`` (masking 30 % decayed to 15 % on full-sentence data, no
     dropout, warmup-stable-decay: docs/pretraining.md, "Recipes"); fills only the options not given. The
     schedule is a ``train`` option: :func:`build_config` (the command line) fills it, a ``TrainConfig`` built
     by hand keeps its own."""
-    masking_rate: float | None = None
+    masking_rate: float | None = field(default=None, metadata=between(0, 1, low_open=True, high_open=True))
     """Rate of dynamic masking at the start of the run (needs data prepared with ``--masking dynamic``);
     default: the recipe's (``bert``: the dataset's ``--masked-lm-prob``; ``modern``: 0.3)."""
-    masking_rate_end: float | None = None
+    masking_rate_end: float | None = field(default=None, metadata=between(0, 1, low_open=True, high_open=True))
     """Rate the dynamic masking decays to, linearly over the run's ``max_steps`` (Wettig et al. 2023: 0.3 to
     0.15); default: the recipe's (``bert``: no decay; ``modern``: 0.15)."""
-    dropout: float | None = None
+    dropout: float | None = field(default=None, metadata=between(0, 1, high_open=True))
     """Hidden and attention dropout of a new model (0: off, as Cramming); default: the recipe's (``bert``: the
     model config's, 0.1; ``modern``: 0)."""
     layer_norm_position: LayerNormPosition | None = None
@@ -122,16 +123,13 @@ class PretrainConfig:
         if isinstance(self.train, Mapping):
             self.train = TrainConfig.from_dict(dict(self.train))
         self.train.output_dir = Path(self.output)
-        if self.eval_batches < 0 or self.num_workers < 0:
-            raise ConfigError("--eval-batches and --num-workers must be >= 0")
         defaults = PRETRAIN_DEFAULTS[check_recipe(self.recipe)]
         for name in ("masking_rate", "masking_rate_end", "dropout", "layer_norm_position"):
             if getattr(self, name) is None:
                 setattr(self, name, defaults.get(name))
+        check_numbers(self)
         if self.masking_rate_end is not None and self.masking_rate is None:
             raise ConfigError("--masking-rate-end needs --masking-rate (the rate it decays from)")
-        if self.dropout is not None and not 0 <= self.dropout < 1:
-            raise ConfigError(f"--dropout must be in [0, 1), got {self.dropout}")
         if self.layer_norm_position not in (None, *get_args(LayerNormPosition)):
             raise ConfigError(f"--layer-norm-position must be post or pre, got {self.layer_norm_position!r}")
         if not Path(self.data).is_dir():
