@@ -267,8 +267,9 @@ def test_a_missing_teacher_is_one_line(data, tmp_path, capsys):
 
 
 # ------------------------------------------------------------------------------------------ resume
-def test_a_killed_distillation_resumes_to_the_same_student(teachers, data, tmp_path):
-    """SIGKILL after the first checkpoint, then ``--resume``: the student is the one an uninterrupted run makes."""
+def test_a_killed_distillation_resumes_to_the_same_student(teachers, data, tmp_path, capsys):
+    """SIGKILL after the first checkpoint, then ``--resume``: the student is the one an uninterrupted run makes;
+    a resume with another temperature or student is refused in one line."""
     more = ["--student", "2", "--epochs", "4", "--save-every", "2", "--seed", "3"]
 
     def args(output: Path, *extra: str) -> list[str]:
@@ -280,7 +281,7 @@ def test_a_killed_distillation_resumes_to_the_same_student(teachers, data, tmp_p
     process = subprocess.Popen([sys.executable, "-m", "bertkit", *args(output)], env=env, stderr=subprocess.DEVNULL)
     partial = tmp_path / "killed.partial"
     try:
-        while process.poll() is None and not list(partial.glob("checkpoint-[1-9]*")):
+        while process.poll() is None and not [p for p in partial.glob("checkpoint-[1-9]*") if p.suffix != ".tmp"]:
             time.sleep(0.05)
         if process.poll() is None:
             os.kill(process.pid, signal.SIGKILL)
@@ -288,6 +289,11 @@ def test_a_killed_distillation_resumes_to_the_same_student(teachers, data, tmp_p
         process.wait()
     if output.exists():
         pytest.skip("the run finished before it could be killed")
+    capsys.readouterr()
+    for changed, said in ((["--temperature", "5"], "--temperature 2.0 -> 5.0"), (["--student", "mini"], "2 -> mini")):
+        assert main([*args(output, "--resume"), *changed]) == 2  # a resume that would change the run
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and said in err, err
     assert main(args(output, "--resume")) == 0
     assert (output / "model.safetensors").read_bytes() == (tmp_path / "straight" / "model.safetensors").read_bytes()
     assert not partial.exists()

@@ -51,7 +51,8 @@ from bertkit.tasks.base import CONFIG_KEY, Featurized
 from bertkit.tasks.embedding.encoder import EmbeddingOutput, SentenceEncoder
 from bertkit.tasks.prepare import read_examples
 from bertkit.tasks.registry import encoder_family, family
-from bertkit.training.finetune import FinetuneConfig, FinetuneResult, finetune
+from bertkit.training.finetune import FinetuneConfig, FinetuneResult, finetune, resumes
+from bertkit.training.resume_options import check_resumed_options, run_options
 from bertkit.training.students import Student, build_student
 
 __all__ = [
@@ -392,6 +393,9 @@ def distill(config: FinetuneConfig, settings: DistillConfig) -> FinetuneResult:
     teacher_dir = resolve_model(settings.teacher)
     if not teacher_dir.is_dir():
         raise ConfigError(f"--teacher {teacher_dir} is not a model directory")
+    options = run_options(config, teacher=settings.teacher, student=settings.student, **_plain(settings))
+    if resumes(config):  # before the student is built: a resume with another --student is refused as such
+        check_resumed_options(config.partial_dir, options)
     partial = config.partial_dir
     # Beside the work dir, not in it: fine-tuning's output check clears a finished run's leftover work dir.
     student_dir = partial.with_name(partial.name + "-student")
@@ -412,7 +416,7 @@ def distill(config: FinetuneConfig, settings: DistillConfig) -> FinetuneResult:
 
     run = dataclasses.replace(config, model=str(student.directory))
     try:
-        result = finetune(run, adapt_task=adapt)
+        result = finetune(run, adapt_task=adapt, options=options)
     finally:
         if student.kind != "directory" and not any(partial.glob("checkpoint-*")):
             shutil.rmtree(student.directory, ignore_errors=True)
