@@ -75,3 +75,21 @@ def test_a_number_out_of_range_is_one_line_naming_the_flag(inputs, capsys, args,
     line = refusal(capsys, [a.format(**inputs) for a in args])
     assert line.endswith(message), line
     assert not Path(inputs["root"], "run").exists()
+
+
+NOT_APPLICABLE = [
+    (["--architecture", "modernbert", "--layer-norm-position", "post"], "--layer-norm-position is a BERT option"),
+    (["--attn-implementation", "flex"], "--attn-implementation flex is not one of bert's: sdpa, eager"),
+    (["--architecture", "modernbert", "--attn-implementation", "eager"], "not one of modernbert's: sdpa, flex"),
+    (
+        ["--architecture", "modernbert", "--attn-implementation", "varlen", "--device", "cpu"],
+        "--attn-implementation varlen runs on CUDA only (FlashAttention), not on cpu",
+    ),
+]
+
+
+@pytest.mark.parametrize(("extra", "message"), NOT_APPLICABLE, ids=[" ".join(e) for e, _ in NOT_APPLICABLE])
+def test_an_option_the_architecture_or_device_does_not_read_is_refused(inputs, capsys, extra, message):
+    line = refusal(capsys, [a.format(**inputs) for a in [*PRETRAIN, *extra]])
+    assert message in line, line
+    assert not Path(inputs["root"], "run").exists()

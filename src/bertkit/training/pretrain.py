@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 import torch
 
 from bertkit.config import (
+    BERT_ATTN_IMPLEMENTATIONS,
     MODERNBERT_PRESETS,
     PRE_LN_MODEL_TYPE,
     PRESETS,
@@ -49,7 +50,9 @@ from bertkit.option_groups import at_least, between, check_numbers
 from bertkit.training import distributed
 from bertkit.training.loop import TrainResult, train
 from bertkit.training.precision import precision_name
+from bertkit.training.resume_options import check_resumed_options, record_options, run_options
 from bertkit.training.run_log import mfu_peak, pretraining_flops_per_token
+from bertkit.training.state import find_resume
 from bertkit.training.tracking import log_model, run_context
 from bertkit.training.train_config import TrainConfig, split_options
 from bertkit.weights import declare_modernbert_inputs, save_pretrained
@@ -143,6 +146,7 @@ class PretrainConfig:
                 f"--model-config {self.model_config!r} is neither a preset ({', '.join(PRESETS)}) nor a config.json"
             )
         self.architecture = _resolve_architecture(self)
+        _check_applies(self)
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "train"}
@@ -168,6 +172,32 @@ def _resolve_architecture(config: PretrainConfig) -> Architecture:
             f"--architecture {config.architecture} but {source} describes a {found} model; drop one of the two"
         )
     return "modernbert" if "modernbert" in (config.architecture, found) else "bert"
+
+
+def _check_applies(config: PretrainConfig) -> None:
+    """Refuse an option the chosen architecture does not read, rather than train without it."""
+    from bertkit.models.modernbert import ATTN_IMPLEMENTATIONS
+
+    modern = config.architecture == "modernbert"
+    if modern and config.layer_norm_position is not None:
+        raise ConfigError(
+            "--layer-norm-position is a BERT option; ModernBERT's layers always normalise before attention and "
+            "the feed-forward block: drop it, or pre-train --architecture bert"
+        )
+    allowed = ATTN_IMPLEMENTATIONS if modern else BERT_ATTN_IMPLEMENTATIONS
+    if config.attn_implementation not in (None, *allowed):
+        raise ConfigError(
+            f"--attn-implementation {config.attn_implementation} is not one of {config.architecture}'s: "
+            f"{', '.join(allowed)}"
+        )
+
+
+def check_device(config: PretrainConfig, device: torch.device) -> None:
+    """Refuse an attention path the device cannot run (``varlen`` is FlashAttention: CUDA only)."""
+    if config.attn_implementation == "varlen" and device.type != "cuda":
+        raise ConfigError(
+            f"--attn-implementation varlen runs on CUDA only (FlashAttention), not on {device}; use sdpa or flex"
+        )
 
 
 def build_config(options: Mapping[str, Any]) -> PretrainConfig:
@@ -396,6 +426,11 @@ def pretrain(
     from bertkit.data import PretrainingLoader, open_dataset
 
     env = env or distributed.setup(config.train.distributed.device)
+    check_device(config, env.device)
+    options = run_options(config)
+    resumed_from = find_resume(config.train)
+    if resumed_from is not None:
+        check_resumed_options(resumed_from.parent, options)
     config = dataclasses.replace(
         config, train=config.train.with_options(precision=precision_name(config.train.precision.mode, env.device))
     )
@@ -431,6 +466,7 @@ def pretrain(
         config.train = config.train.with_options(peak_flops=peak)  # groups are shared with the caller's config
     if env.is_main:
         _write_run_files(config, stamps, len(loader) * env.world_size // config.train.accumulation(env.world_size))
+        record_options(Path(config.output), options)
     tokenizer_dir = Path(config.data) / meta["tokenizer"].get("directory", "tokenizer")
     files = _ModelFiles(tokenizer_dir, modernbert=config.architecture == "modernbert")
     result = train(
