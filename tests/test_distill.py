@@ -266,6 +266,33 @@ def test_a_missing_teacher_is_one_line(data, tmp_path, capsys):
     assert code == 2 and "--teacher" in err and "Traceback" not in err
 
 
+def test_a_teacher_that_is_no_bert_model_folder_is_named_as_such(data, tmp_path, capsys):
+    modern = tmp_path / "modern"
+    modern.mkdir()
+    (modern / "config.json").write_text(json.dumps({"model_type": "modernbert"}), encoding="utf-8")
+    for teacher, said in (
+        (data["cls"], "is a file, not a model folder"),
+        (tmp_path, "holds no config.json, so it is not a model folder"),
+        (modern, "is a ModernBERT model; bertkit distils BERT teachers only"),
+    ):
+        code, _, err = run_cli(
+            ["distill", "--teacher", teacher, "--train", data["cls"], "--output", tmp_path / "o"], capsys
+        )
+        assert code == 2 and len(err.strip().splitlines()) == 1 and said in err, err
+
+
+def test_distill_is_a_python_function_with_the_commands_options(teachers, data, tmp_path):
+    result = bertkit.distill(
+        teachers["qa"], data["qa"], tmp_path / "qa", dev=data["qa"], student="1", epochs=1, micro_batch_size=4, lr=1e-3,
+        temperature=3.0, threads=1, **QUIET,
+    )  # fmt: skip
+    assert result.output == tmp_path / "qa" and {"exact_match", "f1"} <= set(result.metrics)
+    record = json.loads((tmp_path / "qa" / "distillation.json").read_text())
+    assert record["temperature"] == 3.0 and record["teacher_layers"] == [3]
+    saved = json.loads((tmp_path / "qa" / "config.json").read_text())["bertkit_finetune"]
+    assert saved["task"] == "qa" and saved["max_seq_length"] == 32  # the teacher's task and length
+
+
 # ------------------------------------------------------------------------------------------ resume
 def test_a_killed_distillation_resumes_to_the_same_student(teachers, data, tmp_path, capsys):
     """SIGKILL after the first checkpoint, then ``--resume``: the student is the one an uninterrupted run makes;

@@ -97,3 +97,18 @@ def test_finetune_resume_refuses_a_change(encoder_dir, tmp_path):
     resumed = FinetuneConfig.from_options(**given, output=str(tmp_path / "out"), epochs=1, lr=1e-3, resume=True)
     with pytest.raises(ConfigError, match=r"--lr 3e-05 -> 0\.001"):
         finetune(resumed)
+
+
+def test_a_checkpoint_of_another_architecture_is_named_as_such(tmp_path, capsys):
+    """Without the record (a run of an older bertkit), the checkpoint itself says which architecture it holds."""
+    data = make_pretraining_dataset(tmp_path / "data", n_train=16, n_eval=4, seq=16, vocab=40, nsp=False)
+    args = ["pretrain", "--data", str(data), "--output", str(tmp_path / "run"), "--model-config", "tiny"]
+    args += ["--micro-batch-size", "8", "--max-steps", "1", "--eval-batches", "0", *QUIET]
+    assert main(args) == 0
+    (tmp_path / "run" / RUN_OPTIONS).unlink()
+    capsys.readouterr()
+    assert main([*args, "--resume", "--architecture", "modernbert"]) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("bertkit: error:")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    assert "holds a bert model but this run builds a modernbert model; resume with --architecture bert" in errors[0]

@@ -16,8 +16,14 @@ This module imports nothing heavy, so the CLI can generate its options from the 
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
+import inspect
+import itertools
 import math
+import re
+import textwrap
 import types
 import typing
 from collections.abc import Mapping
@@ -38,6 +44,36 @@ T = TypeVar("T")
 def flat(name: str, **metadata: Any) -> dict[str, Any]:
     """Field metadata: the option is called ``name`` on the command line and in config files."""
     return {FLAT: name, **metadata}
+
+
+_ROLE = re.compile(r":(?:class|meth|func|data|attr):`~?(?:[\w.]+\.)?([\w]+)`")
+
+
+@functools.cache
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstring under each field of dataclass ``cls`` (attribute docstrings, read from the source)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except OSError:  # installed without sources: options without help beat no command
+        return {}
+    body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
+    docs = {}
+    for node, after in itertools.pairwise(body):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            docs[node.target.id] = inspect.cleandoc(after.value.value)
+    return docs
+
+
+def help_text(doc: str) -> str:
+    """A field docstring as one line of plain help text (reST roles and literals unwrapped)."""
+    text = _ROLE.sub(r"\1", " ".join(doc.split()))
+    return text.replace("``", "")
 
 
 def flag(name: str) -> str:

@@ -52,11 +52,10 @@ def tokenize_command(o: TokenizeOptions) -> None:
     """
     import json
 
-    from bertkit.hub import resolve_model
-    from bertkit.tokenizer import Tokenizer
+    from bertkit.jobs import tokenize
 
     text, pair = o.text, o.pair
-    enc = Tokenizer.from_pretrained(resolve_model(o.model)).encode(text, pair)
+    enc = tokenize(text, o.model, pair)
     if o.json_output:
         keys = ("tokens", "ids", "type_ids", "offsets", "word_ids", "special_tokens_mask")
         print(json.dumps({k: getattr(enc, k) for k in keys}, ensure_ascii=False))

@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from bertkit.config import BertConfig, ModernBertConfig
+from bertkit.config import BertConfig, ModernBertConfig, model_type_of
 from bertkit.errors import ConfigError
 from bertkit.features import Feature
 from bertkit.hub import resolve_model
@@ -370,6 +370,28 @@ class DistillTask:
 
 
 # ------------------------------------------------------------------------------------------ the run
+def teacher_directory(teacher: str | Path) -> Path:
+    """The teacher's model folder (a hub id resolved), or a ``ConfigError`` that says what ``teacher`` is
+    instead: a file, a folder without a model, or a ModernBERT model, whose students this module does not build
+    (it takes BERT layers, presets and heads)."""
+    path = resolve_model(str(teacher))
+    if path.is_file():
+        raise ConfigError(
+            f"--teacher {teacher} is a file, not a model folder: give the directory a fine-tuning run wrote "
+            f"(finetune's --output)"
+        )
+    if not path.is_dir():
+        raise ConfigError(f"--teacher {teacher} does not exist; give a fine-tuned model's directory")
+    if not (path / "config.json").is_file():
+        raise ConfigError(f"--teacher {teacher} holds no config.json, so it is not a model folder")
+    if model_type_of(path) == "modernbert":
+        raise ConfigError(
+            f"--teacher {teacher} is a ModernBERT model; bertkit distils BERT teachers only (a student is built "
+            f"from BERT layers, presets and heads): fine-tune a smaller ModernBERT on the task instead"
+        )
+    return path
+
+
 def teacher_settings(teacher_dir: Path) -> tuple[str, dict[str, Any], int | None]:
     """The task, task options and sequence length a teacher was fine-tuned with (the family that fine-tunes the bare
     encoder, ``embedding``, for a model with no task: a sentence-transformers folder)."""
@@ -390,9 +412,7 @@ def distill(config: FinetuneConfig, settings: DistillConfig) -> FinetuneResult:
     is not read: the student is); see the module doc."""
     from bertkit.weights import load_model
 
-    teacher_dir = resolve_model(settings.teacher)
-    if not teacher_dir.is_dir():
-        raise ConfigError(f"--teacher {teacher_dir} is not a model directory")
+    teacher_dir = teacher_directory(settings.teacher)
     options = run_options(config, teacher=settings.teacher, student=settings.student, **_plain(settings))
     if resumes(config):  # before the student is built: a resume with another --student is refused as such
         check_resumed_options(config.partial_dir, options)
