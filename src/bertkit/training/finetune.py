@@ -258,7 +258,7 @@ def load_and_check_model(
     with quiet_libraries("bertkit.weights") if resuming else contextlib.nullcontext():
         model = load_model(model_dir, head=task.head, ignore_mismatched_sizes=True, **task.config_updates())
     if resuming and os.environ.get("RANK", "0") == "0":
-        notice(f"{task.head}: every weight, the task head's too, is restored from the checkpoint")
+        notice(f"{type(model).__name__}: every weight, the task head's too, is restored from the checkpoint")
     assert isinstance(model, PreTrainedMixin | ModernBertPreTrained)  # load_model builds bertkit's model classes
     max_seq_length = config.max_seq_length
     assert max_seq_length is not None  # FinetuneConfig fills it in from the task's defaults
@@ -319,7 +319,7 @@ def train_model(
     if env.is_main:
         kind = getattr(batches.order, "name", "length-grouped" if config.group_by_length else "random")
         notice(
-            f"fine-tuning {name_of(task)} ({task.head}) on {len(data.train_examples)} examples -> "
+            f"fine-tuning {name_of(task)} ({type(model).__name__}) on {len(data.train_examples)} examples -> "
             f"{len(data.train_features)} features, {len(batches)} {kind} micro-batches per epoch, "
             f"{train_config.duration.max_steps} updates; lr {config.train.optimizer.lr}"
         )
