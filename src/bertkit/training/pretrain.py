@@ -97,16 +97,16 @@ class PretrainConfig:
     num_workers: int = field(default=0, metadata=at_least(0))
     """Data-loader worker processes per training process (masks and order do not depend on it)."""
     recipe: RecipeName = "bert"
-    """``bert`` (the paper's recipe) or ``modern`` (masking 30 % decayed to 15 % on full-sentence data, no
+    """``bert`` (the paper's recipe) or ``modern`` (full-sentence data with masks redrawn every pass, no
     dropout, warmup-stable-decay: docs/pretraining.md, "Recipes"); fills only the options not given. The
     schedule is a ``train`` option: :func:`build_config` (the command line) fills it, a ``TrainConfig`` built
     by hand keeps its own."""
     masking_rate: float | None = field(default=None, metadata=between(0, 1, low_open=True, high_open=True))
     """Rate of dynamic masking at the start of the run (needs data prepared with ``--masking dynamic``);
-    default: the recipe's (``bert``: the dataset's ``--masked-lm-prob``; ``modern``: 0.3)."""
+    default: the dataset's ``--masked-lm-prob``."""
     masking_rate_end: float | None = field(default=None, metadata=between(0, 1, low_open=True, high_open=True))
-    """Rate the dynamic masking decays to, linearly over the run's ``max_steps`` (Wettig et al. 2023: 0.3 to
-    0.15); default: the recipe's (``bert``: no decay; ``modern``: 0.15)."""
+    """Rate the dynamic masking decays to, linearly over the run's ``max_steps`` (Ankner et al. 2023's dynamic
+    masking rate: 0.3 to 0.15); default: no decay."""
     dropout: float | None = field(default=None, metadata=between(0, 1, high_open=True))
     """Hidden and attention dropout of a new model (0: off, as Cramming); default: the recipe's (``bert``: the
     model config's, 0.1; ``modern``: 0)."""
