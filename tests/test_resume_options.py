@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 from torch import nn
@@ -90,7 +91,7 @@ def test_pretrain_resume_takes_a_longer_run_and_says_so(pretrained_run, capsys):
 
 def test_finetune_resume_refuses_a_change(encoder_dir, tmp_path):
     (tmp_path / "train.tsv").write_text("sentence\tlabel\ngood\tpos\nbad\tneg\n", encoding="utf-8")
-    given = dict(task="classification", model=str(encoder_dir), train_file=str(tmp_path / "train.tsv"))
+    given: dict[str, Any] = dict(task="classification", model=str(encoder_dir), train_file=str(tmp_path / "train.tsv"))
     first = FinetuneConfig.from_options(**given, output=str(tmp_path / "out"), epochs=1, lr=3e-5)
     record_options(first.partial_dir, run_options(first))
     save_checkpoint(first.partial_dir, 1, nn.Linear(1, 1), {})  # an interrupted run's checkpoint
