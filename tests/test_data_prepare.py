@@ -10,7 +10,7 @@ import pytest
 
 from bertkit.data import PrepareConfig, prepare_dataset, verify
 from bertkit.data.loader import PretrainingDataset, PretrainingLoader
-from bertkit.errors import DataError
+from bertkit.errors import ConfigError, DataError
 
 WORDS = (
     "the cat dog sat ran on a mat house tree big small red blue green fast slow man woman child "
@@ -128,7 +128,7 @@ def test_dynamic_and_whole_word_datasets(corpus, tokenizer_dir, tmp_path):
 def test_bad_options_and_inputs(corpus, tokenizer_dir, tmp_path):
     with pytest.raises(DataError):
         config(corpus, tokenizer_dir, tmp_path / "x", masking="sometimes")
-    with pytest.raises(DataError):
+    with pytest.raises(ConfigError, match="--max-seq-length must be >= 5, got 4"):
         config(corpus, tokenizer_dir, tmp_path / "x", max_seq_length=4)
     with pytest.raises(DataError, match="does not exist"):
         prepare_dataset(config(tmp_path / "nope", tokenizer_dir, tmp_path / "x"), progress=False)

@@ -266,9 +266,37 @@ def test_a_missing_teacher_is_one_line(data, tmp_path, capsys):
     assert code == 2 and "--teacher" in err and "Traceback" not in err
 
 
+def test_a_teacher_that_is_no_bert_model_folder_is_named_as_such(data, tmp_path, capsys):
+    modern = tmp_path / "modern"
+    modern.mkdir()
+    (modern / "config.json").write_text(json.dumps({"model_type": "modernbert"}), encoding="utf-8")
+    for teacher, said in (
+        (data["cls"], "is a file, not a model folder"),
+        (tmp_path, "holds no config.json, so it is not a model folder"),
+        (modern, "is a ModernBERT model; bertkit distils BERT teachers only"),
+    ):
+        code, _, err = run_cli(
+            ["distill", "--teacher", teacher, "--train", data["cls"], "--output", tmp_path / "o"], capsys
+        )
+        assert code == 2 and len(err.strip().splitlines()) == 1 and said in err, err
+
+
+def test_distill_is_a_python_function_with_the_commands_options(teachers, data, tmp_path):
+    result = bertkit.distill(
+        teachers["qa"], data["qa"], tmp_path / "qa", dev=data["qa"], student="1", epochs=1, micro_batch_size=4, lr=1e-3,
+        temperature=3.0, threads=1, **QUIET,
+    )  # fmt: skip
+    assert result.output == tmp_path / "qa" and {"exact_match", "f1"} <= set(result.metrics)
+    record = json.loads((tmp_path / "qa" / "distillation.json").read_text())
+    assert record["temperature"] == 3.0 and record["teacher_layers"] == [3]
+    saved = json.loads((tmp_path / "qa" / "config.json").read_text())["bertkit_finetune"]
+    assert saved["task"] == "qa" and saved["max_seq_length"] == 32  # the teacher's task and length
+
+
 # ------------------------------------------------------------------------------------------ resume
-def test_a_killed_distillation_resumes_to_the_same_student(teachers, data, tmp_path):
-    """SIGKILL after the first checkpoint, then ``--resume``: the student is the one an uninterrupted run makes."""
+def test_a_killed_distillation_resumes_to_the_same_student(teachers, data, tmp_path, capsys):
+    """SIGKILL after the first checkpoint, then ``--resume``: the student is the one an uninterrupted run makes;
+    a resume with another temperature or student is refused in one line."""
     more = ["--student", "2", "--epochs", "4", "--save-every", "2", "--seed", "3"]
 
     def args(output: Path, *extra: str) -> list[str]:
@@ -280,7 +308,7 @@ def test_a_killed_distillation_resumes_to_the_same_student(teachers, data, tmp_p
     process = subprocess.Popen([sys.executable, "-m", "bertkit", *args(output)], env=env, stderr=subprocess.DEVNULL)
     partial = tmp_path / "killed.partial"
     try:
-        while process.poll() is None and not list(partial.glob("checkpoint-[1-9]*")):
+        while process.poll() is None and not [p for p in partial.glob("checkpoint-[1-9]*") if p.suffix != ".tmp"]:
             time.sleep(0.05)
         if process.poll() is None:
             os.kill(process.pid, signal.SIGKILL)
@@ -288,6 +316,11 @@ def test_a_killed_distillation_resumes_to_the_same_student(teachers, data, tmp_p
         process.wait()
     if output.exists():
         pytest.skip("the run finished before it could be killed")
+    capsys.readouterr()
+    for changed, said in ((["--temperature", "5"], "--temperature 2.0 -> 5.0"), (["--student", "mini"], "2 -> mini")):
+        assert main([*args(output, "--resume"), *changed]) == 2  # a resume that would change the run
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and said in err, err
     assert main(args(output, "--resume")) == 0
     assert (output / "model.safetensors").read_bytes() == (tmp_path / "straight" / "model.safetensors").read_bytes()
     assert not partial.exists()

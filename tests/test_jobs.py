@@ -1,8 +1,10 @@
-"""The command's jobs as Python functions (``bertkit.prepare_data``, ``pretrain``, ``finetune``, ``evaluate``):
-the same options under the same names, results a program can read, and bertkit's lines through ``logging``."""
+"""The command's jobs as Python functions (``bertkit.prepare_data``, ``pretrain``, ``finetune``, ``distill``,
+``evaluate``, ``predict``, ``tokenize``): the same options under the same names, listed in their signatures,
+results a program can read, and bertkit's lines through ``logging``."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import random
@@ -62,7 +64,7 @@ def test_finetune_then_evaluate_take_the_command_options(polarity, tmp_path, cap
     result = bertkit.finetune(
         task="classification", model=polarity["model"], train=polarity["train"], dev=polarity["train"],
         output=tmp_path / "out", epochs=1, micro_batch_size=8, lr=1e-3, text_column="sentence",
-        label_column="label", seed=3, **QUIET,
+        label_column="label", seed=3, threads=1, **QUIET,
     )  # fmt: skip
     assert result.output == tmp_path / "out" and set(result.metrics) >= {"accuracy"}
     assert result.num_train_examples == 16 and "2 updates; lr 0.001" in caplog.text  # epochs, lr reached the run
@@ -75,6 +77,32 @@ def test_finetune_then_evaluate_take_the_command_options(polarity, tmp_path, cap
     assert json.loads((tmp_path / "metrics.json").read_text(encoding="utf-8")) == scores
     with pytest.raises(ConfigError, match="--split goes with --task retrieval"):
         bertkit.evaluate(tmp_path / "out", polarity["train"], split="test")
+
+
+@pytest.mark.parametrize(
+    ("job", "names"),
+    [
+        ("finetune", {"task", "train", "dev", "threads", "lr", "epochs", "micro_batch_size", "text_column", "resume"}),
+        ("pretrain", {"data", "resume", "threads", "lr", "max_steps", "recipe", "masking_rate", "architecture"}),
+        ("distill", {"teacher", "train", "threads", "student", "temperature", "alpha", "lr", "epochs", "pooling"}),
+        ("prepare_data", {"inputs", "tokenizer", "block_mb", "dupe_factor", "max_seq_length", "text_field"}),
+        ("predict", {"model", "input", "output", "task", "batch_size", "backend"}),
+        ("tokenize", {"text", "model", "pair"}),
+    ],
+)
+def test_each_job_lists_its_options_in_its_signature_and_help(job, names):
+    function = getattr(bertkit, job)
+    parameters = inspect.signature(function).parameters
+    assert names <= set(parameters), names - set(parameters)
+    assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    if job in ("finetune", "pretrain", "distill"):
+        assert "    lr: Peak learning rate (after warmup)." in (function.__doc__ or "")
+        assert parameters["lr"].default is None and parameters["lr"].kind is inspect.Parameter.KEYWORD_ONLY
+
+
+def test_tokenize_is_the_commands_rows(encoder_dir):
+    encoding = bertkit.tokenize("the cat", encoder_dir, pair="sat")
+    assert encoding.tokens[0] == "[CLS]" and encoding.type_ids[-1] == 1 and len(encoding.ids) == len(encoding.offsets)
 
 
 def test_an_option_of_no_kind_is_refused_by_the_task(polarity, tmp_path):

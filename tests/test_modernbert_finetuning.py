@@ -5,6 +5,7 @@ gives there the outputs bertkit gives."""
 from __future__ import annotations
 
 import json
+import logging
 import multiprocessing
 import signal
 from pathlib import Path
@@ -55,10 +56,14 @@ def padded(directory: Path) -> dict[str, torch.Tensor]:
     return dict(inputs)
 
 
-def test_ner_fine_tunes_into_transformers_token_classification(base: Path, tmp_path: Path) -> None:
+def test_ner_fine_tunes_into_transformers_token_classification(
+    base: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     conll = "".join("".join(f"{w} NN O {t}\n" for w, t in s) + "\n" for s in NER_SENTENCES * 4)
     (tmp_path / "ner.txt").write_text(conll, encoding="utf-8")
-    out = fine_tune("ner", base, tmp_path / "ner.txt", tmp_path / "out")
+    with caplog.at_level(logging.INFO, logger="bertkit"):
+        out = fine_tune("ner", base, tmp_path / "ner.txt", tmp_path / "out")
+    assert "fine-tuning ner (ModernBertForTokenClassification) on" in caplog.text  # the class that trains
     theirs = transformers.ModernBertForTokenClassification.from_pretrained(out).eval()
     ours = load_model(out)
     assert isinstance(ours, ModernBertForTokenClassification)

@@ -50,7 +50,10 @@ _EXPORTS: dict[str, str] = {
     "prepare_data": "bertkit.jobs",
     "pretrain": "bertkit.jobs",
     "finetune": "bertkit.jobs",
+    "distill": "bertkit.jobs",
     "evaluate": "bertkit.jobs",
+    "tokenize": "bertkit.jobs",
+    "predict": "bertkit.inference",
     # fine-tuning tasks
     "get_task": "bertkit.tasks",
     # inference pipelines
@@ -77,6 +80,8 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'bertkit' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
+    if module == "bertkit.jobs":  # the options each job takes, listed in its signature and docstring
+        value = importlib.import_module(module).with_option_signature(value)
     globals()[name] = value
     return value
 

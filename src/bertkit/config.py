@@ -30,6 +30,8 @@ LAYER_NORM_POSITIONS = ("post", "pre")
 """``BertConfig.layer_norm_position``: BERT's post-LN layers, or pre-LN ones."""
 PRE_LN_MODEL_TYPE = "roberta-prelayernorm"
 """``model_type`` of a pre-LN model's ``config.json``: ``transformers``' RoBERTa-PreLayerNorm has its layout."""
+BERT_ATTN_IMPLEMENTATIONS = ("sdpa", "eager")
+"""The attention paths of a BERT model (``BertConfig.attn_implementation``)."""
 
 
 @dataclass
@@ -119,7 +121,7 @@ class BertConfig:
                 raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)!r}")
         if not 0 <= self.pad_token_id < self.vocab_size:
             raise ConfigError(f"pad_token_id {self.pad_token_id} is outside the vocabulary of {self.vocab_size}")
-        if self.attn_implementation not in (None, "sdpa", "eager"):
+        if self.attn_implementation not in (None, *BERT_ATTN_IMPLEMENTATIONS):
             raise ConfigError(f"attn_implementation must be 'sdpa' or 'eager', got {self.attn_implementation!r}")
         for name in ("layer_norm_eps", "initializer_range"):
             value = getattr(self, name)

@@ -1,25 +1,36 @@
-"""A Python function for each job of the ``bertkit`` command: :func:`finetune`, :func:`pretrain`,
-:func:`prepare_data` and :func:`evaluate`.
+"""A Python function for each job of the ``bertkit`` command: :func:`finetune`, :func:`distill`,
+:func:`pretrain`, :func:`prepare_data`, :func:`evaluate` and :func:`tokenize` (``predict`` and the other
+inference commands are :mod:`bertkit.inference`'s).
 
 Each takes the options of its command under the same flat names (``lr``, ``micro_batch_size``, ``epochs``,
-``text_column``...; a flag ``--micro-batch-size`` is the keyword ``micro_batch_size``), builds the same config
-dataclasses (``FinetuneConfig.from_options``, ``TrainConfig.from_options``, ``PrepareConfig``) and returns what
-the run made. The commands parse their flags and call these. What a job tells while it works goes to the
-``bertkit`` loggers (:mod:`bertkit.notices`).
+``text_column``, ``threads``...; a flag ``--micro-batch-size`` is the keyword ``micro_batch_size``), builds the
+same config dataclasses (``FinetuneConfig.from_options``, ``TrainConfig.from_options``, ``PrepareConfig``) and
+returns what the run made. The commands parse their flags and call these. What a job tells while it works goes
+to the ``bertkit`` loggers (:mod:`bertkit.notices`).
+
+The training jobs take their many options as keywords read from the same dataclasses as the flags; their
+signature and docstring list each one (:func:`with_option_signature`, applied when ``bertkit.finetune`` is first
+looked up, since reading the dataclasses imports torch), so ``help(bertkit.finetune)`` and
+``inspect.signature`` show them.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bertkit.errors import ConfigError
+from bertkit.option_groups import field_docs, help_text, option_leaves
 
 if TYPE_CHECKING:
+    from bertkit.tokenizer import Encoding
+    from bertkit.training.distill import DistillConfig
     from bertkit.training.finetune import FinetuneConfig, FinetuneResult
     from bertkit.training.loop import TrainResult
 
@@ -66,6 +77,7 @@ def finetune(
     dev: PathLike | None = None,
     config: PathLike | None = None,
     task_options: Mapping[str, Any] | None = None,
+    threads: int | None = None,
     **options: Any,
 ) -> FinetuneResult:
     """Fine-tune as ``bertkit finetune`` does, with its options as keywords::
@@ -74,13 +86,85 @@ def finetune(
                                   dev="sst2/dev.tsv", output="runs/sst2", epochs=3, lr=5e-5)
         result.metrics  # the saved model's dev metrics
 
-    Options as :func:`finetune_config` takes them. Returns the run's
+    ``dev``: labelled dev data; ``config``: a TOML/YAML config file the given options override;
+    ``task_options``: the task's options as a mapping (each may also be given as a keyword); ``threads``: CPU
+    threads (``--threads``). An option given as ``None`` is not given. Returns the run's
     :class:`~bertkit.training.finetune.FinetuneResult` (``output`` is ``None`` when a signal stopped the run:
     call again with ``resume=True``)."""
+    from bertkit.threads import use_threads
     from bertkit.training.finetune import finetune as run
 
+    use_threads(threads)
     settings = finetune_config(task, model, train, output, dev=dev, config=config, task_options=task_options, **options)
     return run(settings)
+
+
+def _finetune_classes() -> list[type]:
+    from bertkit.tasks.registry import option_classes
+    from bertkit.training.finetune import FinetuneConfig
+    from bertkit.training.train_config import TrainConfig
+
+    return [FinetuneConfig, TrainConfig, *option_classes()]
+
+
+# ------------------------------------------------------------------------------------------ distill
+def distill_settings(teacher: PathLike, options: dict[str, Any]) -> DistillConfig:
+    """``bertkit distill``'s settings: the :class:`~bertkit.training.distill.DistillConfig` fields popped from
+    ``options``, which then get the teacher's task, task options, sequence length and ``model`` (the teacher)
+    where they give none."""
+    from bertkit.tasks.registry import task_option_names
+    from bertkit.training.distill import DistillConfig, teacher_directory, teacher_settings
+
+    own = {f.name for f in dataclasses.fields(DistillConfig)} - {"teacher"}
+    settings = DistillConfig(
+        teacher=str(teacher), **{name: options.pop(name) for name in own if options.get(name) is not None}
+    )
+    for name in own:
+        options.pop(name, None)
+    task, task_options, max_seq_length = teacher_settings(teacher_directory(settings.teacher))
+    for name in task_option_names():  # the teacher's task options, where none is given
+        if options.get(name) is None and name in task_options:
+            options[name] = task_options[name]
+    options["task"] = options.get("task") or task
+    options["max_seq_length"] = options.get("max_seq_length") or max_seq_length
+    options["model"] = settings.teacher
+    return settings
+
+
+def distill(
+    teacher: PathLike,
+    train: PathLike,
+    output: PathLike,
+    *,
+    dev: PathLike | None = None,
+    config: PathLike | None = None,
+    task_options: Mapping[str, Any] | None = None,
+    threads: int | None = None,
+    **options: Any,
+) -> FinetuneResult:
+    """Distil a fine-tuned ``teacher`` into a smaller student as ``bertkit distill`` does, with its options as
+    keywords::
+
+        result = bertkit.distill("runs/sst2", "sst2/train.tsv", "runs/sst2-3l", dev="sst2/dev.tsv", student="3",
+                                 temperature=2.0, epochs=2)
+
+    The task, its options and the sequence length default to the teacher's; the other arguments as
+    :func:`finetune` takes them. Returns the run's :class:`~bertkit.training.finetune.FinetuneResult`."""
+    from bertkit.threads import use_threads
+    from bertkit.training.distill import distill as run
+
+    use_threads(threads)
+    given = dict(options)
+    settings = distill_settings(teacher, given)
+    task, model = given.pop("task"), given.pop("model")
+    setup = finetune_config(task, model, train, output, dev=dev, config=config, task_options=task_options, **given)
+    return run(setup, settings)
+
+
+def _distill_classes() -> list[type]:
+    from bertkit.training.distill import DistillConfig
+
+    return [DistillConfig, *_finetune_classes()]
 
 
 # ------------------------------------------------------------------------------------------ pretrain
@@ -91,16 +175,21 @@ def pretrain(
     config: PathLike | None = None,
     resume: bool = False,
     resume_from: PathLike | None = None,
+    threads: int | None = None,
     **options: Any,
 ) -> TrainResult:
     """Pre-train as ``bertkit pretrain`` does: ``data`` a directory of ``prepare_data``, ``output`` the run
     directory, ``config`` a config file the given options override (``None``: not given), the other options
     the command's flat names (``model_config="mini"``, ``max_steps=1000``, ``lr=1e-4``...). ``resume``
     continues from the latest valid checkpoint in ``output``, ``resume_from`` from the given one. Returns the
-    loop's :class:`~bertkit.training.loop.TrainResult` (``stop_reason``, ``step``, ``checkpoint``...)."""
+    loop's :class:`~bertkit.training.loop.TrainResult` (``stop_reason``, ``step``, ``checkpoint``...);
+    ``threads``: CPU threads (``--threads``)."""
+    from bertkit.threads import use_threads
     from bertkit.training.pretrain import PretrainConfig, build_config
     from bertkit.training.pretrain import pretrain as run
     from bertkit.training.train_config import read_config_file
+
+    use_threads(threads)
 
     flat = read_config_file(config, PretrainConfig) if config else {}
     given = {"data": data, "output": output, **options}
@@ -116,6 +205,68 @@ def pretrain(
     if resume or resume_from:
         flat["resume"] = str(resume_from) if resume_from else "auto"
     return run(build_config(flat))
+
+
+def _pretrain_classes() -> list[type]:
+    from bertkit.training.pretrain import PretrainConfig
+    from bertkit.training.train_config import TrainConfig
+
+    return [PretrainConfig, TrainConfig]
+
+
+# ------------------------------------------------------------------------------------------ tokenize
+def tokenize(text: str, model: PathLike, pair: str | None = None) -> Encoding:
+    """The tokens of ``text`` (and ``pair``, segment B) as ``bertkit tokenize`` shows them: ``model`` a model
+    directory or hub id, a ``vocab.txt`` or a ``tokenizer.json``. The :class:`~bertkit.tokenizer.Encoding`
+    holds ``tokens``, ``ids``, ``type_ids``, ``offsets`` (character spans in their text), ``sequence_ids``,
+    ``word_ids`` and ``special_tokens_mask``."""
+    from bertkit.hub import resolve_model
+    from bertkit.tokenizer import Tokenizer
+
+    return Tokenizer.from_pretrained(resolve_model(str(model))).encode(text, pair)
+
+
+# ------------------------------------------------------------------------------------------ signatures
+OPTION_CLASSES: dict[str, Callable[[], list[type]]] = {
+    "finetune": _finetune_classes,
+    "distill": _distill_classes,
+    "pretrain": _pretrain_classes,
+    "prepare_data": lambda: _prepare_classes(),
+}
+"""For each job that takes ``**options``, the dataclasses whose fields those options are (the flags' too)."""
+
+_RENAMED = {
+    "train_file": "train",
+    "dev_file": "dev",
+    "block_bytes": "block_mb",
+    "strip_gutenberg": "keep_gutenberg_boilerplate",
+}
+"""Fields a job takes under another name (its own parameters)."""
+
+
+def with_option_signature(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` (a job of :data:`OPTION_CLASSES`) with a signature and a docstring that list its options:
+    one keyword-only parameter per field of its dataclasses (default ``None``: not given), after its own
+    parameters, each described in the docstring by its field's docstring. Done once per function."""
+    classes = OPTION_CLASSES.get(function.__name__)
+    if classes is None or "__signature__" in vars(function):
+        return function
+    own = inspect.signature(function)
+    parameters = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    taken = {p.name for p in parameters}
+    lines = []
+    for leaf in (leaf for cls in classes() for leaf in option_leaves(cls)):
+        if leaf.name in taken or _RENAMED.get(leaf.name) in taken or dataclasses.is_dataclass(leaf.hint):
+            continue  # a parameter of its own, or a nested config (``train``) whose fields are listed
+        taken.add(leaf.name)
+        parameters.append(
+            inspect.Parameter(leaf.name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=leaf.hint)
+        )
+        doc = help_text(field_docs(leaf.owner).get(leaf.field.name, ""))
+        lines.append(f"    {leaf.name}: {doc}")
+    function.__signature__ = own.replace(parameters=parameters)  # type: ignore[attr-defined]
+    function.__doc__ = f"{function.__doc__}\n\nOptions (``None``: the default)::\n\n" + "\n".join(lines)
+    return function
 
 
 # ------------------------------------------------------------------------------------------ prepare-data
@@ -159,8 +310,6 @@ def prepare_data(
     ``dupe_factor=5``, ``masking="static"``, the corpus options ``format``, ``text_field``...); an option given
     as ``None`` is not given. ``progress``: show the progress display (where the ``bertkit`` loggers show
     INFO, :mod:`bertkit.notices`)."""
-    import dataclasses
-
     from bertkit.data import PrepareConfig, prepare_dataset
     from bertkit.data.corpus import CorpusOptions
 
@@ -188,6 +337,13 @@ def prepare_data(
         complete=bool(meta["complete"]),
         meta=meta,
     )
+
+
+def _prepare_classes() -> list[type]:
+    from bertkit.data import PrepareConfig
+    from bertkit.data.corpus import CorpusOptions
+
+    return [PrepareConfig, CorpusOptions]
 
 
 # ------------------------------------------------------------------------------------------ evaluate

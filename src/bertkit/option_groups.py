@@ -8,12 +8,22 @@ Flat names are unique within a config, so the command line and config files stay
 ``config.optimizer.lr``.
 
 ``Literal`` fields are checked here, once for every group, from their type: no group writes a string check.
+Numeric fields are checked here too (:func:`check_numbers`): every number must be finite, and a field declares
+its range in its metadata (``field(default=1e-4, metadata=above(0))``), so that ``--lr nan`` or
+``--temperature -1`` is one line naming the flag, whichever command takes it.
 This module imports nothing heavy, so the CLI can generate its options from the tree without torch.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
+import inspect
+import itertools
+import math
+import re
+import textwrap
 import types
 import typing
 from collections.abc import Mapping
@@ -36,6 +46,36 @@ def flat(name: str, **metadata: Any) -> dict[str, Any]:
     return {FLAT: name, **metadata}
 
 
+_ROLE = re.compile(r":(?:class|meth|func|data|attr):`~?(?:[\w.]+\.)?([\w]+)`")
+
+
+@functools.cache
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstring under each field of dataclass ``cls`` (attribute docstrings, read from the source)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except OSError:  # installed without sources: options without help beat no command
+        return {}
+    body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
+    docs = {}
+    for node, after in itertools.pairwise(body):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(after, ast.Expr)
+            and isinstance(after.value, ast.Constant)
+            and isinstance(after.value.value, str)
+        ):
+            docs[node.target.id] = inspect.cleandoc(after.value.value)
+    return docs
+
+
+def help_text(doc: str) -> str:
+    """A field docstring as one line of plain help text (reST roles and literals unwrapped)."""
+    text = _ROLE.sub(r"\1", " ".join(doc.split()))
+    return text.replace("``", "")
+
+
 def flag(name: str) -> str:
     """The command-line flag of flat option ``name``."""
     return "--" + name.replace("_", "-")
@@ -50,6 +90,7 @@ class OptionGroup:
 
     def __post_init__(self) -> None:
         check_choices(self)
+        check_numbers(self)
 
 
 @dataclass(frozen=True)
@@ -145,7 +186,10 @@ def _build(cls: type[T], nested: Mapping[str, Any]) -> T:
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         if is_group(hints[f.name]) and f.name not in kwargs and f.default_factory is dataclasses.MISSING:
             kwargs[f.name] = _build(hints[f.name], {})  # a required group: its own checks say what it lacks
-    return cls(**kwargs)
+    built = cls(**kwargs)
+    if not isinstance(built, OptionGroup):  # a group checked itself; a command's own options are checked here
+        check_numbers(built)
+    return built
 
 
 def from_flat(cls: type[T], options: Mapping[str, Any]) -> T:
@@ -192,21 +236,77 @@ def check_choices(group: object) -> None:
         raise ConfigError(f"unknown {leaf.name} {value!r}; choose one of {listed}{where}")
 
 
-def check_positive(group: object, *names: str, optional: bool = False) -> None:
-    """Fields that must hold an integer >= 1 (or None, when ``optional``)."""
-    _check_integers(group, names, minimum=1, optional=optional, what="a positive integer")
+RANGE = "range"
+"""Field metadata key of a numeric option's :class:`Range`."""
 
 
-def check_non_negative(group: object, *names: str, optional: bool = False) -> None:
-    """Fields that must hold an integer >= 0 (or None, when ``optional``)."""
-    _check_integers(group, names, minimum=0, optional=optional, what="a non-negative integer")
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric option takes: between ``low`` and ``high`` (either may be open or absent)."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    """``low`` itself is refused (``> 0`` rather than ``>= 0``)."""
+    high_open: bool = False
+
+    def __contains__(self, value: float) -> bool:
+        low_ok = self.low is None or (value > self.low if self.low_open else value >= self.low)
+        high_ok = self.high is None or (value < self.high if self.high_open else value <= self.high)
+        return low_ok and high_ok
+
+    def describe(self) -> str:
+        """``> 0``, ``>= 1``, ``in [0, 1)``."""
+        if self.high is None:
+            return f"{'>' if self.low_open else '>='} {self.low:g}"
+        if self.low is None:
+            return f"{'<' if self.high_open else '<='} {self.high:g}"
+        return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
 
 
-def _check_integers(group: object, names: tuple[str, ...], *, minimum: int, optional: bool, what: str) -> None:
-    for name in names:
-        value = getattr(group, name)
-        if optional and value is None:
+def above(low: float, **metadata: Any) -> dict[str, Any]:
+    """Field metadata of a number that must be greater than ``low`` (``above(0)``: positive)."""
+    return {RANGE: Range(low, low_open=True), **metadata}
+
+
+def at_least(low: float, **metadata: Any) -> dict[str, Any]:
+    """Field metadata of a number that must be ``low`` or more (``at_least(1)``: a positive count)."""
+    return {RANGE: Range(low), **metadata}
+
+
+def between(low: float, high: float, *, low_open: bool = False, high_open: bool = False, **metadata: Any) -> dict:
+    """Field metadata of a number between ``low`` and ``high`` (closed unless said open)."""
+    return {RANGE: Range(low, high, low_open, high_open), **metadata}
+
+
+def option_flag(leaf: Leaf) -> str:
+    """The flag a user types for ``leaf``: its declared long flag (``--unlabeled``), else ``--flat-name``."""
+    declared = [d.split("/")[0] for d in leaf.field.metadata.get("cli_flags", ()) if d.startswith("--")]
+    return declared[0] if declared else flag(leaf.name)
+
+
+def check_numbers(config: object) -> None:
+    """A ``ConfigError`` naming the flag of the first numeric field of ``config`` (its own fields; a nested
+    group checks its own) that is not finite (nan, inf) or lies outside the :class:`Range` of its metadata."""
+    for leaf in leaves(type(config)):
+        if len(leaf.path) > 1:
             continue
-        if not isinstance(value, int) or value < minimum:
-            flat_name = next(leaf.name for leaf in leaves(type(group)) if leaf.path == (name,))
-            raise ConfigError(f"{flat_name} must be {what}, got {value!r}")
+        value = getattr(config, leaf.field.name)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        allowed: Range | None = leaf.field.metadata.get(RANGE)
+        if isinstance(value, float) and _counts(leaf.hint):
+            wanted = f"a whole number {allowed.describe()}" if allowed else "a whole number"
+        elif isinstance(value, float) and not math.isfinite(value):
+            wanted = f"a finite number {allowed.describe()}" if allowed else "a finite number"
+        elif allowed is not None and value not in allowed:
+            wanted = allowed.describe()
+        else:
+            continue
+        raise ConfigError(f"{option_flag(leaf)} must be {wanted}, got {value!r}")
+
+
+def _counts(hint: Any) -> bool:
+    """Whether a field of type ``hint`` holds whole numbers only (``int``, ``int | None``)."""
+    args = set(typing.get_args(hint)) - {type(None)} if typing.get_args(hint) else {hint}
+    return int in args and float not in args

@@ -9,7 +9,6 @@ length default to the teacher's.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -51,22 +50,13 @@ def _distill_function() -> Callable[..., None]:
 
 
 def _run_distill(options: finetune_cli.TrainingRunOptions, given: dict[str, Any]) -> None:
-    from bertkit.hub import resolve_model
-    from bertkit.tasks.registry import task_option_names
-    from bertkit.training.distill import DistillConfig, distill, teacher_settings
+    from bertkit.jobs import distill_settings
+    from bertkit.training.distill import distill
 
-    own = {f.name for f in dataclasses.fields(DistillConfig)}
-    if given.get("teacher") is None:
+    teacher = given.pop("teacher", None)
+    if teacher is None:
         fail("--teacher is required: the fine-tuned model to distil")
-    settings = DistillConfig(**{name: given.pop(name) for name in own if given.get(name) is not None})
-    given = {name: value for name, value in given.items() if name not in own}
-    task, task_options, max_seq_length = teacher_settings(resolve_model(settings.teacher))
-    for name in task_option_names():  # the teacher's task options, where the command line gives none
-        if given.get(name) is None and name in task_options:
-            given[name] = task_options[name]
-    given["task"] = given.get("task") or task
-    given["max_seq_length"] = given.get("max_seq_length") or max_seq_length
-    given["model"] = settings.teacher
+    settings = distill_settings(teacher, given)
     finetune_cli.run_training(options, given, functools.partial(distill, settings=settings))
 
 

@@ -19,7 +19,7 @@ from bertkit.cli.console import print_json, show_library_warnings
 from bertkit.cli.options import ConfigOption, cli, config_options, lazy_command, show_default
 from bertkit.cli.program import fail, stopped_by_signal
 from bertkit.cli.shared_options import EngineOptions, generated_command, options_command, shared, task_options
-from bertkit.option_groups import OptionGroup, to_flat
+from bertkit.option_groups import OptionGroup, at_least, to_flat
 from bertkit.threads import use_threads
 
 if TYPE_CHECKING:  # the training package imports torch, which `bertkit --help` should not pay for
@@ -89,7 +89,7 @@ class TrainingRunOptions:
     search: bool = field(default=False, metadata=cli("--search"))
     """Run the BERT paper's grid (batch 16, 32; lr 5e-5, 3e-5, 2e-5; 2-4 epochs), or the config file's [search]
     table, and keep the best run on --dev; --resume continues a killed search."""
-    search_trials: int | None = None
+    search_trials: int | None = field(default=None, metadata=at_least(1))
     """With --search: sample this many points with optuna (TPE) instead of the whole grid."""
     search_budget: str | None = None
     """With --search: wall-clock limit (30m, 2h); the best run so far wins when it ends."""

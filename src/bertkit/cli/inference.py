@@ -15,6 +15,7 @@ from bertkit.cli.program import fail
 from bertkit.cli.shared_options import EngineOptions, options_command, shared
 from bertkit.formats import read_text
 from bertkit.io import check_output_file
+from bertkit.option_groups import at_least
 from bertkit.threads import use_threads
 
 if TYPE_CHECKING:  # the inference package imports torch, which `bertkit --help` should not pay for
@@ -62,18 +63,18 @@ class EmbedOptions:
     sentence-transformers pooling, else mean)."""
     layers: str = "-1"
     """Comma-separated hidden layers to concatenate, -1 = last."""
-    batch_size: int = 32
+    batch_size: int = field(default=32, metadata=at_least(1))
     """Texts per forward pass."""
-    max_length: int | None = None
+    max_length: int | None = field(default=None, metadata=at_least(1))
     """Truncate inputs to this many tokens (default: the checkpoint's sentence-transformers length, else its
     fine-tuning length, else the model's maximum)."""
     normalize: bool | None = None
     """L2-normalise every vector (default: as the checkpoint's sentence-transformers modules, else not)."""
     long_text: str = "truncate"
     """truncate | windows: embed longer texts whole, in overlapping windows."""
-    window_stride: int = 128
+    window_stride: int = field(default=128, metadata=at_least(1))
     """With --long-text windows: tokens between window starts."""
-    dimensions: int | None = None
+    dimensions: int | None = field(default=None, metadata=at_least(1))
     """Keep the first K dimensions of every vector (Matryoshka), normalised again when the vectors are
     normalised (default: all)."""
     engine: EngineOptions = field(default_factory=EngineOptions)
@@ -168,7 +169,7 @@ class FillMaskOptions:
     input: str | None = shared("input")
     as_json: bool = shared("as_json")
     batch_size: int = shared("batch_size")
-    top_k: int = field(default=5, metadata=cli("--top-k", "-k"))
+    top_k: int = field(default=5, metadata=at_least(1, **cli("--top-k", "-k")))
     """Candidates per mask."""
     quantize: str | None = shared("quantize")
     compile: bool | None = shared("compile")
@@ -339,7 +340,7 @@ class AnswerOptions:
     model: str = shared("model")
     as_json: bool = shared("as_json")
     batch_size: int = shared("batch_size")
-    top_k: int = field(default=1, metadata=cli("--top-k", "-k"))
+    top_k: int = field(default=1, metadata=at_least(1, **cli("--top-k", "-k")))
     """Answers per question."""
     allow_no_answer: bool = False
     """SQuAD v2 models: answer nothing when no span is likely."""
@@ -422,7 +423,7 @@ class AttentionOptions:
     """Layer (Python index, -1 = last)."""
     head: int | None = None
     """Head (default: the mean over heads)."""
-    top: int = 3
+    top: int = field(default=3, metadata=at_least(1))
     """Most attended tokens to list per token."""
     threads: int | None = shared("threads")
 

@@ -16,14 +16,10 @@ which imports torch, and ``bertkit tokenize`` or ``bertkit --help`` should not p
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import functools
 import inspect
-import itertools
 import operator
-import re
-import textwrap
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -33,36 +29,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperCommand
 
-from bertkit.option_groups import Leaf, flag, option_leaves
-
-_ROLE = re.compile(r":(?:class|meth|func|data|attr):`~?(?:[\w.]+\.)?([\w]+)`")
-
-
-@functools.cache
-def field_docs(cls: type) -> dict[str, str]:
-    """The docstring under each field of dataclass ``cls`` (attribute docstrings, read from the source)."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    except OSError:  # installed without sources: options without help beat no command
-        return {}
-    body = tree.body[0].body if isinstance(tree.body[0], ast.ClassDef) else []
-    docs = {}
-    for node, after in itertools.pairwise(body):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(after, ast.Expr)
-            and isinstance(after.value, ast.Constant)
-            and isinstance(after.value.value, str)
-        ):
-            docs[node.target.id] = inspect.cleandoc(after.value.value)
-    return docs
-
-
-def help_text(doc: str) -> str:
-    """A field docstring as one line of plain help text (reST roles and literals unwrapped)."""
-    text = _ROLE.sub(r"\1", " ".join(doc.split()))
-    return text.replace("``", "")
+from bertkit.option_groups import Leaf, field_docs, flag, help_text, option_leaves
 
 
 def show_default(value: Any) -> str:

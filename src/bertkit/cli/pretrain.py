@@ -38,10 +38,14 @@ class PretrainRunOptions:
 
 def _run_pretrain(options: PretrainRunOptions, fields: dict[str, Any]) -> None:
     from bertkit.jobs import pretrain
-    from bertkit.threads import use_threads
 
-    use_threads(options.threads)
-    result = pretrain(config=options.config, resume=options.resume, resume_from=options.resume_from, **fields)
+    result = pretrain(
+        config=options.config,
+        resume=options.resume,
+        resume_from=options.resume_from,
+        threads=options.threads,
+        **fields,
+    )
     if result.stop_reason == "signal":
         stopped_by_signal(
             result.signal,

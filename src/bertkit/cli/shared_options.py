@@ -29,7 +29,7 @@ from bertkit.cli.options import (
     dataclass_parameters,
     lazy_command,
 )
-from bertkit.option_groups import OptionGroup, from_flat
+from bertkit.option_groups import OptionGroup, at_least, from_flat
 
 if TYPE_CHECKING:  # the library imports torch, which `bertkit --help` should not pay for
     from bertkit.data.corpus import CorpusOptions, CorpusStats
@@ -57,13 +57,13 @@ class SharedOptions:
     """Text file with one input per line; - for stdin."""
     as_json: bool = dataclasses.field(default=False, metadata=cli("--json"))
     """Print one JSON object per input instead of text."""
-    batch_size: int = dataclasses.field(default=32, metadata=cli("--batch-size"))
+    batch_size: int = dataclasses.field(default=32, metadata=at_least(1, **cli("--batch-size")))
     """Inputs per forward pass."""
-    feature_batch_size: int = dataclasses.field(default=64, metadata=cli("--batch-size"))
+    feature_batch_size: int = dataclasses.field(default=64, metadata=at_least(1, **cli("--batch-size")))
     """Features per forward pass."""
     device: str = "cpu"
     """cpu | cuda | cuda:N."""
-    threads: int | None = dataclasses.field(default=None, metadata=cli("--threads", show_default=False))
+    threads: int | None = dataclasses.field(default=None, metadata=at_least(1, **cli("--threads", show_default=False)))
     """CPU threads for torch and the graph engines (default: BERTKIT_THREADS, else OMP_NUM_THREADS, else the
     cores this process may use: its CPU affinity capped by its cgroup CPU quota). On cores shared with other
     jobs, fewer threads can be faster."""
@@ -94,9 +94,9 @@ class SharedOptions:
     long_text: str | None = None
     """Classification: truncate (drop tokens past --max-seq-length) or windows (score overlapping windows of a
     long text and average them) (default: truncate; evaluate, predict: as trained)."""
-    max_query_length: int | None = None
+    max_query_length: int | None = dataclasses.field(default=None, metadata=at_least(1))
     """qa: longest question in tokens; longer ones are cut (default: 64; evaluate, predict: as trained)."""
-    max_seq_length: int | None = None
+    max_seq_length: int | None = dataclasses.field(default=None, metadata=at_least(1))
     """Longest feature in tokens (default: as in training)."""
     format: str | None = None
     """tsv | csv | jsonl | json | parquet | arrow (a datasets save_to_disk directory) | hf

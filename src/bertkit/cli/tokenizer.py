@@ -20,6 +20,7 @@ from bertkit.cli.shared_options import (
     options_command,
     shared,
 )
+from bertkit.option_groups import at_least
 
 if TYPE_CHECKING:  # the library imports torch, which `bertkit --help` should not pay for
     from bertkit.vocab import VocabularyExtension
@@ -51,11 +52,10 @@ def tokenize_command(o: TokenizeOptions) -> None:
     """
     import json
 
-    from bertkit.hub import resolve_model
-    from bertkit.tokenizer import Tokenizer
+    from bertkit.jobs import tokenize
 
     text, pair = o.text, o.pair
-    enc = Tokenizer.from_pretrained(resolve_model(o.model)).encode(text, pair)
+    enc = tokenize(text, o.model, pair)
     if o.json_output:
         keys = ("tokens", "ids", "type_ids", "offsets", "word_ids", "special_tokens_mask")
         print(json.dumps({k: getattr(enc, k) for k in keys}, ensure_ascii=False))
@@ -90,11 +90,11 @@ class TokenizerTrainOptions:
 
     input: list[str] = field(metadata=cli("--input", "-i"))
     """Corpus files, directories or globs (repeatable); see --format."""
-    vocab_size: int = field(default=30522, metadata=cli("--vocab-size"))
+    vocab_size: int = field(default=30522, metadata=at_least(1, **cli("--vocab-size")))
     """Vocabulary size, the 5 special tokens included."""
     output: str = field(metadata=cli("--output", "-o"))
     """Directory for vocab.txt, tokenizer.json and configs."""
-    min_frequency: int = field(default=2, metadata=cli("--min-frequency"))
+    min_frequency: int = field(default=2, metadata=at_least(1, **cli("--min-frequency")))
     """Drop merges seen fewer times."""
     lowercase: bool = True
     """Uncased (lowercase + strip accents)."""
@@ -158,9 +158,9 @@ class TokenizerExtendOptions:
     """Text file: one word (or ##piece) to add per line."""
     corpus: list[str] | None = field(default=None, metadata=cli("--corpus"))
     """Corpus files, directories or globs to pick frequent split words from (repeatable); see --format."""
-    max_new_tokens: int = field(default=1000, metadata=cli("--max-new-tokens"))
+    max_new_tokens: int = field(default=1000, metadata=at_least(1, **cli("--max-new-tokens")))
     """At most this many words from --corpus."""
-    min_frequency: int = field(default=20, metadata=cli("--min-frequency"))
+    min_frequency: int = field(default=20, metadata=at_least(1, **cli("--min-frequency")))
     """Corpus words seen fewer times are not added."""
     use_unused: bool = True
     """Fill [unusedN] slots before growing the vocabulary."""

@@ -49,10 +49,11 @@ from bertkit.data.instances import Instance, create_full_sentence_instances, cre
 from bertkit.data.masking import MaskingSpec, continuation_table, derive_seed, static_masker
 from bertkit.data.recipes import PREPARE_DEFAULTS, RecipeName, check_recipe
 from bertkit.data.shards import block_name, index_dataset, pack_instances, read_json, write_block
-from bertkit.errors import DataError
+from bertkit.errors import ConfigError, DataError
 from bertkit.formats import split_suffix
 from bertkit.hub import resolve_model
 from bertkit.io import atomic_path
+from bertkit.option_groups import at_least, between, check_numbers
 from bertkit.progress import Progress
 from bertkit.tokenizer import JsonTokenizer, Tokenizer
 
@@ -74,15 +75,15 @@ class PrepareConfig:
     """Dataset directory to write (shards, ``dataset.json``, a copy of the tokenizer)."""
     tokenizer: str
     """Tokenizer directory or file, as ``Tokenizer.from_pretrained`` takes, or a model's hub id (``org/name``)."""
-    max_seq_length: int = 128
+    max_seq_length: int = field(default=128, metadata=at_least(5))
     """Longest instance, special tokens included."""
-    short_seq_prob: float = 0.1
+    short_seq_prob: float = field(default=0.1, metadata=between(0, 1))
     """Probability that a document's target length is drawn short for a pass."""
-    dupe_factor: int = 10
+    dupe_factor: int = field(default=10, metadata=at_least(1))
     """Passes over the corpus, each with fresh split points, random segments and masks."""
-    masked_lm_prob: float = 0.15
+    masked_lm_prob: float = field(default=0.15, metadata=between(0, 1))
     """Fraction of tokens to predict."""
-    max_predictions_per_seq: int | None = None
+    max_predictions_per_seq: int | None = field(default=None, metadata=at_least(1))
     """Cap on masked tokens per instance; None: ``round(max_seq_length * masked_lm_prob)`` (20 for 128)."""
     masking: str | None = None
     """``static``: masks drawn now and stored (BERT); ``dynamic``: drawn per epoch by the loader (RoBERTa).
@@ -99,18 +100,18 @@ class PrepareConfig:
     dynamic masks); the recipe fills only the options not given."""
     seed: int = 12345
     """Seeds every random choice (the original's default)."""
-    eval_fraction: float = 0.01
+    eval_fraction: float = field(default=0.01, metadata=between(0, 1))
     """Probability that a document goes to the held-out ``eval`` split instead of ``train``."""
-    eval_unit_sentences: int = 256
+    eval_unit_sentences: int = field(default=256, metadata=at_least(1))
     """Documents longer than this many sentences (whole books, say) draw their split per run of this many
     consecutive sentences, so that a corpus of a few long documents still gets a held-out split."""
-    block_bytes: int = 4 << 20
+    block_bytes: int = field(default=4 << 20, metadata=at_least(1))
     """Text per block: the unit of parallelism, of random-next sampling and of instance shuffling."""
-    workers: int | None = None
+    workers: int | None = field(default=None, metadata=at_least(1))
     """Worker processes; None: all cores."""
-    shard_index: int = 0
+    shard_index: int = field(default=0, metadata=at_least(0))
     """This job's index among ``num_shards`` independent jobs."""
-    num_shards: int = 1
+    num_shards: int = field(default=1, metadata=at_least(1))
     """Independent jobs that share the work (block ``b`` goes to job ``b % num_shards``)."""
     corpus: CorpusOptions = field(default_factory=CorpusOptions)
     """How raw files become documents."""
@@ -118,13 +119,7 @@ class PrepareConfig:
     def __post_init__(self) -> None:
         if isinstance(self.inputs, (str, os.PathLike)):
             self.inputs = [str(self.inputs)]
-        if self.max_seq_length < 5:
-            raise DataError(f"--max-seq-length must be at least 5, got {self.max_seq_length}")
-        if self.dupe_factor < 1:
-            raise DataError(f"--dupe-factor must be at least 1, got {self.dupe_factor}")
-        for name in ("short_seq_prob", "masked_lm_prob", "eval_fraction"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise DataError(f"{name} must be between 0 and 1, got {getattr(self, name)}")
+        check_numbers(self)
         defaults = PREPARE_DEFAULTS[check_recipe(self.recipe)]
         if self.masking is None:
             self.masking = defaults["masking"]
@@ -134,16 +129,10 @@ class PrepareConfig:
             raise DataError(f"--masking must be 'static' or 'dynamic', got {self.masking!r}")
         if self.max_predictions_per_seq is None:
             self.max_predictions_per_seq = max(1, round(self.max_seq_length * self.masked_lm_prob))
-        if not 0 < self.max_predictions_per_seq <= self.max_seq_length:
-            raise DataError("--max-predictions-per-seq must be between 1 and max_seq_length")
-        if self.workers is not None and self.workers < 1:
-            raise DataError(f"--workers must be at least 1, got {self.workers}")
-        if not 0 <= self.shard_index < self.num_shards:
-            raise DataError(f"--shard-index must be in [0, {self.num_shards}), got {self.shard_index}")
-        if self.block_bytes < 1:
-            raise DataError("block_bytes must be positive")
-        if self.eval_unit_sentences < 1:
-            raise DataError(f"--eval-unit-sentences must be at least 1, got {self.eval_unit_sentences}")
+        if self.max_predictions_per_seq > self.max_seq_length:
+            raise ConfigError("--max-predictions-per-seq must be at most --max-seq-length")
+        if self.shard_index >= self.num_shards:
+            raise ConfigError(f"--shard-index must be in [0, {self.num_shards}), got {self.shard_index}")
 
     def output_settings(self) -> dict[str, Any]:
         """The settings that define the dataset's content (not how many processes made it)."""

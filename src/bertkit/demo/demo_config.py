@@ -60,7 +60,7 @@ class DemoConfig:
     not memorised with fixed blanks; ``static``: drawn once when preparing (the original BERT)."""
     recipe: RecipeName = "bert"
     """Pre-training recipe: ``bert`` (the paper's: next-sentence pairs, masking 15 %, dropout 0.1) or ``modern``
-    (full-sentence blocks without NSP, masking decayed from 30 % to 15 %, no dropout, warmup-stable-decay:
+    (full-sentence blocks without NSP, masks redrawn every pass, no dropout, warmup-stable-decay:
     docs/pretraining.md, "Recipes"). The report says which one ran."""
     pretrain_time: str = "11m"
     """Wall-clock budget of pre-training."""

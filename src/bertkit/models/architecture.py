@@ -68,6 +68,8 @@ class Architecture:
     """Its heads' tables of bertkit name -> Hugging Face name, where the two differ (None: the same names)."""
     tf_names: Any = None
     """Google TensorFlow name -> Hugging Face name, for an architecture Google released (None: no TF files)."""
+    attention_implementations: tuple[str, ...] = ("sdpa", "eager")
+    """The values its config's ``attn_implementation`` (``--attn-implementation``) takes."""
     tokenizers: tuple[str, ...] = ("wordpiece", "bpe", "unigram")
     """The tokenizer kinds it takes (every kind ``bertkit.tokenizer`` reads, unless limited)."""
     head_tensors: Mapping[str, tuple[str, ...]] = field(default_factory=dict)

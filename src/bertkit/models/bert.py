@@ -38,7 +38,7 @@ from bertkit.checkpoint_files import (
     read_pretrained,
     write_pretrained,
 )
-from bertkit.config import PRESETS, BertConfig
+from bertkit.config import BERT_ATTN_IMPLEMENTATIONS, PRESETS, BertConfig
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.models.architecture import Architecture
 from bertkit.models.attention import (
@@ -898,6 +898,7 @@ ARCHITECTURE = Architecture(
     base=PreTrainedMixin,
     classes={name: cls for name, cls in HEAD_CLASSES.items()},
     encoder_attribute="bert",
+    attention_implementations=BERT_ATTN_IMPLEMENTATIONS,
     load_state=_load_state,
     traceable=BertTraceable,
     hf_names=HEAD_NAMES,

@@ -581,6 +581,7 @@ ARCHITECTURE = Architecture(
     title="ModernBERT",
     config_class=ModernBertConfig,
     base=ModernBertPreTrained,
+    attention_implementations=ATTN_IMPLEMENTATIONS,
     classes={
         "BertModel": ModernBertModel,
         "BertForMaskedLM": ModernBertForMaskedLM,

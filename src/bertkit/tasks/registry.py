@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from bertkit.errors import ConfigError
+from bertkit.option_groups import check_numbers
 from bertkit.tasks import classification, embedding, ner, qa
 from bertkit.tasks.base import CONFIG_KEY, Task
 from bertkit.tasks.family import CommonTaskOptions, Family
@@ -141,6 +142,7 @@ def given_task_options(values: Mapping[str, Any]) -> dict[str, Any]:
         names = [f.name for f in dataclasses.fields(cls) if values.get(f.name) is not None]
         if names:
             parsed = cls(**{name: values[name] for name in names})
+            check_numbers(parsed)
             given.update({name: getattr(parsed, name) for name in names})
     return given
 

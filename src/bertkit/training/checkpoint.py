@@ -33,7 +33,8 @@ from safetensors.torch import load_model, save_model
 from torch import nn
 
 from bertkit.checkpoint_files import load_hf_state_dict, read_state_dict
-from bertkit.errors import CheckpointError
+from bertkit.config import PRE_LN_MODEL_TYPE, BertConfig, ModernBertConfig, model_type_of
+from bertkit.errors import CheckpointError, ConfigError
 from bertkit.io import atomic_write_text
 from bertkit.models import registry
 from bertkit.notices import notice
@@ -200,6 +201,29 @@ def latest_valid_checkpoint(output_dir: str | os.PathLike) -> Path | None:
     return None
 
 
+def _architecture(model_type: str) -> str:
+    """``bert`` or ``modernbert``: a pre-LN BERT's ``model_type`` is BERT's architecture."""
+    return "bert" if model_type == PRE_LN_MODEL_TYPE else model_type
+
+
+def _check_architecture(path: Path, model: nn.Module) -> None:
+    """A checkpoint of another architecture than the model's (a ModernBERT run resumed as BERT) is refused as
+    such, before its weight names make the mismatch look like a damaged file."""
+    config = getattr(model, "config", None)
+    if not isinstance(config, BertConfig | ModernBertConfig) or not (path / "config.json").is_file():
+        return
+    ours = "modernbert" if isinstance(config, ModernBertConfig) else "bert"
+    try:
+        theirs = _architecture(model_type_of(path))
+    except ConfigError:
+        return  # an unreadable config.json: the weights' own check says what is wrong
+    if theirs != ours:
+        raise CheckpointError(
+            f"checkpoint {path} holds a {theirs} model but this run builds a {ours} model; resume with "
+            f"--architecture {theirs}, or start a new run with another --output"
+        )
+
+
 def load_checkpoint(
     path: str | os.PathLike, model: nn.Module, *, map_location: str | torch.device = "cpu", validate: bool = True
 ) -> dict[str, Any]:
@@ -209,6 +233,7 @@ def load_checkpoint(
         problem = validate_checkpoint(path)
         if problem is not None:
             raise CheckpointError(f"checkpoint {path} is not usable: {problem}")
+    _check_architecture(path, model)
     if _is_bertkit(model):
         report = load_hf_state_dict(model, read_state_dict(path / WEIGHTS), source=str(path))
         if report.initialised:

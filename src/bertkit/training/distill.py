@@ -29,7 +29,7 @@ import dataclasses
 import json
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -37,20 +37,22 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from bertkit.config import BertConfig, ModernBertConfig
+from bertkit.config import BertConfig, ModernBertConfig, model_type_of
 from bertkit.errors import ConfigError
 from bertkit.features import Feature
 from bertkit.hub import resolve_model
 from bertkit.io import atomic_write_text
 from bertkit.models.bert import BertModel
 from bertkit.notices import notice
+from bertkit.option_groups import above, at_least, between, check_numbers
 from bertkit.sentence_config import read_sentence_config
 from bertkit.tasks import Task
 from bertkit.tasks.base import CONFIG_KEY, Featurized
 from bertkit.tasks.embedding.encoder import EmbeddingOutput, SentenceEncoder
 from bertkit.tasks.prepare import read_examples
 from bertkit.tasks.registry import encoder_family, family
-from bertkit.training.finetune import FinetuneConfig, FinetuneResult, finetune
+from bertkit.training.finetune import FinetuneConfig, FinetuneResult, finetune, resumes
+from bertkit.training.resume_options import check_resumed_options, run_options
 from bertkit.training.students import Student, build_student
 
 __all__ = [
@@ -78,27 +80,22 @@ class DistillConfig:
     student: str = "3"
     """A number of the teacher's layers to keep (spread from first to last: 6 -> 3 keeps 0, 3, 5), a size
     preset (tiny, mini, small; initialised at random) or a model directory with the teacher's vocabulary."""
-    temperature: float = 2.0
+    temperature: float = field(default=2.0, metadata=above(0))
     """Softmax temperature of the soft targets; the KL term is multiplied by its square."""
-    alpha: float | None = None
+    alpha: float | None = field(default=None, metadata=between(0, 1))
     """Weight of the hard-label loss, the soft targets getting 1 - alpha (default: 0.5; embedding 0, the
     teacher's vectors only)."""
-    hidden_weight: float = 0.0
+    hidden_weight: float = field(default=0.0, metadata=at_least(0))
     """Weight of the hidden-state transfer (TinyBERT): MSE of each student layer's output to its teacher
     layer's, through a learnt projection when the widths differ (0: off)."""
-    attention_weight: float = 0.0
+    attention_weight: float = field(default=0.0, metadata=at_least(0))
     """Weight of the attention transfer (TinyBERT): MSE of the attention probabilities (0: off)."""
     unlabeled_file: str | None = None
     """More text in the task's format without labels, which the student learns from the teacher's
     predictions only (not for regression)."""
 
     def __post_init__(self) -> None:
-        if self.temperature <= 0:
-            raise ConfigError(f"--temperature must be positive, got {self.temperature}")
-        if self.alpha is not None and not 0.0 <= self.alpha <= 1.0:
-            raise ConfigError(f"--alpha must be between 0 and 1, got {self.alpha}")
-        if self.hidden_weight < 0 or self.attention_weight < 0:
-            raise ConfigError("--hidden-weight and --attention-weight must not be negative")
+        check_numbers(self)
 
 
 # ------------------------------------------------------------------------------------------ losses
@@ -373,6 +370,28 @@ class DistillTask:
 
 
 # ------------------------------------------------------------------------------------------ the run
+def teacher_directory(teacher: str | Path) -> Path:
+    """The teacher's model folder (a hub id resolved), or a ``ConfigError`` that says what ``teacher`` is
+    instead: a file, a folder without a model, or a ModernBERT model, whose students this module does not build
+    (it takes BERT layers, presets and heads)."""
+    path = resolve_model(str(teacher))
+    if path.is_file():
+        raise ConfigError(
+            f"--teacher {teacher} is a file, not a model folder: give the directory a fine-tuning run wrote "
+            f"(finetune's --output)"
+        )
+    if not path.is_dir():
+        raise ConfigError(f"--teacher {teacher} does not exist; give a fine-tuned model's directory")
+    if not (path / "config.json").is_file():
+        raise ConfigError(f"--teacher {teacher} holds no config.json, so it is not a model folder")
+    if model_type_of(path) == "modernbert":
+        raise ConfigError(
+            f"--teacher {teacher} is a ModernBERT model; bertkit distils BERT teachers only (a student is built "
+            f"from BERT layers, presets and heads): fine-tune a smaller ModernBERT on the task instead"
+        )
+    return path
+
+
 def teacher_settings(teacher_dir: Path) -> tuple[str, dict[str, Any], int | None]:
     """The task, task options and sequence length a teacher was fine-tuned with (the family that fine-tunes the bare
     encoder, ``embedding``, for a model with no task: a sentence-transformers folder)."""
@@ -393,9 +412,10 @@ def distill(config: FinetuneConfig, settings: DistillConfig) -> FinetuneResult:
     is not read: the student is); see the module doc."""
     from bertkit.weights import load_model
 
-    teacher_dir = resolve_model(settings.teacher)
-    if not teacher_dir.is_dir():
-        raise ConfigError(f"--teacher {teacher_dir} is not a model directory")
+    teacher_dir = teacher_directory(settings.teacher)
+    options = run_options(config, teacher=settings.teacher, student=settings.student, **_plain(settings))
+    if resumes(config):  # before the student is built: a resume with another --student is refused as such
+        check_resumed_options(config.partial_dir, options)
     partial = config.partial_dir
     # Beside the work dir, not in it: fine-tuning's output check clears a finished run's leftover work dir.
     student_dir = partial.with_name(partial.name + "-student")
@@ -416,7 +436,7 @@ def distill(config: FinetuneConfig, settings: DistillConfig) -> FinetuneResult:
 
     run = dataclasses.replace(config, model=str(student.directory))
     try:
-        result = finetune(run, adapt_task=adapt)
+        result = finetune(run, adapt_task=adapt, options=options)
     finally:
         if student.kind != "directory" and not any(partial.glob("checkpoint-*")):
             shutil.rmtree(student.directory, ignore_errors=True)

@@ -59,6 +59,7 @@ from bertkit.training.finetune_defaults import Sizing, size_to_data
 from bertkit.training.finetune_selection import DevSelection, previous_evaluations
 from bertkit.training.loop import Trainer, TrainResult
 from bertkit.training.precision import precision_name
+from bertkit.training.resume_options import check_resumed_options, record_options, run_options
 from bertkit.training.tracking import STATE_FILE, log_model, run_context
 from bertkit.weights import save_pretrained
 
@@ -127,15 +128,24 @@ def finetune(
     *,
     env: distributed.DistEnv | None = None,
     adapt_task: Callable[[Task], Task] | None = None,
+    options: Mapping[str, Any] | None = None,
 ) -> FinetuneResult:
     """Fine-tune ``config.model`` on ``config.train_file`` and write ``config.output``; see the module doc.
-    ``adapt_task`` wraps the task before anything is read (distillation's ``DistillTask``)."""
+    ``adapt_task`` wraps the task before anything is read (distillation's ``DistillTask``); ``options``: the
+    run's options as a resume compares them (:mod:`bertkit.training.resume_options`), when the caller has
+    compared them already (distillation's, which has options of its own)."""
     model_dir = _model_dir(config)
     output = _check_output(config)
+    if options is None:
+        options = run_options(config)
+        if resumes(config):
+            check_resumed_options(config.partial_dir, options)
     data = read_data(config, model_dir, adapt_task)
     env = env or distributed.setup(config.train.distributed.device)
     settled, sizing = size_batches(config, data, env)
     model = load_and_check_model(settled, model_dir, data)
+    if env.is_main:
+        record_options(settled.partial_dir, options)
     trained = train_model(settled, data, model, env)
     outcome = _outcome(data, trained, sizing)
     if trained.result.stop_reason == "signal":
@@ -239,13 +249,13 @@ def load_and_check_model(config: FinetuneConfig, model_dir: Path, data: Finetune
 
     torch.manual_seed(config.train.seed)  # the fresh head's initialisation
     task = data.task
-    resuming = config.resume and latest_valid_checkpoint(config.partial_dir) is not None
+    resuming = resumes(config)
     # A resumed run takes every weight, its head's too, from the checkpoint: the loader's "newly initialised"
     # would point the wrong way, so it is kept quiet and the truth is said instead.
     with quiet_libraries("bertkit.weights") if resuming else contextlib.nullcontext():
         model = load_model(model_dir, head=task.head, ignore_mismatched_sizes=True, **task.config_updates())
     if resuming and os.environ.get("RANK", "0") == "0":
-        notice(f"{task.head}: every weight, the task head's too, is restored from the checkpoint")
+        notice(f"{type(model).__name__}: every weight, the task head's too, is restored from the checkpoint")
     model_config = registry.config_of(model)  # load_model builds bertkit's model classes
     max_seq_length = config.max_seq_length
     assert max_seq_length is not None  # FinetuneConfig fills it in from the task's defaults
@@ -306,7 +316,7 @@ def train_model(
     if env.is_main:
         kind = getattr(batches.order, "name", "length-grouped" if config.group_by_length else "random")
         notice(
-            f"fine-tuning {name_of(task)} ({task.head}) on {len(data.train_examples)} examples -> "
+            f"fine-tuning {name_of(task)} ({type(model).__name__}) on {len(data.train_examples)} examples -> "
             f"{len(data.train_features)} features, {len(batches)} {kind} micro-batches per epoch, "
             f"{train_config.duration.max_steps} updates; lr {config.train.optimizer.lr}"
         )
@@ -425,6 +435,11 @@ def _summary(config: FinetuneConfig, task: Task, outcome: FinetuneResult, best: 
 
 
 # ------------------------------------------------------------------------------------------ helpers
+def resumes(config: FinetuneConfig) -> bool:
+    """Whether the run continues from a checkpoint: ``--resume``, and one in the work directory."""
+    return config.resume and latest_valid_checkpoint(config.partial_dir) is not None
+
+
 def _check_output(config: FinetuneConfig) -> Path:
     output = Path(config.output)
     if output.exists() and not output.is_dir():

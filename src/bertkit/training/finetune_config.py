@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from bertkit.errors import ConfigError
+from bertkit.option_groups import at_least, check_numbers
 from bertkit.tasks.registry import family
 from bertkit.training.finetune_defaults import fixed_recipe, task_defaults, unset_defaults
 from bertkit.training.train_config import NOT_AN_OPTION, TrainConfig, option_names, read_config_file, split_options
@@ -54,18 +55,18 @@ class FinetuneConfig:
     task_options: dict[str, Any] = field(default_factory=dict)
     """Options of the task class (``text_column``, ``text_pair_column``, ``label_column``, ``main_metric``,
     ``label_names``, ``doc_stride``, ``window_stride``, ``long_text``...); see ``docs/finetuning.md``."""
-    max_seq_length: int | None = None
+    max_seq_length: int | None = field(default=None, metadata=at_least(1))
     """Longest feature in tokens, specials included."""
     group_by_length: bool | None = None
     """``True``: batch features of similar length (random order of batches), so that little compute goes to
     padding. ``False``: plain random batches, whose padding the model skips in training (``Unpadded``), at
     about 1.2x the cost of grouped ones. Default: random for ``regression`` (a score that correlates with
     length makes length-grouped batches a biased sample: docs/finetuning.md), grouped for the others."""
-    eval_batch_size: int = 64
+    eval_batch_size: int = field(default=64, metadata=at_least(1))
     """Features per forward pass when evaluating."""
-    early_stopping_patience: int | None = None
+    early_stopping_patience: int | None = field(default=None, metadata=at_least(1))
     """Stop after this many evaluations in a row without a better main metric (needs ``dev_file``)."""
-    max_train_examples: int | None = None
+    max_train_examples: int | None = field(default=None, metadata=at_least(1))
     """Use only the first N training examples (quick runs, benchmarks)."""
     overwrite: bool = False
     """Replace an existing output directory."""
@@ -131,14 +132,7 @@ class FinetuneConfig:
             if f.default is None and getattr(self, f.name) is None:
                 setattr(self, f.name, defaults.get(f.name))
         self.sized = tuple(self.sized)
-        for name in ("eval_batch_size", "max_seq_length"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("early_stopping_patience", "max_train_examples"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        check_numbers(self)
         if self.early_stopping_patience is not None and self.dev_file is None:
             raise ConfigError("early stopping needs a dev set: give --dev or drop --early-stopping-patience")
         if self.overwrite and self.resume:

@@ -46,10 +46,13 @@ from bertkit.io import atomic_directory, atomic_write_text
 from bertkit.models import registry
 from bertkit.models.architecture import Architecture as ModelArchitecture
 from bertkit.notices import notice
+from bertkit.option_groups import at_least, between, check_numbers
 from bertkit.training import distributed
 from bertkit.training.loop import TrainResult, train
 from bertkit.training.precision import precision_name
+from bertkit.training.resume_options import check_resumed_options, record_options, run_options
 from bertkit.training.run_log import mfu_peak, pretraining_flops_per_token
+from bertkit.training.state import find_resume
 from bertkit.training.tracking import log_model, run_context
 from bertkit.training.train_config import TrainConfig, split_options
 from bertkit.weights import declare_inputs, save_pretrained
@@ -86,22 +89,22 @@ class PretrainConfig:
     attn_implementation: str | None = None
     """``sdpa`` (default) or ``eager`` attention; for ModernBERT ``sdpa``, ``flex`` or ``varlen`` (default: by
     device)."""
-    eval_batches: int = 50
+    eval_batches: int = field(default=50, metadata=at_least(0))
     """Held-out batches per evaluation (the dataset's ``eval`` split); 0 disables evaluation."""
-    num_workers: int = 0
+    num_workers: int = field(default=0, metadata=at_least(0))
     """Data-loader worker processes per training process (masks and order do not depend on it)."""
     recipe: RecipeName = "bert"
-    """``bert`` (the paper's recipe) or ``modern`` (masking 30 % decayed to 15 % on full-sentence data, no
+    """``bert`` (the paper's recipe) or ``modern`` (full-sentence data with masks redrawn every pass, no
     dropout, warmup-stable-decay: docs/pretraining.md, "Recipes"); fills only the options not given. The
     schedule is a ``train`` option: :func:`build_config` (the command line) fills it, a ``TrainConfig`` built
     by hand keeps its own."""
-    masking_rate: float | None = None
+    masking_rate: float | None = field(default=None, metadata=between(0, 1, low_open=True, high_open=True))
     """Rate of dynamic masking at the start of the run (needs data prepared with ``--masking dynamic``);
-    default: the recipe's (``bert``: the dataset's ``--masked-lm-prob``; ``modern``: 0.3)."""
-    masking_rate_end: float | None = None
-    """Rate the dynamic masking decays to, linearly over the run's ``max_steps`` (Wettig et al. 2023: 0.3 to
-    0.15); default: the recipe's (``bert``: no decay; ``modern``: 0.15)."""
-    dropout: float | None = None
+    default: the dataset's ``--masked-lm-prob``."""
+    masking_rate_end: float | None = field(default=None, metadata=between(0, 1, low_open=True, high_open=True))
+    """Rate the dynamic masking decays to, linearly over the run's ``max_steps`` (Ankner et al. 2023's dynamic
+    masking rate: 0.3 to 0.15); default: no decay."""
+    dropout: float | None = field(default=None, metadata=between(0, 1, high_open=True))
     """Hidden and attention dropout of a new model (0: off, as Cramming); default: the recipe's (``bert``: the
     model config's, 0.1; ``modern``: 0)."""
     layer_norm_position: LayerNormPosition | None = None
@@ -120,16 +123,13 @@ class PretrainConfig:
         if isinstance(self.train, Mapping):
             self.train = TrainConfig.from_dict(dict(self.train))
         self.train.output_dir = Path(self.output)
-        if self.eval_batches < 0 or self.num_workers < 0:
-            raise ConfigError("--eval-batches and --num-workers must be >= 0")
         defaults = PRETRAIN_DEFAULTS[check_recipe(self.recipe)]
         for name in ("masking_rate", "masking_rate_end", "dropout", "layer_norm_position"):
             if getattr(self, name) is None:
                 setattr(self, name, defaults.get(name))
+        check_numbers(self)
         if self.masking_rate_end is not None and self.masking_rate is None:
             raise ConfigError("--masking-rate-end needs --masking-rate (the rate it decays from)")
-        if self.dropout is not None and not 0 <= self.dropout < 1:
-            raise ConfigError(f"--dropout must be in [0, 1), got {self.dropout}")
         if self.layer_norm_position not in (None, *get_args(LayerNormPosition)):
             raise ConfigError(f"--layer-norm-position must be post or pre, got {self.layer_norm_position!r}")
         if not Path(self.data).is_dir():
@@ -143,6 +143,7 @@ class PretrainConfig:
                 f"--model-config {self.model_config!r} is neither a preset ({', '.join(PRESETS)}) nor a config.json"
             )
         self.architecture = _resolve_architecture(self)
+        _check_applies(self)
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "train"}
@@ -169,6 +170,30 @@ def _resolve_architecture(config: PretrainConfig) -> Architecture:
             f"--architecture {config.architecture} but {source} describes a {found} model; drop one of the two"
         )
     return cast(Architecture, config.architecture or found or "bert")
+
+
+def _check_applies(config: PretrainConfig) -> None:
+    """Refuse an option the chosen architecture does not read, rather than train without it."""
+    architecture = registry.named(config.architecture or "bert")
+    if not architecture.pre_ln and config.layer_norm_position is not None:
+        raise ConfigError(
+            f"--layer-norm-position does not apply to {architecture.title}, whose layers put their LayerNorms "
+            "where the architecture does: drop it, or pre-train --architecture bert"
+        )
+    allowed = architecture.attention_implementations
+    if config.attn_implementation not in (None, *allowed):
+        raise ConfigError(
+            f"--attn-implementation {config.attn_implementation} is not one of {architecture.title}'s: "
+            f"{', '.join(allowed)}"
+        )
+
+
+def check_device(config: PretrainConfig, device: torch.device) -> None:
+    """Refuse an attention path the device cannot run (``varlen`` is FlashAttention: CUDA only)."""
+    if config.attn_implementation == "varlen" and device.type != "cuda":
+        raise ConfigError(
+            f"--attn-implementation varlen runs on CUDA only (FlashAttention), not on {device}; use sdpa or flex"
+        )
 
 
 def build_config(options: Mapping[str, Any]) -> PretrainConfig:
@@ -358,6 +383,11 @@ def pretrain(
     from bertkit.data import PretrainingLoader, open_dataset
 
     env = env or distributed.setup(config.train.distributed.device)
+    check_device(config, env.device)
+    options = run_options(config)
+    resumed_from = find_resume(config.train)
+    if resumed_from is not None:
+        check_resumed_options(resumed_from.parent, options)
     config = dataclasses.replace(
         config, train=config.train.with_options(precision=precision_name(config.train.precision.mode, env.device))
     )
@@ -393,6 +423,7 @@ def pretrain(
         config.train = config.train.with_options(peak_flops=peak)  # groups are shared with the caller's config
     if env.is_main:
         _write_run_files(config, stamps, len(loader) * env.world_size // config.train.accumulation(env.world_size))
+        record_options(Path(config.output), options)
     tokenizer_dir = Path(config.data) / meta["tokenizer"].get("directory", "tokenizer")
     files = _ModelFiles(tokenizer_dir, registry.named(config.architecture or "bert"))
     result = train(

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from bertkit.config import PRESETS, BertConfig
+from bertkit.config import PRESETS, BertConfig, model_type_of
 from bertkit.errors import ConfigError
 from bertkit.sentence_config import read_sentence_config
 
@@ -84,6 +84,11 @@ def build_student(spec: str, teacher_dir: Path, directory: Path, *, seed: int = 
         raise ConfigError(
             f"--student {spec!r}: give a number of the teacher's layers, a preset ({', '.join(PRESETS)}) or a "
             "model directory"
+        )
+    if model_type_of(path) == "modernbert":
+        raise ConfigError(
+            f"--student {spec} is a ModernBERT model; a student is a BERT like its teacher: give a BERT model "
+            "directory, a number of the teacher's layers or a preset"
         )
     _check_vocabulary(path, teacher_dir)
     own = BertConfig.load(path)

@@ -28,8 +28,10 @@ from bertkit.notices import notice
 from bertkit.option_groups import (
     NOT_AN_OPTION,
     OptionGroup,
-    check_non_negative,
-    check_positive,
+    above,
+    at_least,
+    between,
+    check_numbers,
     flat,
     from_flat,
     leaves,
@@ -108,22 +110,19 @@ def parse_duration(value: str | float | None) -> float | None:
 class BatchConfig(OptionGroup):
     """How many sequences make a forward pass and an update."""
 
-    micro_batch_size: int = 32
+    micro_batch_size: int = field(default=32, metadata=at_least(1))
     """Sequences per forward/backward pass on one process."""
-    global_batch_size: int | None = None
+    global_batch_size: int | None = field(default=None, metadata=at_least(1))
     """Sequences per optimizer update over all processes and accumulation steps. Must be a multiple of
     ``micro_batch_size x world_size``; gradient accumulation is derived from it."""
-    grad_accum_steps: int | None = None
+    grad_accum_steps: int | None = field(default=None, metadata=at_least(1))
     """Micro-batches accumulated per update on each process; give this or ``global_batch_size`` (default 1)."""
-    batch_warmup_steps: int = 0
+    batch_warmup_steps: int = field(default=0, metadata=at_least(0))
     """Batch-size warmup (Cramming, ModernBERT): over the first N updates the batch grows linearly from one
     micro-batch per process to the full global batch, by accumulating fewer micro-batches; 0: off."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_positive(self, "micro_batch_size")
-        check_non_negative(self, "batch_warmup_steps")
-        check_positive(self, "global_batch_size", "grad_accum_steps", optional=True)
         if self.global_batch_size is not None and self.grad_accum_steps is not None:
             raise ConfigError(
                 "give --global-batch-size or --grad-accum-steps, not both (one is derived from the other)"
@@ -159,11 +158,11 @@ class BatchConfig(OptionGroup):
 class DurationConfig(OptionGroup):
     """When the run ends: updates, wall-clock time or epochs, whichever comes first."""
 
-    max_steps: int | None = None
+    max_steps: int | None = field(default=None, metadata=at_least(1))
     """Optimizer updates to run. With ``max_time`` alone, the schedule is stretched over the time budget."""
-    max_time: float | None = field(default=None, metadata={"cli_type": str})
+    max_time: float | None = field(default=None, metadata=above(0, cli_type=str))
     """Wall-clock budget in seconds (or ``"8h"``, ``"90m"``), summed over resumed runs."""
-    epochs: float | None = None
+    epochs: float | None = field(default=None, metadata=above(0))
     """Passes over the training data. With ``max_steps`` too, the run ends at whichever comes first, and its stop
     reason (``epochs`` or ``max_steps``) says which."""
     max_steps_from: Literal["max_steps", "epochs"] = field(default="max_steps", metadata=NOT_AN_OPTION)
@@ -171,13 +170,8 @@ class DurationConfig(OptionGroup):
     ``epochs`` when :meth:`TrainConfig.for_epoch` found that the epochs end the run first."""
 
     def __post_init__(self) -> None:
+        self.max_time = parse_duration(self.max_time)  # "8h" -> seconds, then checked as a number
         super().__post_init__()
-        self.max_time = parse_duration(self.max_time)
-        check_positive(self, "max_steps", optional=True)
-        if self.max_time is not None and self.max_time <= 0:
-            raise ConfigError(f"--max-time must be positive, got {self.max_time}")
-        if self.epochs is not None and not self.epochs > 0:
-            raise ConfigError(f"epochs must be positive, got {self.epochs}")
         if self.max_steps is None and self.max_time is None and self.epochs is None:
             raise ConfigError("set --max-steps, --max-time or --epochs: the run needs an end")
 
@@ -188,27 +182,18 @@ class OptimizerConfig(OptionGroup):
 
     name: OptimizerName = field(default="adamw", metadata=flat("optimizer"))
     """``adamw`` (decoupled weight decay, eps 1e-6) or ``lamb`` (layer-wise trust ratio, large batches)."""
-    lr: float = 1e-4
+    lr: float = field(default=1e-4, metadata=above(0))
     """Peak learning rate (after warmup)."""
-    weight_decay: float = 0.01
+    weight_decay: float = field(default=0.01, metadata=at_least(0))
     """Decoupled weight decay; biases and LayerNorm parameters are excluded."""
-    adam_beta1: float = 0.9
+    adam_beta1: float = field(default=0.9, metadata=between(0, 1, high_open=True))
     """First-moment decay of Adam/LAMB."""
-    adam_beta2: float = 0.999
+    adam_beta2: float = field(default=0.999, metadata=between(0, 1, high_open=True))
     """Second-moment decay of Adam/LAMB."""
-    adam_eps: float = 1e-6
+    adam_eps: float = field(default=1e-6, metadata=above(0))
     """Adam/LAMB epsilon (BERT uses 1e-6, not PyTorch's 1e-8)."""
-    clip_grad_norm: float | None = 1.0
+    clip_grad_norm: float | None = field(default=1.0, metadata=at_least(0))
     """Clip the global gradient norm to this value; ``None`` or 0 disables clipping."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.lr <= 0:
-            raise ConfigError(f"lr must be positive, got {self.lr}")
-        if self.weight_decay < 0:
-            raise ConfigError(f"--weight-decay must be >= 0, got {self.weight_decay}")
-        if self.clip_grad_norm is not None and self.clip_grad_norm < 0:
-            raise ConfigError(f"--clip-grad-norm must be >= 0, got {self.clip_grad_norm}")
 
 
 @dataclass
@@ -220,24 +205,19 @@ class ScheduleConfig(OptionGroup):
     end of the warmup, as transformers; ``schedule_power`` 1 is linear), ``cosine``, ``constant``, ``wsd``
     (warmup, flat, a linear decay over the last ``decay_ratio``) or ``onecycle`` (a cosine up from 1/25 of the
     peak over the warmup, then a cosine down to 0)."""
-    power: float = field(default=1.0, metadata=flat("schedule_power"))
+    power: float = field(default=1.0, metadata=flat("schedule_power", **above(0)))
     """Exponent of the ``poly`` schedule (NVIDIA's LAMB recipe uses 0.5)."""
-    warmup_steps: int | None = None
+    warmup_steps: int | None = field(default=None, metadata=at_least(0))
     """Updates of linear warmup; give this or ``warmup_ratio``."""
-    warmup_ratio: float | None = None
+    warmup_ratio: float | None = field(default=None, metadata=between(0, 1, high_open=True))
     """Warmup as a fraction of ``max_steps`` (e.g. 0.1 for fine-tuning, 0.01 for pre-training)."""
-    decay_ratio: float = 0.2
+    decay_ratio: float = field(default=0.2, metadata=between(0, 1, low_open=True))
     """Share of the updates at the end of a ``wsd`` (warmup-stable-decay) schedule that decay linearly to 0."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_non_negative(self, "warmup_steps", optional=True)
         if self.warmup_steps is not None and self.warmup_ratio is not None:
             raise ConfigError("give --warmup-steps or --warmup-ratio, not both")
-        if self.warmup_ratio is not None and not 0 <= self.warmup_ratio < 1:
-            raise ConfigError(f"--warmup-ratio must be in [0, 1), got {self.warmup_ratio}")
-        if not 0 < self.decay_ratio <= 1:
-            raise ConfigError(f"--decay-ratio must be in (0, 1], got {self.decay_ratio}")
 
     def warmup(self, total_steps: int) -> int:
         """Warmup updates for a run of ``total_steps``."""
@@ -259,7 +239,7 @@ class PrecisionConfig(OptionGroup):
 class EvaluationConfig(OptionGroup):
     """When the evaluation callback runs, and which result is the best model."""
 
-    eval_every: int = 0
+    eval_every: int = field(default=0, metadata=at_least(0))
     """Run the evaluation callback every N updates (0: only at the end, if a callback is given)."""
     eval_each_epoch: bool = True
     """With a finite batch source, also evaluate when an epoch ends (fine-tuning)."""
@@ -267,10 +247,6 @@ class EvaluationConfig(OptionGroup):
     """Evaluation metric that selects the best model (exported to ``output_dir/best``), e.g. ``accuracy``."""
     best_mode: Literal["max", "min"] = "max"
     """``max`` if a larger ``best_metric`` is better (accuracy, F1), ``min`` for losses."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_non_negative(self, "eval_every")
 
     def is_better(self, value: float, best: float | None) -> bool:
         """Whether ``value`` of ``best_metric`` beats the ``best`` so far."""
@@ -281,38 +257,29 @@ class EvaluationConfig(OptionGroup):
 class CheckpointConfig(OptionGroup):
     """When checkpoints are written, how many stay, and where a run continues from."""
 
-    save_every: int = 0
+    save_every: int = field(default=0, metadata=at_least(0))
     """Write a checkpoint every N updates (0: only at the end and on SIGTERM/SIGINT)."""
-    keep_last: int = 3
+    keep_last: int = field(default=3, metadata=at_least(1))
     """Checkpoints kept on disk; older ones are deleted after a new one is complete."""
     resume: str | None = None
     """``auto``: continue from the latest valid checkpoint in ``output_dir`` if any; a path: from that
     checkpoint; ``None``: start fresh (an existing checkpoint in ``output_dir`` is then an error)."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_non_negative(self, "save_every")
-        check_positive(self, "keep_last")
 
 
 @dataclass
 class LoggingConfig(OptionGroup):
     """What the run reports, and how often."""
 
-    log_every: int = 10
+    log_every: int = field(default=10, metadata=at_least(1))
     """Log training metrics every N updates (JSONL, TensorBoard, the progress display)."""
     progress: bool = True
     """Show progress on stderr (main process only): a bar in a terminal, a plain line every 30 s when
     redirected to a file or a CI log."""
     plot: bool = True
     """Write ``curves.png`` at the end (needs ``matplotlib``; skipped with a notice if absent)."""
-    peak_flops: float | None = None
+    peak_flops: float | None = field(default=None, metadata=above(0))
     """Peak FLOP/s of one device, the MFU denominator. Default: pre-training takes the GPU's datasheet dense peak
     at the run's precision (the measured matmul peak on a CPU or an unlisted GPU); fine-tuning logs no MFU."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_positive(self, "log_every")
 
 
 TRACKERS: dict[str, tuple[str, str]] = {
@@ -425,7 +392,7 @@ class TrainConfig:
     """Log cadence, progress display, curves, the MFU peak."""
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     """Experiment trackers (TensorBoard, MLflow, W&B), the run's name, group and tags."""
-    max_bad_steps: int = 10
+    max_bad_steps: int = field(default=10, metadata=at_least(1))
     """Consecutive updates with a non-finite loss or gradient that stop the run (each one is skipped)."""
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
     """Device, and DDP or FSDP over processes."""
@@ -437,7 +404,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         self.output_dir = Path(self.output_dir)
-        check_positive(self, "max_bad_steps")
+        check_numbers(self)
 
     # ------------------------------------------------------------------------------ flat options
     @classmethod
