@@ -267,15 +267,19 @@ def _budget_run(data, output, monkeypatch, resume=None):
 
     monkeypatch.setattr(Trainer, "elapsed", lambda self: float(self.step))
     shares: list[float] = []
-    told = PretrainingLoader.set_run_share
-    monkeypatch.setattr(
-        PretrainingLoader, "set_run_share", lambda self, share: (shares.append(share), told(self, share))
-    )
     accumulated: list[int] = []
-    accumulation_at = BatchConfig.accumulation_at
-    monkeypatch.setattr(
-        BatchConfig, "accumulation_at", lambda *a: accumulated.append(accumulation_at(*a)) or accumulated[-1]
-    )
+    told, accumulation_at = PretrainingLoader.set_run_share, BatchConfig.accumulation_at
+
+    def set_run_share(self: PretrainingLoader, share: float) -> None:
+        shares.append(share)
+        told(self, share)
+
+    def recorded_accumulation(*args: Any) -> int:
+        accumulated.append(accumulation_at(*args))
+        return accumulated[-1]
+
+    monkeypatch.setattr(PretrainingLoader, "set_run_share", set_run_share)
+    monkeypatch.setattr(BatchConfig, "accumulation_at", recorded_accumulation)
     cfg = build_config(dict(data=str(data), output=str(output), recipe="modern", model_config="tiny",
                             micro_batch_size=2, global_batch_size=8, batch_warmup_ratio=0.25, max_time=40,
                             warmup_ratio=0.1, lr=1e-3, log_every=1, save_every=20, keep_last=5, eval_batches=1,
