@@ -238,11 +238,75 @@ def test_a_run_resumed_mid_way_ends_identical(name, dynamic, full_sentences, tmp
     assert losses(resumed) == losses(straight) and len(losses(resumed)) == 4
 
 
-def test_a_decay_without_a_run_length_is_refused(dynamic, tmp_path):
-    cfg = build_config(dict(data=str(dynamic), output=str(tmp_path), max_time=30, masking_rate=0.3,
-                            masking_rate_end=0.15, **QUIET))  # fmt: skip
-    with pytest.raises(ConfigError, match="--max-steps"):
-        pretrain(cfg)
+# ------------------------------------------------------------------------------------------ time budgets
+def test_a_batch_warmup_ratio_ramps_over_that_share_of_the_run():
+    batch = BatchConfig(micro_batch_size=4, global_batch_size=32, batch_warmup_ratio=0.5)
+    assert [batch.accumulation_at(s, 1, 8) for s in range(8)] == [2, 4, 6, 8, 8, 8, 8, 8]
+    assert [batch.accumulation_at(s, 1, 4) for s in range(4)] == [4, 8, 8, 8]
+    assert batch.micro_batches(8) == 2 + 4 + 6 + 8 * 5
+    with pytest.raises(ConfigError, match="not both"):
+        BatchConfig(batch_warmup_steps=4, batch_warmup_ratio=0.5)
+
+
+def test_on_a_time_budget_the_loader_masks_at_the_share_of_the_run_spent(dynamic):
+    schedule = MaskingRate(0.4, 0.1, horizon=1)
+    loader = PretrainingLoader(dynamic, 8, seed=1, masking_rate=schedule)
+    loader.follow_run_share()
+    batches = iter(loader)
+    for share in (0.0, 0.5, 1.0, 3.0):
+        loader.set_run_share(share)
+        batch = next(batches)  # drawn after the share was told, as the loop draws an update's batches
+        lengths = batch["attention_mask"].sum(1)
+        counts = (batch["masked_labels"] != -100).sum(1)
+        assert counts.tolist() == [max(1, round(int(n) * schedule.at_share(share))) for n in lengths]
+
+
+def _budget_run(data, output, monkeypatch, resume=None):
+    """A ``modern`` run on a 40 s budget alone, with a clock that counts one second per update, so that the
+    budget ends at update 40 whatever the machine's pace."""
+    from bertkit.training.loop import Trainer
+
+    monkeypatch.setattr(Trainer, "elapsed", lambda self: float(self.step))
+    shares: list[float] = []
+    accumulated: list[int] = []
+    told, accumulation_at = PretrainingLoader.set_run_share, BatchConfig.accumulation_at
+
+    def set_run_share(self: PretrainingLoader, share: float) -> None:
+        shares.append(share)
+        told(self, share)
+
+    def recorded_accumulation(*args: Any) -> int:
+        accumulated.append(accumulation_at(*args))
+        return accumulated[-1]
+
+    monkeypatch.setattr(PretrainingLoader, "set_run_share", set_run_share)
+    monkeypatch.setattr(BatchConfig, "accumulation_at", recorded_accumulation)
+    cfg = build_config(dict(data=str(data), output=str(output), recipe="modern", model_config="tiny",
+                            micro_batch_size=2, global_batch_size=8, batch_warmup_ratio=0.25, max_time=40,
+                            masking_rate=0.4, masking_rate_end=0.1,
+                            warmup_ratio=0.1, lr=1e-3, log_every=1, save_every=20, keep_last=5, eval_batches=1,
+                            seed=3, resume=resume, **QUIET))  # fmt: skip
+    return pretrain(cfg), shares, accumulated
+
+
+def test_a_time_budget_alone_drives_every_schedule_and_a_resume_ends_at_the_same_budget(
+    full_sentences, tmp_path, monkeypatch
+):
+    straight, shares, accumulated = _budget_run(full_sentences, tmp_path / "straight", monkeypatch)
+    assert (straight.stop_reason, straight.step) == ("max_time", 40)
+    lrs = [r["lr"] for r in straight.history if r["split"] == "train"]
+    # warmup-stable-decay, whose decay over the last fifth (8 updates) ends with the budget: 1/8 of the peak last
+    assert max(lrs) == pytest.approx(1e-3) and lrs[-1] == pytest.approx(1e-3 / 8)
+    assert shares[0] == 0.0 and shares[-1] > 0.95 and shares == sorted(shares)  # the masking rate's share
+    # the batch grew from one micro-batch to four over the first quarter of the budget (10 updates)
+    assert accumulated[5:10] == sorted(accumulated[5:10]) and accumulated[5] < 4 and accumulated[10:] == [4] * 30
+
+    shutil.copytree(tmp_path / "straight" / "checkpoint-20", tmp_path / "half" / "checkpoint-20")
+    resumed, _, _ = _budget_run(full_sentences, tmp_path / "half", monkeypatch, resume="auto")
+    assert (resumed.stop_reason, resumed.step) == ("max_time", 40)
+    a = load_file(tmp_path / "straight" / "checkpoint-40" / "model.safetensors")
+    b = load_file(tmp_path / "half" / "checkpoint-40" / "model.safetensors")
+    assert all(a[key].equal(b[key]) for key in a)
 
 
 def test_the_modern_recipe_runs_on_a_time_budget_alone(dynamic, tmp_path):

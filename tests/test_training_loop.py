@@ -246,14 +246,16 @@ def test_a_time_budget_that_ends_first_shortens_the_schedule(tmp_path, monkeypat
     cfg = TrainConfig.from_options(output_dir=tmp_path, micro_batch_size=8, max_steps=1000, max_time=100, **options)
     trainer = Trainer(ToyModel(), batches, cfg, Hooks())
     trainer.step = 100
-    monkeypatch.setattr(
-        trainer, "elapsed", lambda: 50.0
-    )  # 2 updates/s: the 100 s budget ends at update 200, before the 1000 steps
-    assert trainer.learning_rate() == pytest.approx(cfg.optimizer.lr * (1 - 100 / 200))
-    monkeypatch.setattr(
-        trainer, "elapsed", lambda: 5.0
-    )  # 20 updates/s: the steps end first, and the schedule is theirs
-    assert trainer.learning_rate() == pytest.approx(cfg.optimizer.lr * (1 - 100 / 1000))
+
+    def lr_after_elapsed(seconds: float) -> float:
+        monkeypatch.setattr(trainer, "elapsed", lambda: seconds)
+        assert trainer.stop_reason() is None  # the stop check agrees on the elapsed time every schedule reads
+        return trainer.learning_rate(trainer.horizon())
+
+    # 2 updates/s: the 100 s budget ends at update 200, before the 1000 steps
+    assert lr_after_elapsed(50.0) == pytest.approx(cfg.optimizer.lr * (1 - 100 / 200))
+    # 20 updates/s: the steps end first, and the schedule is theirs
+    assert lr_after_elapsed(5.0) == pytest.approx(cfg.optimizer.lr * (1 - 100 / 1000))
 
 
 def test_progress_redirected_to_a_file_is_plain_lines(tmp_path, capsys):

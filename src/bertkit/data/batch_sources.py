@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -47,6 +47,14 @@ class BatchSource(Stateful, Protocol):
     """Finished passes over the data; incremented together with an epoch's last batch."""
 
     def __iter__(self) -> Iterator[Any]: ...
+
+
+@runtime_checkable
+class FollowsRun(Protocol):
+    """A source whose batches depend on how far the run has come (a masking-rate decay on a time budget, whose
+    length in batches is not known in advance): the loop tells it the share of the run done before each update."""
+
+    def set_run_share(self, share: float) -> None: ...
 
 
 def epoch_rng(seed: int, epoch: int) -> np.random.Generator:

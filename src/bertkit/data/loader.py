@@ -212,6 +212,9 @@ class PretrainingLoader(ResumableBatches):
             nsp=dataset.nsp,
         )
         self.num_workers, self.pin_memory = num_workers, pin_memory
+        self.run_share: float | None = None
+        """Set (by the loop, :class:`~bertkit.data.batch_sources.FollowsRun`) when the masking rate follows the
+        share of the run done rather than the micro-batch's place: a run on a time budget."""
         super().__init__(
             dataset,
             batch_size,
@@ -230,20 +233,35 @@ class PretrainingLoader(ResumableBatches):
             "--micro-batch-size"
         )
 
-    def _sampler(self) -> list[list[Key]]:
+    def _sampler(self) -> Iterable[list[Key]]:
         """The ``(epoch, index)`` keys of this process's remaining micro-batches of the current epoch."""
         mine = self.epoch_batches(self.epoch)[self.position + self.rank :: self.world_size]
         return self._keys(self.epoch, mine)
 
-    def _keys(self, epoch: int, batches: list[list[int]]) -> list[list[Key]]:
+    def _keys(self, epoch: int, batches: list[list[int]]) -> Iterable[list[Key]]:
         """The item keys of this process's ``batches`` of ``epoch``, which start at the current position; with
-        a masking-rate schedule each carries the rate of its micro-batch's place in the run."""
+        a masking-rate schedule each carries the rate of its micro-batch's place in the run, or on a time budget
+        the rate of the share of the run done when the batch is drawn."""
         schedule = self.dataset.masking_rate
         if schedule is None:
             return [[(epoch, i) for i in indexes] for indexes in batches]
+        if self.run_share is not None:  # read as each batch is drawn (a few ahead with worker processes)
+            return ([(epoch, i, schedule.at_share(self._share())) for i in indexes] for indexes in batches)
         first = epoch * self.global_batches_per_epoch() + self.position + self.rank
         rates = [schedule.at(first + k * self.world_size) for k in range(len(batches))]
         return [[(epoch, i, rate) for i in indexes] for indexes, rate in zip(batches, rates, strict=True)]
+
+    def follow_run_share(self) -> None:
+        """Draw the masking rate from the share of the run done (told by :meth:`set_run_share`), not from the
+        micro-batch's place: for a run whose length is a time budget."""
+        self.run_share = 0.0
+
+    def set_run_share(self, share: float) -> None:
+        if self.run_share is not None:
+            self.run_share = share
+
+    def _share(self) -> float:
+        return self.run_share or 0.0
 
     def _load(self, epoch: int, batches: list[list[int]]) -> Iterable[dict[str, torch.Tensor]]:
         keys = self._keys(epoch, batches)

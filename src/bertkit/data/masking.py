@@ -191,5 +191,11 @@ class MaskingRate:
         """The rate of global micro-batch ``micro_batch`` (0-based, counted from the start of training)."""
         if self.end is None:
             return self.start
-        progress = min(max(micro_batch, 0) / self.horizon, 1.0)
-        return self.start + (self.end - self.start) * progress
+        return self.at_share(micro_batch / self.horizon)
+
+    def at_share(self, share: float) -> float:
+        """The rate once ``share`` of the run is done (0 to 1): how a run on a time budget, whose length in
+        micro-batches is not known in advance, follows the schedule."""
+        if self.end is None:
+            return self.start
+        return self.start + (self.end - self.start) * min(max(share, 0.0), 1.0)

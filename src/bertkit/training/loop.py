@@ -27,7 +27,7 @@ from safetensors.torch import save_model
 from torch import nn
 
 from bertkit.compiling import compile_model
-from bertkit.data.batch_sources import BatchSource
+from bertkit.data.batch_sources import BatchSource, FollowsRun
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.models import registry
 from bertkit.models.bert import EncoderLayer
@@ -163,6 +163,7 @@ class Trainer:
         self.precision = resolve_precision(config.precision.mode, self.device)
         self.sharded = self._shards()
         self.step, self.epoch, self.elapsed_before, self.skipped, self.tokens = 0, 0, 0.0, 0, 0
+        self.agreed_elapsed = 0.0  # the largest elapsed time over the processes, at the last stop check
         self.best: float | None = None  # of config.evaluation.best_metric
         self.lr = 0.0
         self.bad_in_a_row = 0
@@ -275,11 +276,12 @@ class Trainer:
     def stop_reason(self) -> str | None:
         """Why the run ends before the next update, or None to go on; the same answer on every process."""
         config = self.config
-        time_up = config.duration.max_time is not None and self.elapsed() >= config.duration.max_time
+        elapsed = self.elapsed()
         asked = self.hooks.should_stop() if self.hooks.should_stop is not None and self.env.is_main else None
-        signalled, timed_out, stop_asked = distributed.all_reduce_max(
-            self.env, [float(self.stop.signal is not None), float(time_up), float(asked is not None)]
+        signalled, self.agreed_elapsed, stop_asked = distributed.all_reduce_max(
+            self.env, [float(self.stop.signal is not None), elapsed, float(asked is not None)]
         )
+        timed_out = config.duration.max_time is not None and self.agreed_elapsed >= config.duration.max_time
         if config.duration.max_steps is not None and self.step >= config.duration.max_steps:
             return config.duration.max_steps_from  # "epochs" when the epochs end the run before max_steps
 
@@ -294,11 +296,14 @@ class Trainer:
     # ------------------------------------------------------------------------------------ one update
     def train_step(self) -> bool:
         """One optimizer update over ``accum`` micro-batches; False when it was skipped as non-finite."""
-        self.lr = self.learning_rate()
+        total = self.horizon()
+        self.lr = self.learning_rate(total)
         set_lr(self.optimizer, self.lr)
+        if isinstance(self.batches, FollowsRun):
+            self.batches.set_run_share(min(self.step / total, 1.0))
         loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         update_tokens = 0
-        self.step_accum = self.config.batch.accumulation_at(self.step, self.env.world_size)
+        self.step_accum = self.config.batch.accumulation_at(self.step, self.env.world_size, total)
         for micro in range(self.step_accum):
             batch = _to_device(self.next_batch(), self.device)
             output = self.forward_backward(batch, last=micro == self.step_accum - 1)
@@ -348,15 +353,19 @@ class Trainer:
         elif bool(finite):
             optimizer.step()
 
-    def learning_rate(self) -> float:
+    def horizon(self) -> int:
+        """The updates the run is expected to make, over which every schedule runs (learning rate, batch-size
+        warmup, masking rate): ``max_steps``; on a time budget, the updates the pace so far says it allows, so
+        that each schedule is a function of the share of the budget spent and ends with it; with both, the one
+        that comes first. Every process computes it from the same (agreed) elapsed time."""
+        duration = self.config.duration
+        if duration.max_time is None:
+            return duration.max_steps or 1
+        by_time = _estimated_total(self.step, self.agreed_elapsed, duration.max_time)
+        return min(duration.max_steps, by_time) if duration.max_steps else by_time
+
+    def learning_rate(self, total: int) -> float:
         config = self.config
-        total = config.duration.max_steps or _estimated_total(self.step, self.elapsed(), config.duration.max_time)
-        if config.duration.max_steps and config.duration.max_time is not None:
-            # Both limits: the schedule runs over the one the pace so far says comes first, so that a run
-            # cut by its time budget still ends with a decayed learning rate.
-            total = min(
-                config.duration.max_steps, _estimated_total(self.step, self.elapsed(), config.duration.max_time)
-            )
         return config.optimizer.lr * lr_multiplier(
             self.step,
             schedule=config.schedule.name,

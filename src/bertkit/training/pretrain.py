@@ -413,10 +413,11 @@ def pretrain(
     config.train = config.train.for_epoch(len(loader), env.world_size)
     if loader.dataset.masking_rate is not None:  # the decay spans the run, now that its length is known
         max_steps = config.train.duration.max_steps
-        if config.masking_rate_end is not None and max_steps is None:
-            raise ConfigError("a decaying --masking-rate-end needs --max-steps or --epochs (the decay's length)")
-        horizon = config.train.batch.micro_batches(max_steps or 1, env.world_size) * env.world_size
-        loader.dataset.masking_rate = _masking_rate(config, horizon)
+        if max_steps is None:  # a time budget: the rate follows the share of it spent, as the loop tells
+            loader.follow_run_share()
+        else:
+            horizon = config.train.batch.micro_batches(max_steps, env.world_size) * env.world_size
+            loader.dataset.masking_rate = _masking_rate(config, horizon)
     config.train = config.train.with_options(extra={**config.train.extra, "config": run_context(config.to_dict())})
     if config.train.logging.peak_flops is None and env.is_main:
         peak = _mfu_denominator(env.device, config.train.precision.mode, flops)

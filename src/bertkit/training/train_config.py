@@ -120,9 +120,14 @@ class BatchConfig(OptionGroup):
     batch_warmup_steps: int = field(default=0, metadata=at_least(0))
     """Batch-size warmup (Cramming, ModernBERT): over the first N updates the batch grows linearly from one
     micro-batch per process to the full global batch, by accumulating fewer micro-batches; 0: off."""
+    batch_warmup_ratio: float | None = field(default=None, metadata=between(0, 1, high_open=True))
+    """Batch-size warmup over this share of the run instead of a number of updates: on a time budget
+    (``max_time`` alone) the share of the budget spent, as Cramming's budget-aware ramp."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.batch_warmup_ratio is not None and self.batch_warmup_steps:
+            raise ConfigError("give --batch-warmup-steps or --batch-warmup-ratio, not both")
         if self.global_batch_size is not None and self.grad_accum_steps is not None:
             raise ConfigError(
                 "give --global-batch-size or --grad-accum-steps, not both (one is derived from the other)"
@@ -140,17 +145,25 @@ class BatchConfig(OptionGroup):
             )
         return self.global_batch_size // per_update
 
-    def accumulation_at(self, step: int, world_size: int = 1) -> int:
-        """Micro-batches per process for the update with index ``step`` (0-based), batch-size warmup included."""
+    def warmup(self, total_steps: int) -> int:
+        """Updates of batch-size warmup in a run of ``total_steps`` updates."""
+        if self.batch_warmup_ratio is not None:
+            return int(self.batch_warmup_ratio * total_steps)
+        return self.batch_warmup_steps
+
+    def accumulation_at(self, step: int, world_size: int = 1, total_steps: int | None = None) -> int:
+        """Micro-batches per process for the update with index ``step`` (0-based) of a run of ``total_steps``
+        updates (a ``batch_warmup_ratio`` needs it), batch-size warmup included."""
         full = self.accumulation(world_size)
-        if step >= self.batch_warmup_steps:
+        warmup = self.warmup(total_steps or 0)
+        if step >= warmup:
             return full
-        return max(1, math.ceil(full * (step + 1) / self.batch_warmup_steps))
+        return max(1, math.ceil(full * (step + 1) / warmup))
 
     def micro_batches(self, steps: int, world_size: int = 1) -> int:
-        """Micro-batches per process that ``steps`` updates consume, batch-size warmup included."""
-        ramp = min(steps, self.batch_warmup_steps)
-        ramped = sum(self.accumulation_at(step, world_size) for step in range(ramp))
+        """Micro-batches per process that a run of ``steps`` updates consumes, batch-size warmup included."""
+        ramp = min(steps, self.warmup(steps))
+        ramped = sum(self.accumulation_at(step, world_size, steps) for step in range(ramp))
         return ramped + (steps - ramp) * self.accumulation(world_size)
 
 
