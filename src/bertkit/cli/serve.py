@@ -48,7 +48,7 @@ def _run_serve(o: ServeOptions, fields: dict[str, Any]) -> None:
     model = o.model
     sock = listening_socket(o.host, o.port)  # a bad port or address: one line, before torch is imported
     exported = threads_for(model, o.engine.threads)
-    from bertkit.inference import Loaded, load
+    from bertkit.inference import load
     from bertkit.inference.encoder_outputs import embed_settings
     from bertkit.serve import ServeLimits
     from bertkit.serve.access import ServeAccess
@@ -69,7 +69,7 @@ def _run_serve(o: ServeOptions, fields: dict[str, Any]) -> None:
         choose_backend(o.engine.backend, o.engine.quantize)  # so do a wrong backend and a path that is no model
         check_pretrained(model)
 
-    def load_model() -> Loaded:  # runs while the port answers 503 (bertkit.serve.loading_app)
+    def load_model() -> Any:  # runs while the port answers 503 (bertkit.serve.loading_app)
         loaded = load(model, **o.engine.loading())
         if loaded.sentence_config is None or not loaded.sentence_config.unsupported:
             print(f"bertkit: embeddings default to {embed_settings(loaded).notice()}", file=sys.stderr)
