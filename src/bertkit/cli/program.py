@@ -68,7 +68,7 @@ def spread_paths(argv: list[str]) -> list[str]:
 
 
 NO_TORCH = (
-    "bertkit: error: this command needs PyTorch, which is not installed; pip install 'bertkit[torch]' "
+    "bertkit: error: this command needs PyTorch, which is not installed; pip install 'bertkit[train]' "
     "(an export folder from `bertkit export onnx --output DIR` runs embed, classify, tag, answer and serve without it)"
 )
 
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("bertkit: interrupted", file=sys.stderr)
         return 130
-    except ImportError as exc:  # torch is an extra (bertkit[torch])
+    except ImportError as exc:  # torch is an extra (bertkit[train])
         if (exc.name or "").partition(".")[0] != "torch":
             raise
         print(NO_TORCH, file=sys.stderr)
