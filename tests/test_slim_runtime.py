@@ -92,7 +92,7 @@ def models(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     root = tmp_path_factory.mktemp(request.param)
     if request.param == "modernbert":
         names = ("[CLS]", "[SEP]", "[PAD]", "[MASK]", "[UNK]")
-        tokenizer = Tokenizer.from_pretrained(bpe_directory(root / "tok", names, MODERNBERT_NAMES))
+        tokenizer = Tokenizer.from_pretrained(bpe_directory(root, names, MODERNBERT_NAMES))
     out: dict[str, Path] = {}
     for seed, (name, (bert, modernbert, fields)) in enumerate(HEADS.items()):
         torch.manual_seed(seed)
