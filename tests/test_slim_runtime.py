@@ -67,7 +67,7 @@ sys.exit(code)
 """
 """Runs ``bertkit`` with torch made unimportable, as on an install of ``bertkit[onnx]`` alone."""
 
-HEADS = {
+HEADS: dict[str, tuple[type, type, dict[str, Any]]] = {
     "encoder": (BertModel, ModernBertModel, {}),
     "classifier": (BertForSequenceClassification, ModernBertForSequenceClassification, {"id2label": {0: "neg", 1: "pos"}}),
     "reranker": (BertForSequenceClassification, ModernBertForSequenceClassification, {"num_labels": 1, "problem_type": "regression"}),
@@ -103,9 +103,23 @@ def models(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         sentence = SentenceConfig("mean", normalize=True, max_seq_length=48) if name == "encoder" else None
         out[name] = save_pretrained(model.eval(), root / name, tokenizer, sentence=sentence)
         out[f"{name}-onnx"] = root / f"{name}-onnx"
-        assert main(["export", "onnx", "--model", out[name], "--output", out[f"{name}-onnx"]]) == 0
+        assert main(["export", "onnx", "--model", str(out[name]), "--output", str(out[f"{name}-onnx"])]) == 0
     out["encoder-int8"] = root / "encoder-int8"
-    assert main(["export", "onnx", "--model", out["encoder"], "--output", out["encoder-int8"], "--quantize", "int8"]) == 0
+    assert (
+        main(
+            [
+                "export",
+                "onnx",
+                "--model",
+                str(out["encoder"]),
+                "--output",
+                str(out["encoder-int8"]),
+                "--quantize",
+                "int8",
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -138,7 +152,7 @@ def json_lines(done: subprocess.CompletedProcess[str]) -> list[Any]:
 def test_embed_without_torch_equals_the_checkpoint(models: dict, tmp_path: Path, options: list[str]) -> None:
     texts = [*TEXTS, LONG]
     slim("embed", "--model", models["encoder-onnx"], "-o", tmp_path / "slim.npy", *options, *texts)
-    assert main(["embed", "--model", models["encoder"], "-o", tmp_path / "torch.npy", *options, *texts]) == 0
+    assert main(["embed", "--model", str(models["encoder"]), "-o", str(tmp_path / "torch.npy"), *options, *texts]) == 0
     np.testing.assert_allclose(np.load(tmp_path / "slim.npy"), np.load(tmp_path / "torch.npy"), atol=FLOAT32)
 
 
@@ -239,7 +253,7 @@ def serving(folder: Path, port: int) -> subprocess.Popen[str]:
     raise AssertionError(f"the slim server did not get ready: {server.communicate()[1][-2000:]}")
 
 
-ROUTES = {
+ROUTES: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "encoder": [
         ("/embed", {"texts": TEXTS}),
         ("/embed", {"inputs": TEXTS}),  # text-embeddings-inference's body

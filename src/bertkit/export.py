@@ -289,4 +289,3 @@ def check_onnx_installed() -> None:
         import onnx  # noqa: F401
     except ImportError:
         raise BertkitError("exporting to ONNX needs the onnx package; pip install 'bertkit[export]'") from None
-

@@ -11,7 +11,7 @@ import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -22,11 +22,25 @@ from bertkit.features.outputs import normalize as normalize_rows
 from bertkit.features.runner import run_batches
 from bertkit.features.windows import window_starts
 from bertkit.inference.opening import as_loaded
+from bertkit.inference.settings import Settings
+from bertkit.sentence_config import SentenceConfig
 from bertkit.tasks.pipeline import LoadedModel, TextInput, check_texts, input_length
 from bertkit.tokenizer import Encoding
 
-Loaded = LoadedModel
-"""A loaded checkpoint (``bertkit.inference.Loaded``) or export (``bertkit.inference.exported.Exported``)."""
+
+class Loaded(LoadedModel, Protocol):
+    """What ``embed`` reads of a loaded checkpoint (``bertkit.inference.Loaded``) or export folder
+    (``bertkit.inference.exported.Exported``)."""
+
+    @property
+    def settings(self) -> Settings | None: ...
+
+    @property
+    def sentence_config(self) -> SentenceConfig | None: ...
+
+    @property
+    def encoder(self) -> Any:
+        """What runs the encoder: the PyTorch encoder, or the export's graph."""
 
 
 @dataclass

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any, cast
 
 from torch import nn
 
@@ -31,17 +32,20 @@ def export_folder(
         raise BertkitError(f"{output} exists and is not an export folder; give a new folder (--output)")
     head = head_name(model) or type(model).__name__
     if head not in HEAD_PIPELINES:
-        raise BertkitError(f"{type(model).__name__} is not run by the export runtime; --head encoder or a fine-tuned head")
+        raise BertkitError(
+            f"{type(model).__name__} is not run by the export runtime; --head encoder or a fine-tuned head"
+        )
+    config = cast(Any, model).config
     with atomic_directory(output) as folder:
         export_onnx(model, folder / GRAPH_FILE, opset=opset)
         if quantize:
             quantize_onnx(folder / GRAPH_FILE, folder / GRAPH_FILE, reduce_range=int8_reduce_range(model))
-        model.config.save(folder)
+        config.save(folder)
         source = resolve_model(source)
         Tokenizer.from_pretrained(source).save_pretrained(folder)
         sentence = read_sentence_config(source) if source.is_dir() else None
         if sentence is not None:
-            write_sentence_config(folder, sentence, model.config.hidden_size)
+            write_sentence_config(folder, sentence, config.hidden_size)
         info = {
             "class": type(model).__name__,
             "head": head,

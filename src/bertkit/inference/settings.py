@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from bertkit.config import BertConfig
 from bertkit.errors import ConfigError
 from bertkit.tasks import Task
 from bertkit.tasks.registry import CONFIG_KEY, family, head_family, make_task
@@ -26,8 +25,9 @@ class Settings:
     """Longest input in tokens, specials included; ``None``: not saved (see ``Loaded.max_length``)."""
 
     @classmethod
-    def saved(cls, config: BertConfig) -> Settings:
-        """The settings in a model config (``config.extra["bertkit_finetune"]``), empty when there are none."""
+    def saved(cls, config: Any) -> Settings:
+        """The settings in a model config (``BertConfig`` or ``ModernBertConfig``: ``config.extra["bertkit_finetune"]``),
+        empty when there are none."""
         saved = config.extra.get(CONFIG_KEY) or {}
         length = saved.get("max_seq_length")
         return cls(saved.get("task"), dict(saved.get("task_options") or {}), int(length) if length else None)
@@ -43,7 +43,6 @@ class Settings:
         options = dict(self.task_options) if task in (None, self.task) else {}
         options.update(task_options or {})
         return Settings(task or self.task, options, max_seq_length or self.max_seq_length)
-
 
 
 def task_of_head(head: str | None, kind: str, config: Any, settings: Settings) -> Task | None:

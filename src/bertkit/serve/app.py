@@ -77,12 +77,14 @@ def create_app(
     and log format (default: open, unlimited); ``load_seconds``: the model's load time for the metrics; ``keys``:
     the key ring to check (default: made from ``access``)."""
     started = time.perf_counter()
-    given_path = isinstance(model, (str, os.PathLike))
-    loaded = load(model) if given_path else model
-    if given_path:
+    if isinstance(model, (str, os.PathLike)):  # a checkpoint or an export folder (``bertkit.inference.load``)
+        loaded: Loaded = load(model)
         load_seconds = time.perf_counter() - started
-    if model_id is None:
-        model_id = model if given_path else loaded.directory.name if loaded.directory else "bertkit"
+        model_id = model if model_id is None else model_id
+    else:
+        loaded = model
+        if model_id is None:
+            model_id = loaded.directory.name if loaded.directory else "bertkit"
     limits = limits or ServeLimits()
     access = access or ServeAccess()
     app = FastAPI(
@@ -161,8 +163,8 @@ def warm_up(loaded: Loaded) -> None:
     it is ready, not in the first request's time."""
     tokenizer = loaded.tokenizer
     if getattr(loaded, "engine", None) == "onnxruntime":  # an export folder: its graph, without torch
-        ids = np.array([[tokenizer.cls_id, tokenizer.sep_id]], dtype=np.int64)
-        loaded.model(input_ids=ids, token_type_ids=np.zeros_like(ids), attention_mask=np.ones_like(ids))
+        arrays = np.array([[tokenizer.cls_id, tokenizer.sep_id]], dtype=np.int64)
+        loaded.model(input_ids=arrays, token_type_ids=np.zeros_like(arrays), attention_mask=np.ones_like(arrays))
         return
     import torch
 

@@ -31,7 +31,6 @@ FAMILY = Family(
 )
 
 
-
 def __getattr__(name: str) -> Any:
     """``SentenceEncoder``, the training module (a torch module), imported on first use."""
     if name == "SentenceEncoder":

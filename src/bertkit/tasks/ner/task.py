@@ -79,7 +79,6 @@ def read_conll(
     report: ReadReport | None = None,
     format: str | None = None,
 ) -> list[NerExample]:
-
     """Sentences of a CoNLL column file: the word first, the tag in the last column or in ``tag_column``
     (0-based). A line with a tab is split on tabs, any other on runs of spaces. With ``labeled=False`` only
     the first column (the word) is used, so a file of bare words (one column) can be tagged. ``report`` (when
