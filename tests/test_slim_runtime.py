@@ -178,6 +178,20 @@ def test_classify_tag_answer_without_torch_equal_the_checkpoint(models: dict) ->
         assert_close(got, want, FLOAT32)
 
 
+def test_predict_without_torch_equals_the_checkpoint(models: dict, tmp_path: Path) -> None:
+    data = tmp_path / "data.tsv"
+    data.write_text("text\tlabel\n" + "".join(f"{t}\tneg\n" for t in TEXTS), encoding="utf-8")
+    slim("predict", "--model", models["classifier-onnx"], "--input", data, "--output", tmp_path / "slim.jsonl")
+    assert (
+        main(["predict", "--model", str(models["classifier"]), "--input", str(data), "-o", str(tmp_path / "t.jsonl")])
+        == 0
+    )
+    got, want = (
+        [json.loads(line) for line in (tmp_path / name).read_text().splitlines()] for name in ("slim.jsonl", "t.jsonl")
+    )
+    assert_close(got, want, FLOAT32)
+
+
 def test_rerank_in_python_without_torch_equals_the_checkpoint(models: dict) -> None:
     script = (
         BLOCK_TORCH.split("from bertkit.cli")[0]
