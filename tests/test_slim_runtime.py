@@ -45,6 +45,7 @@ from bertkit.serve import create_app
 from bertkit.tokenizer import Tokenizer
 from bertkit.weights import save_pretrained
 from inference_helpers import tiny_config
+from test_backends import assert_close
 from test_modernbert_toolkit import tiny_config as modernbert_config
 from test_tokenizer_json import MODERNBERT_NAMES, bpe_directory
 
@@ -121,22 +122,6 @@ def models(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         == 0
     )
     return out
-
-
-def assert_close(got: Any, want: Any, tol: float) -> None:
-    """Two JSON answers equal: the same strings and structure, numbers within ``tol``."""
-    if isinstance(want, dict):
-        assert got.keys() == want.keys()
-        for key in want:
-            assert_close(got[key], want[key], tol)
-    elif isinstance(want, list):
-        assert len(got) == len(want)
-        for a, b in zip(got, want):
-            assert_close(a, b, tol)
-    elif isinstance(want, float):
-        assert got == pytest.approx(want, abs=tol)
-    else:
-        assert got == want
 
 
 def json_lines(done: subprocess.CompletedProcess[str]) -> list[Any]:

@@ -18,8 +18,9 @@ a head), so every pipeline and route that calls the model works unchanged (``gra
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from bertkit import resolve_export
 
 if TYPE_CHECKING:  # resolved on first use (``__getattr__``): the session module runs without torch
     from bertkit.backends.cache import cache_dir, cache_key, exported_graph, versions
@@ -47,18 +48,13 @@ __all__ = [
 ]
 
 _HOMES = {
-    **dict.fromkeys(("cache_dir", "cache_key", "exported_graph", "versions"), "cache"),
-    **dict.fromkeys(("BACKENDS", "Choice", "choose_backend", "use_backend", "ENGINES"), "choice"),
-    **dict.fromkeys(("OUTPUT_CLASSES", "GraphForward", "backend_of"), "graph"),
-    **dict.fromkeys(("onnxruntime_installed", "use_onnxruntime"), "ort"),
-    **dict.fromkeys(("openvino_installed", "use_openvino"), "ov"),
+    **dict.fromkeys(("cache_dir", "cache_key", "exported_graph", "versions"), "bertkit.backends.cache"),
+    **dict.fromkeys(("BACKENDS", "Choice", "choose_backend", "use_backend", "ENGINES"), "bertkit.backends.choice"),
+    **dict.fromkeys(("OUTPUT_CLASSES", "GraphForward", "backend_of"), "bertkit.backends.graph"),
+    **dict.fromkeys(("onnxruntime_installed", "use_onnxruntime"), "bertkit.backends.ort"),
+    **dict.fromkeys(("openvino_installed", "use_openvino"), "bertkit.backends.ov"),
 }
 
 
 def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"bertkit.backends.{home}"), name)
-    globals()[name] = value
-    return value
+    return resolve_export(__name__, globals(), _HOMES, name)

@@ -20,8 +20,9 @@ encoder without an MLM head, say).
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from bertkit import resolve_export
 
 if TYPE_CHECKING:  # resolved on first use (``__getattr__``), so that an export folder runs without torch
     from bertkit.features.runner import MODEL_INPUTS, length_sorted_batches
@@ -127,9 +128,4 @@ _HOMES = {
 
 
 def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+    return resolve_export(__name__, globals(), _HOMES, name)
