@@ -15,7 +15,7 @@ RUN pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
 
 COPY pyproject.toml README.md ./
 COPY src ./src
-RUN pip install '.[serve,metrics]' && rm -rf /app/src
+RUN pip install '.[train,serve,metrics]' && rm -rf /app/src
 
 # A user without privileges; the model is mounted read-only at /model.
 RUN useradd --create-home --uid 10001 bertkit

@@ -17,6 +17,7 @@ pytest.importorskip("onnxruntime", reason="the export extra (onnxruntime) is not
 from bertkit import backends, inference
 from bertkit.backends import Choice, backend_of, choose_backend
 from bertkit.backends import cache as backend_cache
+from bertkit.backends import choice as backend_choice
 from bertkit.cli import main
 from bertkit.cpu_features import CpuFeatures, apply_caps, parse_cpuinfo
 from bertkit.errors import BertkitError, ConfigError
@@ -327,15 +328,15 @@ def test_int8_rule_by_cpu(monkeypatch):
         assert (chosen.backend, chosen.quantize) == ("onnxruntime", "int8") and "ONNX Runtime" in (chosen.note or "")
     assert choose_backend("torch", "int8", cpu=AVX2) == Choice("torch", "int8")  # asked for: obeyed
     assert choose_backend(None, None, cpu=AVX2) == Choice("torch", None)
-    monkeypatch.setattr(backends, "onnxruntime_installed", lambda: False)
+    monkeypatch.setattr(backend_choice, "onnxruntime_installed", lambda: False)
     chosen = choose_backend(None, "int8", cpu=VNNI)  # torchao has fast int8 kernels there
     assert (chosen.backend, chosen.quantize) == ("torch", "int8") and "onnxruntime is not installed" in (
         chosen.note or ""
     )
-    monkeypatch.setattr(backends, "openvino_installed", lambda quantize=None: True)
+    monkeypatch.setattr(backend_choice, "openvino_installed", lambda quantize=None: True)
     chosen = choose_backend("auto", "int8", cpu=AVX2)
     assert (chosen.backend, chosen.quantize) == ("openvino", "int8") and "OpenVINO" in (chosen.note or "")
-    monkeypatch.setattr(backends, "openvino_installed", lambda quantize=None: False)
+    monkeypatch.setattr(backend_choice, "openvino_installed", lambda quantize=None: False)
     chosen = choose_backend("auto", "int8", cpu=AVX2)
     assert (chosen.backend, chosen.quantize) == ("torch", None) and "running float32" in (chosen.note or "")
     with pytest.raises(ConfigError, match="--backend"):
@@ -345,12 +346,12 @@ def test_int8_rule_by_cpu(monkeypatch):
 
 
 def test_int8_on_a_slow_cpu_falls_back_with_one_line(dirs, monkeypatch, capsys):
-    monkeypatch.setattr(backends, "detect", lambda: AVX2)
+    monkeypatch.setattr(backend_choice, "detect", lambda: AVX2)
     loaded = inference.load(dirs["encoder"], quantize="int8")
     assert backend_of(loaded.model) == ("onnxruntime", "int8")
     assert capsys.readouterr().err.count("\n") == 1
-    monkeypatch.setattr(backends, "onnxruntime_installed", lambda: False)
-    monkeypatch.setattr(backends, "openvino_installed", lambda quantize=None: False)
+    monkeypatch.setattr(backend_choice, "onnxruntime_installed", lambda: False)
+    monkeypatch.setattr(backend_choice, "openvino_installed", lambda quantize=None: False)
     loaded = inference.load(dirs["encoder"], quantize="int8")
     assert backend_of(loaded.model) == ("torch", None) and not is_quantized(loaded.model)
     (line,) = capsys.readouterr().err.splitlines()

@@ -152,6 +152,14 @@ def check_process(out: Path, stdout: str) -> None:
     assert result["lines"] == 40 and len(result["seconds"]["bertkit"]) == len(result["seconds"]["script"]) == 1
     assert result["script_over_bertkit"] > 0 and result["min_cosine_between_the_two"] > 0.99
     assert "cpu" in result["machine"] and "script/bertkit" in stdout
+    # the slim runtime on the int8 export folder: the same vectors as bertkit's int8 on the checkpoint
+    assert len(result["seconds"]["slim"]) == 1 and result["max_abs_difference_slim_vs_bertkit"] < 1e-5
+    serve = result["serve"]
+    assert set(serve["median_first_embed_seconds"]) == {"slim", "torch_onnxruntime"}
+    for level in ("1", "4"):
+        for side in serve["levels"][level].values():
+            assert side["requests"] == 12 and side["errors"] == 0
+    assert set(result["slim_over_torch_onnxruntime_throughput"]) == {"1", "4"} and "slim/script" in stdout
 
 
 def check_inference(out: Path, stdout: str) -> None:

@@ -1,4 +1,5 @@
-"""bertkit: BERT from scratch on PyTorch. The public Python API, re-exported (nothing is defined here).
+"""bertkit: BERT from scratch on PyTorch. The public Python API, re-exported (nothing is defined here but
+the lazy lookup, ``resolve_export``, which the packages that re-export lazily share).
 
 Names are resolved on first use, so ``import bertkit`` is cheap and data-preparation worker processes
 that import ``bertkit.data`` do not pay for torch.
@@ -7,6 +8,7 @@ that import ``bertkit.data`` do not pay for torch.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from typing import Any
 
 __version__ = "0.1.0"
@@ -75,17 +77,23 @@ _EXPORTS: dict[str, str] = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
+def resolve_export(package: str, namespace: dict[str, Any], homes: Mapping[str, str], name: str) -> Any:
+    """A package's ``__getattr__``: ``name`` imported from its module in ``homes`` and kept in ``namespace`` (the
+    package's globals), so that importing the package costs nothing until a name is used."""
+    module = homes.get(name)
     if module is None:
-        raise AttributeError(f"module 'bertkit' has no attribute {name!r}")
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)
     if module == "bertkit.jobs":  # the options each job takes, listed in its signature and docstring
         value = importlib.import_module(module).with_option_signature(value)
-    globals()[name] = value
+    namespace[name] = value
     return value
 
 
+def __getattr__(name: str) -> Any:
+    return resolve_export("bertkit", globals(), _EXPORTS, name)
+
+
 def __dir__() -> list[str]:
-    """The public names and the module's dunders, not the helpers this file imports (``importlib``, ``Any``)."""
+    """The public names and the module's dunders, not the helpers this file imports or defines (``importlib``, ``resolve_export``)."""
     return sorted({name for name in globals() if name.startswith("__")} | set(_EXPORTS))

@@ -16,18 +16,15 @@ import logging
 import os
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 
+from bertkit.backends.sessions import onnx_session
 from bertkit.errors import BertkitError
 from bertkit.io import atomic_path
 from bertkit.models import registry
 from bertkit.models.architecture import Architecture
-
-if TYPE_CHECKING:
-    import onnxruntime
 
 logger = logging.getLogger("bertkit.export")
 
@@ -159,19 +156,6 @@ def quantize_onnx(source: str | os.PathLike, output: str | os.PathLike, *, reduc
     finally:
         root.setLevel(level)
     return output
-
-
-def onnx_session(path: str | os.PathLike, threads: int | None = None) -> onnxruntime.InferenceSession:
-    """An ``onnxruntime.InferenceSession`` on the CPU for an exported file, with every graph optimisation on."""
-    try:
-        import onnxruntime  # an optional extra: imported when used
-    except ImportError:
-        raise BertkitError("onnxruntime is not installed; pip install 'bertkit[export]'") from None
-    options = onnxruntime.SessionOptions()
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    if threads:
-        options.intra_op_num_threads = threads
-    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 def check_onnx_installed() -> None:

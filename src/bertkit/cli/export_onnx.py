@@ -24,7 +24,8 @@ class ExportOnnxOptions:
 
     model: str = shared("model")
     output: str = field(metadata=cli("--output", "-o"))
-    """The .onnx file to write."""
+    """The .onnx file to write, or a folder (no .onnx suffix): the graph with the config, tokenizer, pooling and
+    labels, which bertkit's commands and `bertkit serve` run without torch (pip install 'bertkit[onnx]')."""
     head: str = "auto"
     """auto (the checkpoint's head) | encoder | a class name like BertForMaskedLM."""
     opset: int = 17
@@ -43,6 +44,8 @@ def export_onnx_command(o: ExportOnnxOptions) -> None:
     \b
     Example:
       bertkit export onnx --model ./sst2-model --output sst2.onnx
+      bertkit export onnx --model ./minilm --output minilm-onnx --quantize int8
+      bertkit serve --model minilm-onnx   # runs without torch
     """
     from bertkit.export import (
         check_onnx_installed,
@@ -59,9 +62,15 @@ def export_onnx_command(o: ExportOnnxOptions) -> None:
     check_scheme(o.quantize)
     quantize = o.quantize
     loaded = load_model(o.model, head=head_class(o.head))
-    path = export_onnx(loaded, o.output, opset=o.opset)
-    if quantize:
-        quantize_onnx(path, path, reduce_range=int8_reduce_range(loaded))
+    if o.output.endswith(".onnx"):
+        path = export_onnx(loaded, o.output, opset=o.opset)
+        if quantize:
+            quantize_onnx(path, path, reduce_range=int8_reduce_range(loaded))
+    else:
+        from bertkit.inference.export_folder import export_folder
+        from bertkit.inference.exported import GRAPH_FILE
+
+        path = export_folder(loaded, o.model, o.output, quantize=quantize, opset=o.opset) / GRAPH_FILE
     kind = f"{type(loaded).__name__}{', int8' if quantize else ''}"
     print(f"wrote {path} ({kind}: outputs {', '.join(output_names(loaded))})", file=sys.stderr)
     if o.verify:

@@ -18,7 +18,14 @@ import typer
 from bertkit.cli.console import print_json, show_library_warnings
 from bertkit.cli.options import ConfigOption, cli, config_options, lazy_command, show_default
 from bertkit.cli.program import fail, stopped_by_signal
-from bertkit.cli.shared_options import EngineOptions, generated_command, options_command, shared, task_options
+from bertkit.cli.shared_options import (
+    EngineOptions,
+    generated_command,
+    options_command,
+    shared,
+    task_options,
+    threads_for,
+)
 from bertkit.option_groups import OptionGroup, at_least, to_flat
 from bertkit.threads import use_threads
 
@@ -260,7 +267,7 @@ def predict_command(o: PredictOptions) -> None:
       bertkit predict --model runs/sst2 --input sst2/test.tsv \\
         --output predictions.jsonl
     """
-    use_threads(o.engine.threads)
+    threads_for(o.model, o.engine.threads)
     from bertkit.inference import predict
 
     show_library_warnings()

@@ -12,7 +12,7 @@ import typer
 from bertkit.cli.console import print_json, read_lines
 from bertkit.cli.options import cli
 from bertkit.cli.program import fail
-from bertkit.cli.shared_options import EngineOptions, options_command, shared
+from bertkit.cli.shared_options import EngineOptions, options_command, shared, threads_for
 from bertkit.formats import read_text
 from bertkit.io import check_output_file
 from bertkit.option_groups import at_least
@@ -91,7 +91,7 @@ def embed_command(o: EmbedOptions) -> None:
         --output vectors.npy --pooling mean --layers -1,-2
       bertkit embed --model ./minilm "A first text." "A second one."
     """
-    use_threads(o.engine.threads)
+    threads_for(o.model, o.engine.threads)
     from bertkit.inference import embed_settings, load
 
     if o.output is not None:
@@ -271,7 +271,7 @@ def classify_command(o: ClassifyOptions) -> None:
     Example:
       bertkit classify --model ./sst2-model --input reviews.txt --json
     """
-    use_threads(o.threads)
+    threads_for(o.model, o.threads)
     from bertkit.inference import classify
 
     items = [_text_or_pair(line) for line in _pipeline_inputs(o.texts, o.input)]
@@ -310,7 +310,7 @@ def tag_command(o: TagOptions) -> None:
       bertkit tag --model ./ner-model \\
         "George Washington lived in Mount Vernon."
     """
-    use_threads(o.threads)
+    threads_for(o.model, o.threads)
     from bertkit.inference import tag
 
     items = _pipeline_inputs(o.texts, o.input)
@@ -356,7 +356,7 @@ def answer_command(o: AnswerOptions) -> None:
       bertkit answer --model ./squad-model -q "Who led the army?" \\
         --context-file history.txt
     """
-    use_threads(o.threads)
+    threads_for(o.model, o.threads)
     from bertkit.inference import answer
 
     rows = _question_rows(o.input) if o.input else [_one_question(o.question, o.context, o.context_file)]

@@ -67,6 +67,12 @@ def spread_paths(argv: list[str]) -> list[str]:
     return argv
 
 
+NO_TORCH = (
+    "bertkit: error: this command needs PyTorch, which is not installed; pip install 'bertkit[train]' "
+    "(an export folder from `bertkit export onnx --output DIR` runs embed, classify, tag, answer and serve without it)"
+)
+
+
 def main(argv: list[str] | None = None) -> int:
     from bertkit.threads import passive_wait
 
@@ -83,6 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("bertkit: interrupted", file=sys.stderr)
         return 130
+    except ImportError as exc:  # torch is an extra (bertkit[train])
+        if (exc.name or "").partition(".")[0] != "torch":
+            raise
+        print(NO_TORCH, file=sys.stderr)
+        return 2
     except typer.Exit as exc:
         return exc.exit_code
     except OSError as exc:  # a file system problem (permissions, disk full) the command did not foresee

@@ -5,13 +5,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import typer
 
 from bertkit.cli.options import config_options, lazy_command
-from bertkit.cli.shared_options import EngineOptions, generated_command, only_fields, shared
-from bertkit.threads import use_threads
+from bertkit.cli.shared_options import EngineOptions, generated_command, only_fields, shared, threads_for
 
 commands = typer.Typer(rich_markup_mode=None)
 
@@ -47,10 +47,8 @@ def _run_serve(o: ServeOptions, fields: dict[str, Any]) -> None:
 
     model = o.model
     sock = listening_socket(o.host, o.port)  # a bad port or address: one line, before torch is imported
-    use_threads(o.engine.threads)
-    from bertkit.backends import choose_backend
-    from bertkit.checkpoint_files.pretrained import check_pretrained
-    from bertkit.inference import Loaded, load
+    exported = threads_for(model, o.engine.threads)
+    from bertkit.inference import load
     from bertkit.inference.encoder_outputs import embed_settings
     from bertkit.serve import ServeLimits
     from bertkit.serve.access import ServeAccess
@@ -60,10 +58,18 @@ def _run_serve(o: ServeOptions, fields: dict[str, Any]) -> None:
     names = {f.name for f in dataclasses.fields(ServeAccess)}
     access = ServeAccess(**{k: v for k, v in given.items() if k in names})  # bad flags fail before the port opens
     limits = ServeLimits(**{k: v for k, v in given.items() if k not in names})
-    choose_backend(o.engine.backend, o.engine.quantize)  # so do a wrong backend and a model path that is no model
-    check_pretrained(model)
+    if exported:  # an export folder: checked here, loaded by ONNX Runtime without torch
+        from bertkit.inference.exported import check_engine_options, read_runtime
 
-    def load_model() -> Loaded:  # runs while the port answers 503 (bertkit.serve.loading_app)
+        check_engine_options(o.engine.loading(), read_runtime(Path(model))["quantize"])
+    else:
+        from bertkit.backends import choose_backend
+        from bertkit.checkpoint_files.pretrained import check_pretrained
+
+        choose_backend(o.engine.backend, o.engine.quantize)  # so do a wrong backend and a path that is no model
+        check_pretrained(model)
+
+    def load_model() -> Any:  # runs while the port answers 503 (bertkit.serve.loading_app)
         loaded = load(model, **o.engine.loading())
         if loaded.sentence_config is None or not loaded.sentence_config.unsupported:
             print(f"bertkit: embeddings default to {embed_settings(loaded).notice()}", file=sys.stderr)

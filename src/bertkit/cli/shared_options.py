@@ -240,3 +240,19 @@ def only_fields(cls: type, *names: str) -> set[str]:
 def head_class(head: str) -> str | None:
     """The model class ``--head`` names: ``auto`` -> None (the checkpoint decides), ``encoder`` -> BertModel."""
     return {"auto": None, "encoder": "BertModel"}.get(head, head)
+
+
+def threads_for(model: str, threads: int | None) -> bool:
+    """Set the thread count of a command that runs ``model``, and say whether it is an export folder: ONNX
+    Runtime takes the count when it opens the graph (``BERTKIT_THREADS``, read by ``bertkit.threads``), and
+    torch is not imported; for a checkpoint, torch's count is set now (``bertkit.threads.use_threads``)."""
+    import os
+
+    from bertkit.inference.exported import is_export_folder
+    from bertkit.threads import ENV, chosen_threads, use_threads
+
+    if not is_export_folder(model):
+        use_threads(threads)
+        return False
+    os.environ[ENV] = str(chosen_threads(threads))
+    return True

@@ -3,31 +3,50 @@
 See ``docs/data.md`` for the formats, the algorithm and its one deliberate deviation.
 """
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bertkit.data.corpus import (
-    CorpusOptions,
-    CorpusStats,
-    corpus_texts,
-    expand_inputs,
-    read_documents,
-    split_sentences,
-)
-from bertkit.data.instances import Instance, create_instances, create_instances_from_document, truncate_seq_pair
-from bertkit.data.masking import MaskingSpec, mask_tokens
-from bertkit.data.prepare import PrepareConfig, prepare_dataset
-from bertkit.data.shards import open_dataset, verify
+from bertkit import resolve_export
 
-_LOADER = {"PretrainingCollator", "PretrainingDataset", "PretrainingLoader"}
+if TYPE_CHECKING:  # resolved on first use: the loader needs torch, and a task's batch ordering none of the rest
+    from bertkit.data.corpus import (
+        CorpusOptions,
+        CorpusStats,
+        corpus_texts,
+        expand_inputs,
+        read_documents,
+        split_sentences,
+    )
+    from bertkit.data.instances import Instance, create_instances, create_instances_from_document, truncate_seq_pair
+    from bertkit.data.loader import PretrainingCollator, PretrainingDataset, PretrainingLoader
+    from bertkit.data.masking import MaskingSpec, mask_tokens
+    from bertkit.data.prepare import PrepareConfig, prepare_dataset
+    from bertkit.data.shards import open_dataset, verify
+
+_HOMES = {
+    "CorpusOptions": "bertkit.data.corpus",
+    "CorpusStats": "bertkit.data.corpus",
+    "corpus_texts": "bertkit.data.corpus",
+    "expand_inputs": "bertkit.data.corpus",
+    "read_documents": "bertkit.data.corpus",
+    "split_sentences": "bertkit.data.corpus",
+    "Instance": "bertkit.data.instances",
+    "create_instances": "bertkit.data.instances",
+    "create_instances_from_document": "bertkit.data.instances",
+    "truncate_seq_pair": "bertkit.data.instances",
+    "MaskingSpec": "bertkit.data.masking",
+    "mask_tokens": "bertkit.data.masking",
+    "PrepareConfig": "bertkit.data.prepare",
+    "prepare_dataset": "bertkit.data.prepare",
+    "open_dataset": "bertkit.data.shards",
+    "verify": "bertkit.data.shards",
+    "PretrainingCollator": "bertkit.data.loader",
+    "PretrainingDataset": "bertkit.data.loader",
+    "PretrainingLoader": "bertkit.data.loader",
+}
 
 
 def __getattr__(name: str) -> Any:
-    # The loader needs torch; preparing data does not, so spawned preparation workers start fast.
-    if name in _LOADER:
-        from bertkit.data import loader
-
-        return getattr(loader, name)
-    raise AttributeError(f"module 'bertkit.data' has no attribute {name!r}")
+    return resolve_export(__name__, globals(), _HOMES, name)
 
 
 __all__ = [

@@ -7,22 +7,25 @@ of each batch small; the rows come back in the order of the features, so callers
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
-
-import torch
+from typing import TYPE_CHECKING, Any, Protocol
 
 from bertkit.errors import BertkitError
 from bertkit.features import Feature
-from bertkit.features.padding import pad_and_stack
+from bertkit.features.padding import pad_arrays
 from bertkit.progress import track
+
+if TYPE_CHECKING:
+    import torch
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 """The keys of a feature the runner feeds to the model; bookkeeping keys (``example_index``...) stay behind."""
 
-Forward = Callable[[dict[str, torch.Tensor], list[Feature]], Any]
-"""``(padded model inputs on the device, the batch's features) -> model output``."""
-Unbatch = Callable[[Any, Mapping[str, torch.Tensor]], Sequence[Any]]
+Forward = Callable[[dict[str, Any], list[Feature]], Any]
+"""``(padded model inputs, the batch's features) -> model output``: the inputs are tensors on the model's device
+for a PyTorch model, int64 numpy arrays for an exported graph (``bertkit.inference.exported``)."""
+Unbatch = Callable[[Any, Mapping[str, Any]], Sequence[Any]]
 """``(model output, padded inputs) -> one row per feature of the batch``."""
 
 
@@ -30,7 +33,7 @@ class Unbatching(Protocol):
     """What the runner needs of a task: its rows from a batch's output, and its predictions from the rows (the
     output side of ``bertkit.tasks.base.Task``)."""
 
-    def unbatch(self, outputs: Any, batch: Mapping[str, torch.Tensor]) -> list: ...
+    def unbatch(self, outputs: Any, batch: Mapping[str, Any]) -> list: ...
 
     def postprocess(self, examples: Sequence, features: Sequence[Feature], rows: Sequence) -> Any: ...
 
@@ -55,8 +58,20 @@ def length_sorted_batches(
         yield batch
 
 
+def _engine_inputs(model: Any) -> tuple[Callable[[dict[str, Any]], dict[str, Any]], Any]:
+    """How a batch's numpy arrays reach ``model``, and the context it runs under: tensors on its device under
+    ``torch.inference_mode()`` for a PyTorch model, the arrays as they are for a graph (no ``parameters``)."""
+    parameters = getattr(model, "parameters", None)
+    if parameters is None:
+        return (lambda arrays: arrays), contextlib.nullcontext()
+    import torch
+
+    device = next(parameters()).device
+    return (lambda arrays: {n: torch.from_numpy(a).to(device) for n, a in arrays.items()}), torch.inference_mode()
+
+
 def run_batches(
-    model: torch.nn.Module,
+    model: Any,
     features: Sequence[Feature],
     unbatch: Unbatch,
     *,
@@ -69,30 +84,31 @@ def run_batches(
     """Rows of ``unbatch`` for every feature, in the features' order.
 
     Features run in length-sorted batches of at most ``batch_size`` and, with ``max_tokens``, of at most that
-    many padded tokens (``length_sorted_batches``).
+    many padded tokens (``length_sorted_batches``). ``model`` is a PyTorch model, or an exported graph that
+    takes and returns numpy arrays (``bertkit.inference.exported.Graph``).
 
     ``forward`` defaults to ``model(**inputs)``; a pipeline passes its own to ask the model for something else
     (hidden states, the masked positions). ``progress``: a label for a progress display over the batches. The
     caller chooses the mode (``model.eval()``) and the grad context.
     """
-    device = next(model.parameters()).device
+    to_engine, context = _engine_inputs(model)
     run = forward or (lambda inputs, chunk: model(**inputs))
     rows: list[Any] = [None] * len(features)
     lengths = [len(f["input_ids"]) for f in features]
     batches: Iterable[list[int]] = list(length_sorted_batches(lengths, batch_size, max_tokens))
     if progress:
         batches = track(batches, desc=progress, unit="batch")
-    for batch in batches:
-        chunk = [features[i] for i in batch]
-        inputs = pad_and_stack(chunk, MODEL_INPUTS, {"input_ids": pad_id})
-        inputs = {name: tensor.to(device) for name, tensor in inputs.items()}
-        for index, row in zip(batch, unbatch(run(inputs, chunk), inputs)):
-            rows[index] = row
+    with context:
+        for batch in batches:
+            chunk = [features[i] for i in batch]
+            inputs = to_engine(pad_arrays(chunk, MODEL_INPUTS, {"input_ids": pad_id}))
+            for index, row in zip(batch, unbatch(run(inputs, chunk), inputs)):
+                rows[index] = row
     return rows
 
 
 def run_model(
-    model: torch.nn.Module, task: Unbatching, features: Sequence[Feature], *, batch_size: int = 64, pad_id: int = 0
+    model: Any, task: Unbatching, features: Sequence[Feature], *, batch_size: int = 64, pad_id: int = 0
 ) -> list[Any]:
     """The task's per-feature output rows (``task.unbatch``) in feature order; labels are not passed."""
     return run_batches(model, features, task.unbatch, batch_size=batch_size, pad_id=pad_id)
@@ -112,8 +128,7 @@ def predict_features(
     was_training = model.training
     model.eval()
     try:
-        with torch.inference_mode():
-            rows = run_model(model, task, features, batch_size=batch_size, pad_id=pad_id)
+        rows = run_model(model, task, features, batch_size=batch_size, pad_id=pad_id)
     finally:
         model.train(was_training)
     return task.postprocess(examples, features, rows), rows

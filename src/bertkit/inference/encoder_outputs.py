@@ -1,4 +1,9 @@
-"""Pipelines on the encoder of any model: ``embed`` (contextual vectors) and ``attentions`` (attention maps)."""
+"""Pipelines on the encoder of any model: ``embed`` (contextual vectors) and ``attentions`` (attention maps).
+
+``embed`` runs a PyTorch model or an exported graph (``bertkit.inference.exported``) alike: the runner feeds
+either, and the token vectors become sentence vectors through the numpy functions of
+``bertkit.features.outputs`` in both cases. This module imports no torch.
+"""
 
 from __future__ import annotations
 
@@ -6,19 +11,36 @@ import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
-import torch
 
 from bertkit.errors import BertkitError, TruncationWarning
 from bertkit.features import Feature
+from bertkit.features.outputs import as_float32, join_windows, pool
+from bertkit.features.outputs import normalize as normalize_rows
 from bertkit.features.runner import run_batches
-from bertkit.features.windows import max_context, window_starts
-from bertkit.inference.loading import Loaded, as_loaded
-from bertkit.models.heads import pool_tokens
-from bertkit.tasks.pipeline import TextInput, check_texts, input_length
+from bertkit.features.windows import window_starts
+from bertkit.inference.opening import as_loaded
+from bertkit.inference.settings import Settings
+from bertkit.sentence_config import SentenceConfig
+from bertkit.tasks.pipeline import LoadedModel, TextInput, check_texts, input_length
 from bertkit.tokenizer import Encoding
+
+
+class Loaded(LoadedModel, Protocol):
+    """What ``embed`` reads of a loaded checkpoint (``bertkit.inference.Loaded``) or export folder
+    (``bertkit.inference.exported.Exported``)."""
+
+    @property
+    def settings(self) -> Settings | None: ...
+
+    @property
+    def sentence_config(self) -> SentenceConfig | None: ...
+
+    @property
+    def encoder(self) -> Any:
+        """What runs the encoder: the PyTorch encoder, or the export's graph."""
 
 
 @dataclass
@@ -55,21 +77,6 @@ def _cut_windows(
             window = _TextWindow(start, [cls_id, *content[start : start + width], sep_id])
             out.append((index, _feature(window.ids, window=window)))
     return out
-
-
-def _join_windows(windows: Sequence[_TextWindow], states: Sequence[torch.Tensor], pooling: str) -> torch.Tensor:
-    """One long text's token vectors from its windows, each token taken from the window where it has the most
-    context (as SQuAD does); ``cls`` pooling averages the windows' ``[CLS]`` vectors."""
-    if pooling == "cls":
-        return torch.stack([state[0] for state in states]).mean(0)
-    if pooling == "max":
-        return torch.cat(list(states)).max(0).values  # the maximum over every token of every window
-    spans = [(w.start, len(w.ids) - 2) for w in windows]
-    n_content = spans[-1][0] + spans[-1][1]
-    best = max_context(n_content, spans)
-    rows = [states[0][0]] + [states[best[t]][t - spans[best[t]][0] + 1] for t in range(n_content)] + [states[-1][-1]]
-    tokens = torch.stack(rows)
-    return tokens.mean(0) if pooling == "mean" else tokens
 
 
 DEFAULT_POOLING = "mean"
@@ -165,9 +172,7 @@ def truncate_dimensions(vectors: np.ndarray, dimensions: int | None, normalize: 
         return vectors
     check_dimensions(dimensions, vectors.shape[-1])
     cut = vectors[..., :dimensions].astype(np.float32)
-    if normalize:
-        cut = cut / np.maximum(np.linalg.norm(cut, axis=-1, keepdims=True), 1e-12)
-    return np.ascontiguousarray(cut, dtype=np.float32)
+    return np.ascontiguousarray(normalize_rows(cut) if normalize else cut, dtype=np.float32)
 
 
 def check_dimensions(dimensions: int | None, width: int) -> None:
@@ -194,7 +199,6 @@ runs alone): per text, small batches of similar length run faster there than lar
 (measured in docs/performance.md); a GPU takes the whole batch."""
 
 
-@torch.inference_mode()
 def embed(
     texts: Sequence[TextInput],
     model: str | os.PathLike | Loaded,
@@ -247,7 +251,6 @@ def embed(
     return _embed_pieces(loaded, settings, layer_ids, pieces, len(encodings), batch_size, progress, dimensions)
 
 
-@torch.inference_mode()
 def embed_token_ids(
     ids: Sequence[Sequence[int]],
     model: str | os.PathLike | Loaded,
@@ -302,15 +305,16 @@ def _embed_pieces(
     """The vectors of ``count`` texts from their model inputs ``pieces`` (``(text index, feature)``)."""
     encoder = loaded.encoder
 
-    def forward(inputs: dict[str, torch.Tensor], chunk: list[Feature]) -> list[torch.Tensor]:
+    def forward(inputs: dict[str, Any], chunk: list[Feature]) -> list[np.ndarray]:
         """Per input: its token vectors when it is a window or nothing is pooled, else its pooled vector."""
         out = encoder(**inputs, output_hidden_states=layer_ids != [-1])
         states = [out.last_hidden_state] if out.hidden_states is None else [out.hidden_states[i] for i in layer_ids]
-        hidden = (states[0] if len(states) == 1 else torch.cat(states, dim=-1)).float()
-        pooled = pool_tokens(hidden, inputs["attention_mask"], settings.pooling)
-        lengths = inputs["attention_mask"].sum(1).tolist()
+        hidden = np.concatenate([as_float32(state) for state in states], axis=-1)
+        mask = as_float32(inputs["attention_mask"])
+        pooled = pool(hidden, mask, settings.pooling)
+        lengths = mask.sum(1).astype(int).tolist()
         return [
-            hidden[row, : lengths[row]].cpu() if settings.pooling == "none" or feature["window"] else pooled[row].cpu()
+            hidden[row, : lengths[row]] if settings.pooling == "none" or feature["window"] else pooled[row]
             for row, feature in enumerate(chunk)
         ]
 
@@ -322,11 +326,17 @@ def _embed_pieces(
         pad_id=loaded.tokenizer.pad_id,
         forward=forward,
         progress="embed" if progress else None,
-        max_tokens=CPU_BATCH_TOKENS if next(encoder.parameters()).device.type == "cpu" else None,
+        max_tokens=CPU_BATCH_TOKENS if _on_cpu(encoder) else None,
     )
     rows = _text_rows(pieces, outputs, count, settings.pooling)
     vectors = _as_array(rows, settings, width=len(layer_ids) * loaded.config.hidden_size)
     return truncate_dimensions(vectors, dimensions, settings.normalize)
+
+
+def _on_cpu(model: Any) -> bool:
+    """Whether ``model`` runs on the CPU: an exported graph does, a PyTorch model where its weights are."""
+    parameters = getattr(model, "parameters", None)
+    return parameters is None or next(parameters()).device.type == "cpu"
 
 
 def _check_options(pooling: str | None, long_text: str, window_stride: int) -> None:
@@ -351,11 +361,11 @@ def _layer_ids(loaded: Loaded, layers: str | Sequence[int]) -> list[int]:
 
 
 def _text_rows(
-    pieces: Sequence[tuple[int, Feature]], outputs: Sequence[torch.Tensor], texts: int, pooling: str
-) -> list[torch.Tensor]:
+    pieces: Sequence[tuple[int, Feature]], outputs: Sequence[np.ndarray], texts: int, pooling: str
+) -> list[np.ndarray]:
     """One output per text: its own, or the join of its windows' token vectors once all of them are in."""
     rows: list[Any] = [None] * texts
-    windows: dict[int, list[tuple[_TextWindow, torch.Tensor]]] = {}  # long text -> its windows' token vectors
+    windows: dict[int, list[tuple[_TextWindow, np.ndarray]]] = {}  # long text -> its windows' token vectors
     for (text, feature), output in zip(pieces, outputs):
         if feature["window"] is not None:
             windows.setdefault(text, []).append((feature["window"], output))
@@ -363,13 +373,14 @@ def _text_rows(
             rows[text] = output
     for text, parts in windows.items():
         parts.sort(key=lambda part: part[0].start)
-        rows[text] = _join_windows([w for w, _ in parts], [state for _, state in parts], pooling)
+        spans = [(w.start, len(w.ids) - 2) for w, _ in parts]
+        rows[text] = join_windows(spans, [state for _, state in parts], pooling)
     return rows
 
 
-def _as_array(rows: list[torch.Tensor], settings: EmbedSettings, width: int) -> np.ndarray:
+def _as_array(rows: list[np.ndarray], settings: EmbedSettings, width: int) -> np.ndarray:
     """``[texts, width]`` float32 (normalised when asked), or an object array of token matrices (``none``)."""
-    arrays = [row.numpy() for row in rows]
+    arrays = [np.asarray(row, dtype=np.float32) for row in rows]
     if settings.pooling == "none":
         result = np.empty(len(arrays), dtype=object)
         result[:] = arrays
@@ -377,9 +388,7 @@ def _as_array(rows: list[torch.Tensor], settings: EmbedSettings, width: int) -> 
     if not arrays:
         return np.zeros((0, width), dtype=np.float32)
     vectors = np.stack(arrays)
-    if settings.normalize:  # as torch.nn.functional.normalize: divided by the norm, at least 1e-12
-        vectors /= np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
-    return vectors
+    return normalize_rows(vectors) if settings.normalize else vectors
 
 
 def encode(
@@ -431,7 +440,6 @@ class AttentionMaps:
     """``[layers, heads, tokens, tokens]`` float32; row ``i`` is where token ``i`` attends (sums to 1)."""
 
 
-@torch.inference_mode()
 def attentions(text: TextInput, model: str | os.PathLike | Loaded, *, max_length: int | None = None) -> AttentionMaps:
     """Per-layer, per-head attention matrices of ``text`` (or a pair), over its tokens with specials."""
     loaded = as_loaded(model)
@@ -439,10 +447,12 @@ def attentions(text: TextInput, model: str | os.PathLike | Loaded, *, max_length
     encoding = encode(loaded, [text], max_length)[0]
     encoder = loaded.encoder
 
-    def forward(inputs: dict[str, torch.Tensor], chunk: list[Feature]) -> Any:
+    def forward(inputs: dict[str, Any], chunk: list[Feature]) -> Any:
         return encoder(**inputs, output_attentions=True)
 
     def unbatch(out: Any, inputs: Any) -> list[np.ndarray]:
+        import torch  # attention maps come from the PyTorch model only
+
         return [torch.stack([a[0] for a in out.attentions]).float().cpu().numpy()]
 
     (maps,) = run_batches(

@@ -1,7 +1,7 @@
 """A fine-tuned model on a whole file in its task's format: ``evaluate_model`` (metrics on labelled data) and
 ``predict`` (one JSON line per input, with scores); ``bertkit evaluate`` and ``bertkit predict`` call them.
 
-They load the model with ``load`` and run it with the one runner, so a file gives the predictions the
+They load the model with ``load`` (a checkpoint, or an export folder without torch) and run it with the one runner, so a file gives the predictions the
 pipelines and the HTTP service give for the same texts.
 """
 
@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from bertkit.errors import CheckpointError
 from bertkit.features.runner import predict_features
 from bertkit.hub import resolve_model
-from bertkit.inference.loading import Loaded, load
+from bertkit.inference.opening import load
 from bertkit.io import check_output_file, write_jsonl
 from bertkit.models import registry
 from bertkit.tasks.prepare import featurize, read_examples
 from bertkit.tasks.registry import head_family
+
+if TYPE_CHECKING:  # an export folder (bertkit.inference.exported) predicts without torch
+    import torch
+
+    from bertkit.inference.loading import Loaded
 
 
 def load_finetuned(
@@ -90,7 +93,7 @@ def evaluate_model(
     ``max_seq_length`` go to stderr, one line each. ``quantize``/``compile``/``backend``: see ``load``."""
     loaded = (
         model
-        if isinstance(model, Loaded)
+        if not isinstance(model, (str, os.PathLike))
         else load_finetuned(
             model,
             task=task,
@@ -142,7 +145,7 @@ def predict(
     check_output_file(output, example="predictions.jsonl")
     loaded = (
         model
-        if isinstance(model, Loaded)
+        if not isinstance(model, (str, os.PathLike))
         else load_finetuned(
             model,
             task=task,

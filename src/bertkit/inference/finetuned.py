@@ -15,10 +15,11 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from bertkit.inference.loading import Loaded, for_pipeline
+from bertkit.inference.opening import for_pipeline
 from bertkit.tasks.classification import pipeline as classification
 from bertkit.tasks.classification.pipeline import Ranked
 from bertkit.tasks.ner import pipeline as tagging
+from bertkit.tasks.pipeline import LoadedModel as Loaded
 from bertkit.tasks.pipeline import TextInput
 from bertkit.tasks.qa import pipeline as answering
 

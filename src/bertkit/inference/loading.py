@@ -23,13 +23,14 @@ from bertkit.compiling import compile_model
 from bertkit.config import BertConfig
 from bertkit.errors import BertkitError, ConfigError
 from bertkit.hub import resolve_model
+from bertkit.inference.settings import Settings, input_limit, task_of_head
 from bertkit.models import registry
 from bertkit.notices import notice
 from bertkit.quantize import is_quantized
 from bertkit.sentence_config import SentenceConfig, read_sentence_config
 from bertkit.tasks import Task
 from bertkit.tasks.family import Family
-from bertkit.tasks.registry import CONFIG_KEY, family, head_family, make_task, named
+from bertkit.tasks.registry import head_family, named
 from bertkit.tokenizer import Tokenizer
 from bertkit.weights import load_model
 
@@ -47,37 +48,6 @@ PIPELINES: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "answer": (("BertForQuestionAnswering",), ("qa_outputs.weight",), "a question-answering head"),
 }
 """What each head pipeline needs; ``embed`` and ``attention`` (``attentions()``) work with any model."""
-
-
-@dataclass(frozen=True)
-class Settings:
-    """How a fine-tuned model is run: what ``bertkit finetune`` saved with it, or what the caller chose."""
-
-    task: str | None = None
-    """``classification``, ``regression``, ``ner`` or ``qa``; ``None``: the task of the model's head."""
-    task_options: Mapping[str, Any] = field(default_factory=dict)
-    """Options of the task class (``doc_stride``, ``max_query_length``, ``window_stride``, ``long_text``...)."""
-    max_seq_length: int | None = None
-    """Longest input in tokens, specials included; ``None``: not saved (see ``Loaded.max_length``)."""
-
-    @classmethod
-    def saved(cls, config: BertConfig) -> Settings:
-        """The settings in a model config (``config.extra["bertkit_finetune"]``), empty when there are none."""
-        saved = config.extra.get(CONFIG_KEY) or {}
-        length = saved.get("max_seq_length")
-        return cls(saved.get("task"), dict(saved.get("task_options") or {}), int(length) if length else None)
-
-    def override(
-        self,
-        *,
-        task: str | None = None,
-        task_options: Mapping[str, Any] | None = None,
-        max_seq_length: int | None = None,
-    ) -> Settings:
-        """These settings with the caller's choices on top; another task drops the saved task's options."""
-        options = dict(self.task_options) if task in (None, self.task) else {}
-        options.update(task_options or {})
-        return Settings(task or self.task, options, max_seq_length or self.max_seq_length)
 
 
 PRE_LN_HEAD_TENSORS = {
@@ -98,22 +68,7 @@ def head_name(model: torch.nn.Module) -> str | None:
 def restore_task(model: torch.nn.Module, settings: Settings) -> Task | None:
     """The task of the model's head, configured with ``settings`` and the label names of its config; ``None``
     for a model without a task head (an encoder, a pre-training model)."""
-    head = head_name(model)
-    own = head_family(head)
-    if own is None:
-        if settings.task is not None:
-            raise ConfigError(
-                f"the model is a {head or type(model).__name__}, which has no {settings.task} head; "
-                f"fine-tune it first with `bertkit finetune`"
-            )
-        return None
-    config = cast(BertConfig, model.config)
-    name = settings.task or own.problem_types.get(config.problem_type or "", own.name)
-    if family(name).head != head:
-        raise ConfigError(f"the model holds a {head} ({own.name}), not a {name} model; use --task {own.name}")
-    task = make_task(name, settings.task_options)
-    task.load_config(config)
-    return task
+    return task_of_head(head_name(model), type(model).__name__, cast(BertConfig, model.config), settings)
 
 
 # ------------------------------------------------------------------------------------------ the loaded model
@@ -151,9 +106,7 @@ class Loaded:
         """The length inputs are cut (or windowed) to: the ``max_seq_length`` the model was fine-tuned with,
         else its head's default (QA: 384), else the model's full length; never more than its positions."""
         assert self.settings is not None
-        own = head_family(head_name(self.model))
-        default = (own.default_length if own else None) or self.max_positions
-        return min(self.settings.max_seq_length or default, self.max_positions)
+        return input_limit(head_name(self.model), self.settings, self.max_positions)
 
     @property
     def sentence_config(self) -> SentenceConfig | None:
@@ -291,15 +244,3 @@ def load(
         )
     settings = Settings.saved(config).override(task=task, task_options=task_options, max_seq_length=max_seq_length)
     return Loaded(model, tokenizer, checkpoint_tensor_names(path), settings, directory=path if path.is_dir() else None)
-
-
-def as_loaded(model: str | os.PathLike | Loaded, head: str | None = None) -> Loaded:
-    """``model`` itself when already loaded, else the model directory loaded."""
-    return model if isinstance(model, Loaded) else load(model, head=head)
-
-
-def for_pipeline(pipeline: str, model: str | os.PathLike | Loaded) -> Loaded:
-    """The loaded model, refused with one line when it cannot run ``pipeline``."""
-    loaded = as_loaded(model)
-    loaded.require(pipeline)
-    return loaded

@@ -15,7 +15,8 @@ from bertkit.errors import BertkitError
 from bertkit.features import Feature
 from bertkit.features.pairs import build_pair, truncate_pair
 from bertkit.features.runner import run_batches
-from bertkit.inference.loading import Loaded, for_pipeline
+from bertkit.inference.loading import Loaded
+from bertkit.inference.opening import for_pipeline
 from bertkit.tasks.pipeline import as_list, check_texts, input_length, is_single, paired_texts
 
 # ------------------------------------------------------------------------------------------ fill-mask

@@ -30,7 +30,9 @@ import sys
 import time
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from bertkit.errors import BertkitError
 
@@ -39,7 +41,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the serve extra is optional
     raise BertkitError("the HTTP service needs FastAPI and uvicorn; pip install 'bertkit[serve]'") from exc
 
-from bertkit.inference import Loaded, load
+from bertkit.inference import load
 from bertkit.serve.access import LOOPBACK, ServeAccess
 from bertkit.serve.address import listening_socket
 from bertkit.serve.body_limit import BodyLimit
@@ -52,6 +54,9 @@ from bertkit.serve.prometheus import tell_if_missing
 from bertkit.serve.ratelimit import RateLimiter
 from bertkit.serve.routes import add_routes
 from bertkit.serve.service import Service
+
+if TYPE_CHECKING:  # an export folder is served without torch
+    from bertkit.inference import Loaded
 
 logger = logging.getLogger("bertkit.serve")
 
@@ -72,11 +77,14 @@ def create_app(
     and log format (default: open, unlimited); ``load_seconds``: the model's load time for the metrics; ``keys``:
     the key ring to check (default: made from ``access``)."""
     started = time.perf_counter()
-    loaded = model if isinstance(model, Loaded) else load(model)
-    if not isinstance(model, Loaded):
+    if isinstance(model, (str, os.PathLike)):  # a checkpoint or an export folder (``bertkit.inference.load``)
+        loaded: Loaded = load(model)
         load_seconds = time.perf_counter() - started
-    if model_id is None:
-        model_id = model if not isinstance(model, Loaded) else model.directory.name if model.directory else "bertkit"
+        model_id = model if model_id is None else model_id
+    else:
+        loaded = model
+        if model_id is None:
+            model_id = loaded.directory.name if loaded.directory else "bertkit"
     limits = limits or ServeLimits()
     access = access or ServeAccess()
     app = FastAPI(
@@ -153,9 +161,13 @@ def warm_up(loaded: Loaded) -> None:
     """One forward pass of the model and of its encoder, so that what a backend does on first use (ONNX Runtime
     exports and quantizes the graph into the cache, ``torch.compile`` compiles) is done before the service says
     it is ready, not in the first request's time."""
+    tokenizer = loaded.tokenizer
+    if getattr(loaded, "engine", None) == "onnxruntime":  # an export folder: its graph, without torch
+        arrays = np.array([[tokenizer.cls_id, tokenizer.sep_id]], dtype=np.int64)
+        loaded.model(input_ids=arrays, token_type_ids=np.zeros_like(arrays), attention_mask=np.ones_like(arrays))
+        return
     import torch
 
-    tokenizer = loaded.tokenizer
     ids = torch.tensor([[tokenizer.cls_id, tokenizer.sep_id]], device=loaded.device)
     encoder = getattr(loaded.model, "bert", None)
     with torch.inference_mode():

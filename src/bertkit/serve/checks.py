@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from bertkit.inference import MASK_PATTERN
 from bertkit.serve.errors import Problem
 from bertkit.serve.limits import ServeLimits
 from bertkit.tokenizer import Tokenizer
@@ -117,6 +116,8 @@ class RequestChecks:
 
     def masks(self, texts: Sequence[str], top_k: int) -> None:
         """Every text has a [MASK]; ``top_k`` and the candidates over all masks are within the limits."""
+        from bertkit.inference.pretraining import MASK_PATTERN  # fill-mask runs on a checkpoint (torch)
+
         for i, text in enumerate(texts):
             if not MASK_PATTERN.search(text):
                 raise Problem(422, f"text {i} has no [MASK] to fill")

@@ -5,16 +5,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastapi import Request
 
 from bertkit import __version__
-from bertkit.backends import backend_of
 from bertkit.errors import BertkitError
-from bertkit.inference import Loaded
 from bertkit.inference.encoder_outputs import EmbedSettings, embed_settings
-from bertkit.quantize import is_quantized
 from bertkit.serve.checks import RequestChecks
 from bertkit.serve.dynamic_batching import Batcher, Overloaded, in_thread
 from bertkit.serve.errors import Problem
@@ -22,7 +19,22 @@ from bertkit.serve.limits import ServeLimits
 from bertkit.serve.prometheus import Metrics
 from bertkit.tasks.classification.pipeline import can_rerank
 
+if TYPE_CHECKING:  # an export folder is served without torch
+    from bertkit.inference import Loaded
+
 T = TypeVar("T")
+
+
+def engine_of(loaded: Loaded) -> tuple[str, str | None]:
+    """``(engine, "int8" or None)`` that runs ``loaded``: an export folder's own, else what runs the checkpoint's
+    forward (torch is imported only for a checkpoint, which has loaded it already)."""
+    if isinstance(getattr(loaded, "engine", None), str):
+        return loaded.engine, loaded.quantize  # type: ignore[attr-defined]
+    from bertkit.backends import backend_of
+    from bertkit.quantize import is_quantized
+
+    engine, quantization = backend_of(loaded.model)
+    return engine, "int8" if is_quantized(loaded.model) else quantization
 
 
 class Service:
@@ -83,10 +95,10 @@ class Service:
             settings: EmbedSettings | None = embed_settings(self.loaded)
         except BertkitError:  # sentence-transformers modules bertkit does not run: the caller must choose
             settings = None
-        engine, quantization = backend_of(self.loaded.model)
+        engine, quantization = engine_of(self.loaded)
         return {
             "model": {
-                "architecture": type(self.loaded.model).__name__,
+                "architecture": getattr(self.loaded, "kind", type(self.loaded.model).__name__),
                 "layers": config.num_hidden_layers,
                 "hidden_size": config.hidden_size,
                 "heads": config.num_attention_heads,
@@ -102,7 +114,7 @@ class Service:
             "embedding": {**vars(settings), "dimensions": config.hidden_size} if settings else None,
             # text-embeddings-inference's /info fields, for clients that read them
             "model_id": self.model_id,
-            "model_dtype": "int8" if is_quantized(self.loaded.model) or quantization == "int8" else "float32",
+            "model_dtype": "int8" if quantization == "int8" else "float32",
             "backend": engine,
             "model_type": self._model_type(settings),
             "max_input_length": self.tei_max_input_length,

@@ -19,15 +19,16 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from bertkit.data.batch_sources import Ordering
 from bertkit.features import Feature
 from bertkit.sentence_config import SentenceConfig
 from bertkit.tasks.readers import ReadReport
+
+if TYPE_CHECKING:  # tasks also run without torch (bertkit[onnx]): it is needed for training only
+    import torch
+    from torch import nn
 
 CONFIG_KEY = "bertkit_finetune"
 """Key in a fine-tuned model's ``config.json`` holding the task, its options and ``max_seq_length``, so that

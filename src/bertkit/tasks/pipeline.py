@@ -14,8 +14,6 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, cast
 
-import torch
-
 from bertkit.config import BertConfig
 from bertkit.errors import BertkitError
 from bertkit.tasks.base import Task
@@ -35,7 +33,8 @@ class LoadedModel(Protocol):
     """A model ready for inference with what a pipeline reads of it (``bertkit.inference.Loaded`` is one)."""
 
     @property
-    def model(self) -> torch.nn.Module: ...
+    def model(self) -> Any:
+        """What the runner runs (``bertkit.features.runner``): a PyTorch model, or an exported graph."""
 
     @property
     def tokenizer(self) -> Tokenizer: ...

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from blingfire import text_to_sentences
-
 from bertkit.data.corpus.options import CorpusOptions, CorpusStats
+from bertkit.errors import BertkitError
 
 SENTENCES = "sentences"
 PARAGRAPHS = "paragraphs"
@@ -25,6 +24,10 @@ class RawDocument:
 
 def split_sentences(paragraphs: Iterable[str]) -> list[str]:
     """Split re-joined paragraphs into sentences with BlingFire (a compiled, maintained segmenter)."""
+    try:
+        from blingfire import text_to_sentences  # the train extra: an inference install has no prose to split
+    except ImportError:
+        raise BertkitError("splitting prose into sentences needs blingfire; pip install 'bertkit[train]'") from None
     sentences: list[str] = []
     for paragraph in paragraphs:
         if paragraph:

@@ -6,14 +6,18 @@ others in ``tei``; a task family's own pipeline's (``Family.run``) from ``famili
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from bertkit.inference import Loaded
 from bertkit.serve.routes.families import family_routes
 from bertkit.serve.routes.pipelines import PIPELINE_ROUTES, available
 from bertkit.serve.routes.site import PAGE_ROUTE, STATIC, STATUS_ROUTES
 from bertkit.serve.routes.tei import ROOT_ROUTE, TEI_ROUTES
+
+if TYPE_CHECKING:  # an export folder is served without torch
+    from bertkit.inference import Loaded
 
 __all__ = ["add_routes"]
 

@@ -4,13 +4,15 @@ model)."""
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bertkit import inference
-from bertkit.inference import Loaded
 from bertkit.serve.routes.handling import ServiceDep, token_lengths
 from bertkit.serve.routes.route import Route
 from bertkit.serve.schemas import AttentionRequest, AttentionResponse
+
+if TYPE_CHECKING:  # an export folder is served without torch
+    from bertkit.inference import Loaded
 
 
 async def attention(request: AttentionRequest, service: ServiceDep) -> dict:

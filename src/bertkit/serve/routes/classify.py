@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from functools import partial
+from typing import TYPE_CHECKING
 
 from bertkit import inference
-from bertkit.inference import Loaded
 from bertkit.serve.routes.handling import ServiceDep, token_lengths
 from bertkit.serve.routes.route import Route
 from bertkit.serve.schemas import ClassifyRequest, ClassifyResponse
+
+if TYPE_CHECKING:  # an export folder is served without torch
+    from bertkit.inference import Loaded
 
 
 async def classify(request: ClassifyRequest, service: ServiceDep) -> dict:

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import base64
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from bertkit import inference
-from bertkit.inference import Loaded
 from bertkit.inference.encoder_outputs import EmbedSettings, embed_settings, truncate_dimensions
 from bertkit.serve.routes.handling import ServiceDep, json_response
 from bertkit.serve.routes.route import Route
@@ -26,6 +25,9 @@ from bertkit.serve.schemas import (
     as_batch,
 )
 from bertkit.serve.service import Service
+
+if TYPE_CHECKING:  # an export folder is served without torch
+    from bertkit.inference import Loaded
 
 
 async def embed(request: AnyEmbedRequest, service: ServiceDep) -> Any:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from bertkit.inference import Loaded
 from bertkit.serve.routes.handling import ServiceDep, token_lengths
 from bertkit.serve.routes.route import Route
 from bertkit.serve.schemas import TextsRequest
+
+if TYPE_CHECKING:  # an export folder is served without torch
+    from bertkit.inference import Loaded
 
 
 def family_routes(loaded: Loaded, served: set[str]) -> list[Route]:

@@ -12,10 +12,14 @@ holds every option that changes the result, so only requests asking the same thi
 
 from __future__ import annotations
 
-from bertkit.inference import Loaded
+from typing import TYPE_CHECKING
+
 from bertkit.serve.routes import answer, attention, classify, embeddings, pretraining, rerank, tag
 from bertkit.serve.routes.route import Route
 from bertkit.tasks.classification.pipeline import can_rerank
+
+if TYPE_CHECKING:  # an export folder is served without torch
+    from bertkit.inference import Loaded
 
 
 def available(loaded: Loaded, pipeline: str) -> bool:

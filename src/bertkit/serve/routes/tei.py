@@ -7,7 +7,7 @@ hold a ``source_sentence``). The length limit is the one ``/info`` reports as ``
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 from fastapi import Request
@@ -15,7 +15,6 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
 from bertkit import inference
-from bertkit.inference import Loaded
 from bertkit.inference.encoder_outputs import EmbedSettings, embed_settings
 from bertkit.serve.errors import Problem
 from bertkit.serve.routes.embeddings import embedded, keep_the_end, tei_embed, token_rows
@@ -33,6 +32,9 @@ from bertkit.serve.schemas import (
 )
 from bertkit.serve.service import Service
 from bertkit.tasks.classification.pipeline import can_rerank
+
+if TYPE_CHECKING:  # an export folder is served without torch
+    from bertkit.inference import Loaded
 
 TRUNCATE_HINT = "shorten it, or send truncate: true"
 

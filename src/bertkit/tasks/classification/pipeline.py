@@ -14,16 +14,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
 
 from bertkit.errors import BertkitError
+from bertkit.features.outputs import sigmoid
 from bertkit.features.runner import run_model
 from bertkit.tasks.classification.task import ClassificationExample
 from bertkit.tasks.pipeline import LoadedModel, TextInput, as_list, check_texts, input_length, is_single
 
 
 # ------------------------------------------------------------------------------------------ classify
-@torch.inference_mode()
 def classify(
     texts: TextInput | Sequence[TextInput],
     loaded: LoadedModel,
@@ -67,7 +66,6 @@ def can_rerank(loaded: LoadedModel) -> bool:
     return loaded.supports("classify") and loaded.config.num_labels in (1, 2)
 
 
-@torch.inference_mode()
 def pair_scores(
     pairs: Sequence[tuple[str, str]],
     loaded: LoadedModel,
@@ -99,9 +97,9 @@ def pair_scores(
         grouped.setdefault(feature["example_index"], []).append(row)
     scores = []
     for index in range(len(examples)):
-        logits = torch.from_numpy(np.asarray(grouped[index], dtype=np.float64)).mean(0).reshape(-1)
+        logits = np.asarray(grouped[index], dtype=np.float64).mean(0).reshape(-1)
         margin = logits[0] if len(logits) == 1 else logits[-1] - logits[0]
-        scores.append(float(margin if raw_scores else torch.sigmoid(margin)))
+        scores.append(float(margin if raw_scores else sigmoid(margin)))
     return scores
 
 

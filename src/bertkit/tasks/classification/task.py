@@ -27,10 +27,9 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from bertkit.errors import ConfigError, DataError
 from bertkit.features import Feature
@@ -43,6 +42,9 @@ from bertkit.tasks.base import Featurized, HeadTraining, Read
 from bertkit.tasks.labels import LabelMap
 from bertkit.tasks.readers import ReadReport, Row, pick_column, read_table
 from bertkit.tasks.readers.columns import missing_columns, text_and_label, unnamed
+
+if TYPE_CHECKING:  # the task's inference side runs without torch (bertkit[onnx])
+    import torch
 
 TEXT_COLUMNS = ("sentence", "sentence1", "#1 String", "text", "text_a", "premise", "question", "sentence_a")
 PAIR_COLUMNS = ("sentence2", "#2 String", "text_pair", "text_b", "hypothesis", "sentence_b")
@@ -388,6 +390,8 @@ class ClassificationTask(HeadTraining):
 
     def collate(self, features: Sequence[Feature], pad_id: int = 0) -> dict[str, torch.Tensor]:
         names = [n for n in self.model_input_names if n in features[0]]
+        import torch
+
         dtypes = {"labels": torch.float32 if self.regression else torch.long}
         return pad_and_stack(features, names, {"input_ids": pad_id}, dtypes)
 

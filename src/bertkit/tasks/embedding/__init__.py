@@ -8,8 +8,9 @@ cache), ``sampler`` the no-duplicates batch order, ``scoring`` the dev retrieval
 
 from __future__ import annotations
 
+from typing import Any
+
 from bertkit.tasks.embedding.data import EmbeddingExample
-from bertkit.tasks.embedding.encoder import SentenceEncoder
 from bertkit.tasks.embedding.options import EmbeddingTaskOptions
 from bertkit.tasks.embedding.sampler import NoDuplicatesOrder
 from bertkit.tasks.embedding.task import EmbeddingPredictions, EmbeddingTask
@@ -28,6 +29,16 @@ FAMILY = Family(
     fixed_recipe=True,
     options=EmbeddingTaskOptions,
 )
+
+
+def __getattr__(name: str) -> Any:
+    """``SentenceEncoder``, the training module (a torch module), imported on first use."""
+    if name == "SentenceEncoder":
+        from bertkit.tasks.embedding.encoder import SentenceEncoder
+
+        return SentenceEncoder
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "FAMILY",

@@ -13,25 +13,27 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from torch import nn
 
 from bertkit.data.batch_sources import Ordering
 from bertkit.errors import ConfigError, DataError
 from bertkit.features import Feature
 from bertkit.features.padding import to_numpy_rows
 from bertkit.io import write_jsonl
-from bertkit.models import registry
 from bertkit.sentence_config import POOLINGS, SentenceConfig
 from bertkit.tasks import metrics
 from bertkit.tasks.base import CONFIG_KEY, Featurized, Read
-from bertkit.tasks.embedding import losses, scoring
+from bertkit.tasks.embedding import scoring
 from bertkit.tasks.embedding.data import EmbeddingExample, read_examples
-from bertkit.tasks.embedding.encoder import EmbeddingOutput, SentenceEncoder
 from bertkit.tasks.embedding.sampler import NoDuplicatesOrder
+
+if TYPE_CHECKING:  # torch is for training: the task's inference side runs without it (bertkit[onnx])
+    import torch
+    from torch import nn
+
+    from bertkit.tasks.embedding import losses
 
 LOSSES = ("mnrl", "cosent")
 ENCODE_MINI_BATCH = 32
@@ -199,6 +201,8 @@ class EmbeddingTask:
     def collate(self, features: Sequence[Feature], pad_id: int = 0) -> dict[str, torch.Tensor]:
         """Each distinct text of the batch once (``input_ids``, ``attention_mask``), ``columns [B, C]`` (the
         text of each row and column) and ``scores [B]`` for scored pairs."""
+        import torch
+
         slots: dict[int, int] = {}
         texts: list[list[int]] = []
         columns = []
@@ -231,6 +235,8 @@ class EmbeddingTask:
     # ------------------------------------------------------------------------------------ training
     def loss_function(self) -> losses.PairLoss:
         """The loss the options describe: in-batch negatives or CoSENT, in a Matryoshka wrapper when asked."""
+        from bertkit.tasks.embedding import losses
+
         scale, symmetric = self.scale, self.symmetric
 
         def base(embeddings: torch.Tensor, scores: torch.Tensor | None) -> torch.Tensor:
@@ -243,6 +249,9 @@ class EmbeddingTask:
         return base
 
     def training_module(self, model: nn.Module) -> nn.Module:
+        from bertkit.models import registry
+        from bertkit.tasks.embedding.encoder import SentenceEncoder
+
         if registry.role_of(model) != "BertModel":
             raise ConfigError(f"the embedding task trains an encoder (BertModel), not a {type(model).__name__}")
         config = registry.config_of(model)
@@ -259,6 +268,8 @@ class EmbeddingTask:
         )
 
     def saved_model(self, module: nn.Module) -> nn.Module:
+        from bertkit.tasks.embedding.encoder import SentenceEncoder
+
         return module.bert if isinstance(module, SentenceEncoder) else module
 
     def sentence_config(self, max_seq_length: int) -> SentenceConfig | None:
@@ -352,4 +363,4 @@ def _widths(dims: str | Sequence[int] | None) -> list[int]:
     return widths
 
 
-__all__ = ["EmbeddingOutput", "EmbeddingPredictions", "EmbeddingTask"]
+__all__ = ["EmbeddingPredictions", "EmbeddingTask"]

@@ -12,8 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
 from bertkit.errors import BertkitError
 from bertkit.features.runner import run_model
 from bertkit.tasks.ner.task import NerExample, NerTask
@@ -79,7 +77,6 @@ def _without_spaces(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-@torch.inference_mode()
 def tag(
     texts: str | Sequence[str],
     loaded: LoadedModel,

@@ -29,10 +29,9 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from bertkit.errors import ConfigError, DataError
 from bertkit.features import Feature
@@ -43,6 +42,9 @@ from bertkit.tasks.labels import LabelMap
 from bertkit.tasks.ner import metrics
 from bertkit.tasks.readers import ReadReport, read_text_file
 from bertkit.tasks.readers.conllu import looks_like_conllu, read_conllu, what_it_is
+
+if TYPE_CHECKING:  # the task's inference side runs without torch (bertkit[onnx])
+    import torch
 
 IGNORE_INDEX = -100
 
@@ -317,7 +319,7 @@ class NerTask(HeadTraining):
     def unbatch(self, outputs: Any, batch: Mapping[str, torch.Tensor]) -> list[np.ndarray]:
         """Per-feature ``[length, num_labels]`` logits, padding cut off."""
         logits = outputs["logits"] if isinstance(outputs, Mapping) else outputs.logits
-        return to_numpy_rows(logits, batch["attention_mask"].sum(dim=1).tolist())
+        return to_numpy_rows(logits, batch["attention_mask"].sum(1).tolist())
 
     # ------------------------------------------------------------------------------------ predictions
 

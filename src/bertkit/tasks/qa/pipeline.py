@@ -12,8 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
 from bertkit.errors import BertkitError
 from bertkit.features.runner import run_model
 from bertkit.tasks.pipeline import LoadedModel, input_length, paired_texts, with_options
@@ -36,7 +34,6 @@ class Answer:
         return dataclasses.asdict(self)
 
 
-@torch.inference_mode()
 def answer(
     question: str | Sequence[str],
     context: str | Sequence[str],

@@ -33,20 +33,22 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from bertkit.errors import ConfigError, DataError
 from bertkit.features import Feature
-from bertkit.features.padding import pad_and_stack
+from bertkit.features.padding import pad_and_stack, to_numpy_rows
 from bertkit.features.windows import max_context, window_starts
 from bertkit.io import write_json
 from bertkit.tasks.base import Featurized, HeadTraining, Read
 from bertkit.tasks.qa import metrics
 from bertkit.tasks.readers import ReadReport, read_text_file
 from bertkit.tasks.readers.table import only_format
+
+if TYPE_CHECKING:  # the task's inference side runs without torch (bertkit[onnx])
+    import torch
 
 logger = logging.getLogger(__name__)
 
@@ -320,10 +322,9 @@ class QuestionAnsweringTask(HeadTraining):
     def unbatch(self, outputs: Any, batch: Mapping[str, torch.Tensor]) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per-feature ``(start_logits, end_logits)``, padding cut off."""
         get = outputs.__getitem__ if isinstance(outputs, Mapping) else outputs.__getattribute__
-        lengths = batch["attention_mask"].sum(dim=1).tolist()
-        start = get("start_logits").detach().float().cpu().numpy()
-        end = get("end_logits").detach().float().cpu().numpy()
-        return [(s[:n], e[:n]) for s, e, n in zip(start, end, lengths)]
+        lengths = batch["attention_mask"].sum(1).tolist()
+        start, end = to_numpy_rows(get("start_logits"), lengths), to_numpy_rows(get("end_logits"), lengths)
+        return list(zip(start, end))
 
     # ------------------------------------------------------------------------------------ predictions
 
