@@ -28,17 +28,17 @@ import httpx
 
 from bertkit import inference
 from bertkit.cli import main
-from bertkit.models.bert import (
-    BertForQuestionAnswering,
-    BertForSequenceClassification,
-    BertForTokenClassification,
-    BertModel,
-)
 from bertkit.models import (
     ModernBertForQuestionAnswering,
     ModernBertForSequenceClassification,
     ModernBertForTokenClassification,
     ModernBertModel,
+)
+from bertkit.models.bert import (
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    BertModel,
 )
 from bertkit.sentence_config import SentenceConfig
 from bertkit.serve import create_app
