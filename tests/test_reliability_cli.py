@@ -15,6 +15,8 @@ import pytest
 from bertkit.cli import app, main
 
 GARBAGE = bytes(range(256)) * 3 + b"\x00\xff\xfe" * 50
+SPARSE_BYTES = 1 << 30
+"""A file of NUL bytes this long is refused after a prefix: reading it whole would show in memory."""
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +36,8 @@ def env(tmp_path_factory) -> dict[str, str]:
     data = make_pretraining_dataset(root / "data", n_train=16, n_eval=4, seq=16, vocab=40)
     (root / "empty.txt").write_text("")
     (root / "garbage.bin").write_bytes(GARBAGE)
+    with (root / "sparse.txt").open("wb") as sparse:  # NUL bytes that take no disk: what `truncate -s` makes
+        sparse.truncate(SPARSE_BYTES)
     (root / "a_dir").mkdir()
     (root / "empty_dir").mkdir()
     junk = root / "junk_dir"  # a directory whose expected files are all garbage
@@ -60,7 +64,13 @@ def env(tmp_path_factory) -> dict[str, str]:
     }
 
 
-FILE_KINDS = {"missing": "does/not/exist.txt", "directory": "a_dir", "empty": "empty.txt", "garbage": "garbage.bin"}
+FILE_KINDS = {
+    "missing": "does/not/exist.txt",
+    "directory": "a_dir",
+    "empty": "empty.txt",
+    "garbage": "garbage.bin",
+    "nul": "sparse.txt",
+}
 DIR_KINDS = {"missing": "does/not/exist", "file": "garbage.bin", "empty": "empty_dir", "junk": "junk_dir"}
 
 # (command, argument template); {BAD} is the broken path, {OUT} a fresh output path, {x} valid inputs.
@@ -464,3 +474,59 @@ def test_option_mistakes_name_the_flag_to_change(env, tmp_path, capsys, template
     err = capsys.readouterr().err
     assert code == 2, err[-500:]
     assert flag in err.strip().splitlines()[-1], err[-500:]
+
+
+# ------------------------------------------------------------------- a large binary file, in bounded memory
+NUL_CASES = [(name, args) for name, args in FILE_ARGS if not name.startswith(("evaluate", "predict"))]
+FINETUNED_NUL_CASES = [
+    ("evaluate", ["evaluate", "--model", "{classifier}", "--input", "{BAD}", "--task", "classification"]),
+    ("predict", ["predict", "--model", "{classifier}", "--input", "{BAD}", "--output", "{OUT}.jsonl"]),
+]
+
+
+@pytest.mark.parametrize("name,template", NUL_CASES + FINETUNED_NUL_CASES, ids=[c[0] for c in NUL_CASES + FINETUNED_NUL_CASES])
+def test_a_file_of_nul_bytes_is_named_for_what_it_is(env, classifier, tmp_path, capsys, name, template):
+    """Every reader of user files says the same thing of a file of NUL bytes, in one line, exit 2: what it is
+    (never "UTF-16 text", never an empty result)."""
+    values = {**env, "classifier": classifier, "OUT": str(tmp_path / "out"), "BAD": os.path.join(env["root"], "sparse.txt")}
+    code = main([part.format(**values) for part in template])
+    err = capsys.readouterr().err
+    assert code == 2, err[-800:]
+    assert err.count("bertkit: error:") == 1 and "NUL bytes from byte 0" in err and "UTF-16" not in err, err
+
+
+MEMORY_HEADROOM = 400 << 20
+"""Address space a command may add once its libraries are imported: less than the sparse file it is given."""
+LIMITED = """
+import resource, sys
+import bertkit.cli, bertkit.inference, bertkit.data.prepare, bertkit.training.finetune, bertkit.training.distill
+size = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (size + int(sys.argv[1]), resource.RLIM_INFINITY))
+sys.exit(bertkit.cli.main(sys.argv[2:]))
+"""
+MEMORY_CASES = [
+    ("embed", ["embed", "--model", "{model}", "--input", "{BAD}"]),
+    ("classify", ["classify", "--model", "{classifier}", "--input", "{BAD}"]),
+    ("predict", ["predict", "--model", "{classifier}", "--input", "{BAD}", "--output", "{OUT}.jsonl"]),
+    ("finetune", [*FINETUNE[:6], "{BAD}", "--output", "{OUT}", "--no-progress"]),
+    ("prepare-data", ["prepare-data", "--input", "{BAD}", "--tokenizer", "{tok}", "--output", "{OUT}", "--quiet"]),
+    ("tokenizer-train", ["tokenizer", "train", "--input", "{BAD}", "--output", "{OUT}", "--vocab-size", "60"]),
+]
+
+
+@pytest.mark.parametrize("name,template", MEMORY_CASES, ids=[c[0] for c in MEMORY_CASES])
+def test_a_large_binary_input_is_refused_in_bounded_memory(env, classifier, tmp_path, name, template):
+    """The command runs with less address space to spare than the file's size: reading the file whole (or
+    tokenizing it) would fail with MemoryError; it reads a prefix, refuses in one line and exits 2."""
+    import subprocess
+    import sys
+
+    assert SPARSE_BYTES > 2 * MEMORY_HEADROOM
+    values = {**env, "classifier": classifier, "OUT": str(tmp_path / "out"), "BAD": os.path.join(env["root"], "sparse.txt")}
+    args = [part.format(**values) for part in template]
+    done = subprocess.run(
+        [sys.executable, "-c", LIMITED, str(MEMORY_HEADROOM), *args],
+        capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-800:]
+    assert done.stderr.count("bertkit: error:") == 1 and "NUL bytes from byte 0" in done.stderr, done.stderr[-800:]

@@ -112,8 +112,7 @@ def _run_tokenizer_train(o: TokenizerTrainOptions, fields: dict[str, Any]) -> No
         tok = Tokenizer.train(texts, vocab_size=o.vocab_size, min_frequency=o.min_frequency, lowercase=o.lowercase)
     except TokenizerError:
         if stats.skipped:  # nothing was read because every file was skipped: say why, not "empty"
-            more = f" (and {len(stats.skipped) - 1} more)" if len(stats.skipped) > 1 else ""
-            fail(f"no text to learn from: skipped {stats.skipped[0]}{more}")
+            fail(f"no text to learn from: {stats.skipped_summary()}")
         raise
     corpus_warnings(stats)
     tok.save_pretrained(o.output)

@@ -319,7 +319,7 @@ def prepare_dataset(config: PrepareConfig, *, progress: bool = True) -> dict[str
         if created:
             shutil.rmtree(output, ignore_errors=True)
         raise DataError(
-            f"the inputs contain no usable text (see the skipped files: {'; '.join(stats.skipped[:3]) or 'none'})"
+            f"the inputs contain no usable text: {stats.skipped_summary()}"
         )
     header["corpus_stats"] = stats.to_dict()
     meta = index_dataset(output, header, expected_blocks=num_blocks)
