@@ -119,7 +119,7 @@ def test_one_detector_tells_binary_from_utf16_from_text():
     assert text_kind("Hello\n".encode("utf-16")) == UTF16  # with one
     assert text_kind(TEXT.encode()) is None
     assert text_kind("caf\xe9\n".encode("latin-1")) is None  # 8-bit text: decoding names the line and byte
-    assert text_kind("\x1b[31mred\x1b[0m\n".encode()) is None  # UTF-8 with escapes stays text
+    assert text_kind(b"\x1b[31mred\x1b[0m\n") is None  # UTF-8 with escapes stays text
     assert text_kind(bytes(range(1, 32)) * 8 + b"\xff") == BINARY
     assert "NUL bytes from byte 0 (an empty preallocated or sparse file?)" in (not_text_kind(bytes(100)) or "")
     assert (not_text_kind(b"%PDF-1.7\n\x00\x01") or "").startswith("a PDF document, not text")

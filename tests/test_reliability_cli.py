@@ -484,11 +484,18 @@ FINETUNED_NUL_CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,template", NUL_CASES + FINETUNED_NUL_CASES, ids=[c[0] for c in NUL_CASES + FINETUNED_NUL_CASES])
+@pytest.mark.parametrize(
+    "name,template", NUL_CASES + FINETUNED_NUL_CASES, ids=[c[0] for c in NUL_CASES + FINETUNED_NUL_CASES]
+)
 def test_a_file_of_nul_bytes_is_named_for_what_it_is(env, classifier, tmp_path, capsys, name, template):
     """Every reader of user files says the same thing of a file of NUL bytes, in one line, exit 2: what it is
     (never "UTF-16 text", never an empty result)."""
-    values = {**env, "classifier": classifier, "OUT": str(tmp_path / "out"), "BAD": os.path.join(env["root"], "sparse.txt")}
+    values = {
+        **env,
+        "classifier": classifier,
+        "OUT": str(tmp_path / "out"),
+        "BAD": os.path.join(env["root"], "sparse.txt"),
+    }
     code = main([part.format(**values) for part in template])
     err = capsys.readouterr().err
     assert code == 2, err[-800:]
@@ -522,7 +529,12 @@ def test_a_large_binary_input_is_refused_in_bounded_memory(env, classifier, tmp_
     import sys
 
     assert SPARSE_BYTES > 2 * MEMORY_HEADROOM
-    values = {**env, "classifier": classifier, "OUT": str(tmp_path / "out"), "BAD": os.path.join(env["root"], "sparse.txt")}
+    values = {
+        **env,
+        "classifier": classifier,
+        "OUT": str(tmp_path / "out"),
+        "BAD": os.path.join(env["root"], "sparse.txt"),
+    }
     args = [part.format(**values) for part in template]
     done = subprocess.run(
         [sys.executable, "-c", LIMITED, str(MEMORY_HEADROOM), *args],
@@ -530,3 +542,36 @@ def test_a_large_binary_input_is_refused_in_bounded_memory(env, classifier, tmp_
     )  # fmt: skip
     assert done.returncode == 2, done.stderr[-800:]
     assert done.stderr.count("bertkit: error:") == 1 and "NUL bytes from byte 0" in done.stderr, done.stderr[-800:]
+
+
+# ------------------------------------------------------------------------------- plain text and long inputs
+def test_predict_reads_a_txt_file_as_one_text_per_line_as_classify_does(env, classifier, tmp_path, capsys):
+    """``predict --input texts.txt`` takes the first line as a text, not as a table header: the same rows,
+    and the same labels, as ``classify --input texts.txt --json``."""
+    import json
+
+    texts = tmp_path / "texts.txt"
+    texts.write_text("a good film\n\nthe cat sat on the mat\nhello world\n", encoding="utf-8")
+    out = tmp_path / "p.jsonl"
+    assert main(["predict", "--model", classifier, "--input", str(texts), "--output", str(out)]) == 0
+    predicted = [json.loads(line) for line in out.read_text().splitlines()]
+    assert "plain text, one text per line" in capsys.readouterr().err
+    assert main(["classify", "--model", classifier, "--input", str(texts), "--json"]) == 0
+    classified = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert (
+        [p["text"] for p in predicted]
+        == [c["text"] for c in classified]
+        == ["a good film", "the cat sat on the mat", "hello world"]
+    )
+    assert [p["label"] for p in predicted] == [c["label"] for c in classified]
+
+
+def test_classify_says_how_many_inputs_it_cut_and_the_flag(env, classifier, caplog):
+    """The notice (a ``bertkit`` log line, which the command shows on stderr) counts the cut inputs."""
+    long = " ".join(["hello"] * 300)
+    with caplog.at_level("INFO", logger="bertkit"):
+        assert main(["classify", "--model", classifier, long, "hello world", long]) == 0
+        assert "2 of 3 examples were cut at max_seq_length" in caplog.text and "--max-seq-length" in caplog.text
+        caplog.clear()
+        assert main(["classify", "--model", classifier, "--max-seq-length", "8", "one two three four five six seven"]) == 0
+        assert "1 of 1 examples were cut at max_seq_length 8" in caplog.text

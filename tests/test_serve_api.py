@@ -10,7 +10,6 @@ import json
 import shutil
 import socket
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +29,7 @@ from bertkit.model import BertForSequenceClassification, BertModel
 from bertkit.sentence_config import SentenceConfig, write_sentence_config
 from bertkit.serve import ServeLimits, create_app
 from inference_helpers import save_model, tiny_config
+from liveness import LIVENESS_S, wait_until
 
 TEXTS = ["the cat sat on the mat", "hello world", " ".join(["a very long story about the king"] * 6)]
 
@@ -156,12 +156,10 @@ def live(models):
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.time() + 20
-    while not server.started and time.time() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: server.started, "the server to start", alive=thread.is_alive)
     yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     server.should_exit = True
-    thread.join(timeout=10)
+    thread.join(timeout=LIVENESS_S)
     sock.close()
 
 
@@ -334,7 +332,9 @@ def test_every_route_parses_a_body_alike(models):
             assert (error["message"] if isinstance(error, dict) else error) == TOO_DEEP
         answer = call(app, "POST", path, content=b'{"inputs": ', headers=headers)
         error = answer.json()["error"]
-        assert answer.status_code == 422 and "not valid JSON" in (error["message"] if isinstance(error, dict) else error)
+        assert answer.status_code == 422 and "not valid JSON" in (
+            error["message"] if isinstance(error, dict) else error
+        )
     assert call(app, "POST", "/", json={"inputs": [[["a"]]]}).status_code == 422  # shallow enough: the schema says no
 
 

@@ -157,8 +157,9 @@ def test_tokenizer_train_kind_bpe_writes_files_transformers_reads_alike(tmp_path
     assert isinstance(tok, JsonTokenizer) and tok.spaces_are_tokens
     assert [tok.convert_ids_to_tokens(i) for i in range(5)] == ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
     assert (tok.cls_id, tok.pad_id, tok.sep_id, tok.unk_id, tok.mask_id) == (0, 1, 2, 3, 4)
-    ours = tok(TEXTS + ["never seen: ж 🙂"], TEXTS[::-1] + ["x"])
-    theirs = transformers.AutoTokenizer.from_pretrained(out)(TEXTS + ["never seen: ж 🙂"], TEXTS[::-1] + ["x"])
+    texts, pairs = [*TEXTS, "never seen: ж 🙂"], [*TEXTS[::-1], "x"]
+    ours = tok(texts, pairs)
+    theirs = transformers.AutoTokenizer.from_pretrained(out)(texts, pairs)
     assert ours["input_ids"] == theirs["input_ids"]
     assert all(row[0] == 0 and row.count(2) == 2 and 3 not in row for row in ours["input_ids"])
     assert tok.decode(tok("Hello world")["input_ids"]) == "Hello world"

@@ -53,6 +53,15 @@ def read_text_bytes(path: Path, error: type[BertkitError] = DataError) -> bytes:
     return b"".join(chunks)
 
 
+def text_lines(text: str, *, keep_blank: bool = False) -> list[str]:
+    """The lines of a plain text file, one input each: every command that reads a ``.txt`` of texts (``embed``,
+    ``classify``, ``tag``, ``predict``, ``evaluate``...) splits it here. Blank lines are dropped, or with
+    ``keep_blank`` kept as ``""`` (so that the n-th result belongs to the n-th line, as ``wc -l`` counts)."""
+    if keep_blank:
+        return [line.removesuffix("\r") for line in text.removesuffix("\n").split("\n")] if text else []
+    return [line.rstrip("\r\n") for line in text.splitlines() if line.strip()]
+
+
 def decode_utf8(data: bytes, source: str | os.PathLike, error: type[BertkitError] = DataError) -> str:
     """``data`` decoded as UTF-8 (a byte-order mark dropped), or one ``error`` naming ``source``, the line
     and the byte within it: ``notes.txt: not UTF-8 text (line 3, byte 5: invalid start byte); ...``."""

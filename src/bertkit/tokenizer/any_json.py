@@ -23,8 +23,8 @@ from tokenizers import Tokenizer as _Backend
 from bertkit.errors import TokenizerError
 from bertkit.formats import read_text
 from bertkit.io import atomic_write_text
-from bertkit.tokenizer.framing import framing_processor
 from bertkit.tokenizer.files import SPECIAL_TOKENS_MAP_NAME, TOKENIZER_CONFIG_NAME, TOKENIZER_NAME
+from bertkit.tokenizer.framing import framing_processor
 from bertkit.tokenizer.tokenizer import DEFAULT_MODEL_MAX_LENGTH, OTHER_FORMATS, Tokenizer
 
 ROLES = ("cls", "sep", "pad", "mask", "unk")

@@ -24,8 +24,8 @@ from tokenizers import decoders, models
 
 from bertkit.errors import TokenizerError
 from bertkit.tokenizer.encoding import BatchEncoding, Encoding, LazyEncoding, batch_encoding
-from bertkit.tokenizer.framing import framing_processor
 from bertkit.tokenizer.files import read_tokenizer_files, read_vocab_txt, tokenizer_config, write_tokenizer_files
+from bertkit.tokenizer.framing import framing_processor
 from bertkit.tokenizer.normalization import normalizer, pre_tokenizer
 from bertkit.tokenizer.special_tokens import CLS, MASK, PAD, SEP, SPECIAL_TOKENS, UNK, check_vocab, vocab_from_list
 from bertkit.tokenizer.training import learn_vocabulary

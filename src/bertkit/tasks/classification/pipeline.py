@@ -46,7 +46,9 @@ def classify(
         )
         for i, t in enumerate(items)
     ]
-    features = task.featurize(examples, loaded.tokenizer, input_length(loaded, max_length)).features
+    from bertkit.tasks.prepare import featurize  # a floor up: it reads the family registry
+
+    features = featurize(task, examples, loaded.tokenizer, input_length(loaded, max_length), report=True).features
     rows = run_model(loaded.model, task, features, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id)
     predictions = task.postprocess(examples, features, rows)
     return predictions[0] if is_single(texts) else predictions
