@@ -573,5 +573,7 @@ def test_classify_says_how_many_inputs_it_cut_and_the_flag(env, classifier, capl
         assert main(["classify", "--model", classifier, long, "hello world", long]) == 0
         assert "2 of 3 examples were cut at max_seq_length" in caplog.text and "--max-seq-length" in caplog.text
         caplog.clear()
-        assert main(["classify", "--model", classifier, "--max-seq-length", "8", "one two three four five six seven"]) == 0
+        assert (
+            main(["classify", "--model", classifier, "--max-seq-length", "8", "one two three four five six seven"]) == 0
+        )
         assert "1 of 1 examples were cut at max_seq_length 8" in caplog.text

@@ -113,6 +113,7 @@ def _run_tokenizer_train(o: TokenizerTrainOptions, fields: dict[str, Any]) -> No
         fail(f"--kind must be wordpiece or bpe, got {o.kind}")
     stats = CorpusStats()
     texts = corpus_texts(o.input, corpus_options(o.keep_gutenberg_boilerplate, fields), stats)
+    tok: Tokenizer
     try:
         if o.kind == "bpe":
             from bertkit.tokenizer.bpe_training import train_byte_level_bpe

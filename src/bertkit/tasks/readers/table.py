@@ -103,7 +103,10 @@ def read_table(
         raise DataError(what_it_is(path))
     elif is_plain_text(path, text, format, header, names):
         lines = text_lines(text)
-        columns, rows = [PLAIN_TEXT_COLUMN], [Row({PLAIN_TEXT_COLUMN: line}, f"{path}:{n}") for n, line in enumerate(lines, 1)]
+        columns, rows = (
+            [PLAIN_TEXT_COLUMN],
+            [Row({PLAIN_TEXT_COLUMN: line}, f"{path}:{n}") for n, line in enumerate(lines, 1)],
+        )
         report.format = "text"
         report.assumptions.append(f"{path.name}: plain text, one text per line (a TAB-separated table is read as TSV)")
     else:
