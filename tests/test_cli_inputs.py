@@ -78,7 +78,7 @@ def _inputs(tmp_path):
             ["embed", "-m", "{model}", "-i", "{dir}/utf16.txt"],
             r"UTF-16 text, not UTF-8: convert it first \(iconv -f utf-16",
         ),
-        (["embed", "-m", "{model}", "-i", "{dir}/binary.dat"], "a binary file, not text"),
+        (["embed", "-m", "{model}", "-i", "{dir}/binary.dat"], r"a binary file \(a NUL byte at byte 0\), not text"),
         (["tokenizer", "train", "-i", "{dir}/utf16.txt", "-o", "{dir}/tok"], "skipped .*utf16.txt: UTF-16 text"),
         (["tokenizer", "train", "-i", "{dir}/words.txt", "-o", "{dir}/tok", "--vocab-size", "10"], "no room for words"),
         (["finetune", "--task", "embedding", "--train", "{dir}/squad.json"], "is a SQuAD file.*--task qa.*from-squad"),

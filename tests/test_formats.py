@@ -109,6 +109,65 @@ def test_bad_utf8_names_file_line_and_byte_and_what_to_do(tmp_path):
         read_text(packed)
 
 
+def test_one_detector_tells_binary_from_utf16_from_text():
+    """A file of NUL bytes is binary, not UTF-16 (whose other bytes are text); what a binary file is, is said."""
+    from bertkit.formats.text import BINARY, UTF16, not_text_kind, text_kind
+
+    assert text_kind(bytes(8192)) == BINARY
+    assert text_kind("Hello world, a test.\n".encode("utf-16-le") * 50) == UTF16  # no byte-order mark
+    assert text_kind("Hello world, a test.\n".encode("utf-16-be") * 50) == UTF16
+    assert text_kind("Hello\n".encode("utf-16")) == UTF16  # with one
+    assert text_kind(TEXT.encode()) is None
+    assert text_kind("caf\xe9\n".encode("latin-1")) is None  # 8-bit text: decoding names the line and byte
+    assert text_kind(b"\x1b[31mred\x1b[0m\n") is None  # UTF-8 with escapes stays text
+    assert text_kind(bytes(range(1, 32)) * 8 + b"\xff") == BINARY
+    assert "NUL bytes from byte 0 (an empty preallocated or sparse file?)" in (not_text_kind(bytes(100)) or "")
+    assert (not_text_kind(b"%PDF-1.7\n\x00\x01") or "").startswith("a PDF document, not text")
+    assert (not_text_kind(b"PK\x03\x04\x00\x00") or "").startswith("a zip archive")
+    assert not_text_kind(b"abc\x00def") == "a binary file (a NUL byte at byte 3), not text: give a UTF-8 text file"
+
+
+class CountedReads:
+    """Wraps a binary file and adds up the bytes read from it."""
+
+    def __init__(self, handle, counter: list[int]):
+        self.handle, self.counter = handle, counter
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.handle.read(size)
+        self.counter[0] += len(data)
+        return data
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.close()
+
+
+@pytest.mark.parametrize("nul_at", [0, 3 << 20])
+def test_read_text_refuses_nul_bytes_after_reading_a_prefix(tmp_path, monkeypatch, nul_at):
+    """A 200 MB sparse file (NUL bytes, after some text or not) costs the chunk that shows the first NUL byte,
+    not its size: the refusal names where the NUL bytes start."""
+    from bertkit.formats import text
+
+    path = tmp_path / "sparse.txt"
+    with path.open("wb") as handle:
+        handle.write(b"a line of text\n" * (nul_at // 15))
+        handle.truncate(200 << 20)
+    start = (nul_at // 15) * 15
+    counter = [0]
+    real = text.open_decompressed
+    monkeypatch.setattr(text, "open_decompressed", lambda *a: CountedReads(real(*a), counter))
+    with pytest.raises(DataError) as refused:
+        read_text(path)
+    assert counter[0] <= start + text.SNIFF_BYTES + text.CHUNK_BYTES
+    if nul_at == 0:
+        assert str(refused.value).startswith(f"{path}: NUL bytes from byte 0")
+    else:
+        assert f"a NUL byte at byte {start}" in str(refused.value)
+
+
 def test_missing_and_wrong_kind_of_path(tmp_path):
     with pytest.raises(DataError, match=r"absent\.txt: no such file or directory$"):
         read_text(tmp_path / "absent.txt")

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from liveness import LIVENESS_S
+
 ROOT = Path(__file__).resolve().parent.parent
 SHRUNK = {"--max-train-examples": "32"}  # size options replaced by a smaller value
 ROWS = 48  # rows kept of each shipped polarity file
@@ -116,7 +118,7 @@ class QuickStart:
         url = "http://" + next(a for a in args if a.startswith("localhost:")).replace("8000", str(self.port))
         data = args[args.index("-d") + 1].encode()
         request = urllib.request.Request(url, data=data, headers={"content-type": "application/json"})
-        with urllib.request.urlopen(request, timeout=30) as response:
+        with urllib.request.urlopen(request, timeout=LIVENESS_S) as response:
             output = response.read().decode()
         assert json.loads(output)["results"][0]["label"] in ("positive", "negative")
         return output
@@ -141,7 +143,7 @@ class QuickStart:
     def stop(self) -> None:
         if self.server is not None:
             self.server.terminate()
-            self.server.wait(timeout=30)
+            self.server.wait(timeout=LIVENESS_S)
 
 
 def test_readme_quickstart_commands_run_and_print_what_the_readme_shows(tmp_path):
@@ -175,7 +177,7 @@ def test_readme_quickstart_commands_run_and_print_what_the_readme_shows(tmp_path
 
 
 def wait_for(port: int, server: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + LIVENESS_S
     while time.monotonic() < deadline:
         assert server.poll() is None, "bertkit serve exited"
         try:
@@ -183,7 +185,7 @@ def wait_for(port: int, server: subprocess.Popen[bytes]) -> None:
                 return
         except OSError:
             time.sleep(0.3)
-    raise AssertionError("bertkit serve did not answer /health within 60 s")
+    raise AssertionError(f"bertkit serve did not answer /health within {LIVENESS_S:.0f} s")
 
 
 def test_expected_output_patterns_ignore_numbers_and_spacing():

@@ -15,6 +15,8 @@ import pytest
 from bertkit.cli import app, main
 
 GARBAGE = bytes(range(256)) * 3 + b"\x00\xff\xfe" * 50
+SPARSE_BYTES = 1 << 30
+"""A file of NUL bytes this long is refused after a prefix: reading it whole would show in memory."""
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +36,8 @@ def env(tmp_path_factory) -> dict[str, str]:
     data = make_pretraining_dataset(root / "data", n_train=16, n_eval=4, seq=16, vocab=40)
     (root / "empty.txt").write_text("")
     (root / "garbage.bin").write_bytes(GARBAGE)
+    with (root / "sparse.txt").open("wb") as sparse:  # NUL bytes that take no disk: what `truncate -s` makes
+        sparse.truncate(SPARSE_BYTES)
     (root / "a_dir").mkdir()
     (root / "empty_dir").mkdir()
     junk = root / "junk_dir"  # a directory whose expected files are all garbage
@@ -60,7 +64,13 @@ def env(tmp_path_factory) -> dict[str, str]:
     }
 
 
-FILE_KINDS = {"missing": "does/not/exist.txt", "directory": "a_dir", "empty": "empty.txt", "garbage": "garbage.bin"}
+FILE_KINDS = {
+    "missing": "does/not/exist.txt",
+    "directory": "a_dir",
+    "empty": "empty.txt",
+    "garbage": "garbage.bin",
+    "nul": "sparse.txt",
+}
 DIR_KINDS = {"missing": "does/not/exist", "file": "garbage.bin", "empty": "empty_dir", "junk": "junk_dir"}
 
 # (command, argument template); {BAD} is the broken path, {OUT} a fresh output path, {x} valid inputs.
@@ -464,3 +474,106 @@ def test_option_mistakes_name_the_flag_to_change(env, tmp_path, capsys, template
     err = capsys.readouterr().err
     assert code == 2, err[-500:]
     assert flag in err.strip().splitlines()[-1], err[-500:]
+
+
+# ------------------------------------------------------------------- a large binary file, in bounded memory
+NUL_CASES = [(name, args) for name, args in FILE_ARGS if not name.startswith(("evaluate", "predict"))]
+FINETUNED_NUL_CASES = [
+    ("evaluate", ["evaluate", "--model", "{classifier}", "--input", "{BAD}", "--task", "classification"]),
+    ("predict", ["predict", "--model", "{classifier}", "--input", "{BAD}", "--output", "{OUT}.jsonl"]),
+]
+
+
+@pytest.mark.parametrize(
+    "name,template", NUL_CASES + FINETUNED_NUL_CASES, ids=[c[0] for c in NUL_CASES + FINETUNED_NUL_CASES]
+)
+def test_a_file_of_nul_bytes_is_named_for_what_it_is(env, classifier, tmp_path, capsys, name, template):
+    """Every reader of user files says the same thing of a file of NUL bytes, in one line, exit 2: what it is
+    (never "UTF-16 text", never an empty result)."""
+    values = {
+        **env,
+        "classifier": classifier,
+        "OUT": str(tmp_path / "out"),
+        "BAD": os.path.join(env["root"], "sparse.txt"),
+    }
+    code = main([part.format(**values) for part in template])
+    err = capsys.readouterr().err
+    assert code == 2, err[-800:]
+    assert err.count("bertkit: error:") == 1 and "NUL bytes from byte 0" in err and "UTF-16" not in err, err
+
+
+MEMORY_HEADROOM = 400 << 20
+"""Address space a command may add once its libraries are imported: less than the sparse file it is given."""
+LIMITED = """
+import resource, sys
+import bertkit.cli, bertkit.inference, bertkit.data.prepare, bertkit.training.finetune, bertkit.training.distill
+size = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (size + int(sys.argv[1]), resource.RLIM_INFINITY))
+sys.exit(bertkit.cli.main(sys.argv[2:]))
+"""
+MEMORY_CASES = [
+    ("embed", ["embed", "--model", "{model}", "--input", "{BAD}"]),
+    ("classify", ["classify", "--model", "{classifier}", "--input", "{BAD}"]),
+    ("predict", ["predict", "--model", "{classifier}", "--input", "{BAD}", "--output", "{OUT}.jsonl"]),
+    ("finetune", [*FINETUNE[:6], "{BAD}", "--output", "{OUT}", "--no-progress"]),
+    ("prepare-data", ["prepare-data", "--input", "{BAD}", "--tokenizer", "{tok}", "--output", "{OUT}", "--quiet"]),
+    ("tokenizer-train", ["tokenizer", "train", "--input", "{BAD}", "--output", "{OUT}", "--vocab-size", "60"]),
+]
+
+
+@pytest.mark.parametrize("name,template", MEMORY_CASES, ids=[c[0] for c in MEMORY_CASES])
+def test_a_large_binary_input_is_refused_in_bounded_memory(env, classifier, tmp_path, name, template):
+    """The command runs with less address space to spare than the file's size: reading the file whole (or
+    tokenizing it) would fail with MemoryError; it reads a prefix, refuses in one line and exits 2."""
+    import subprocess
+    import sys
+
+    assert SPARSE_BYTES > 2 * MEMORY_HEADROOM
+    values = {
+        **env,
+        "classifier": classifier,
+        "OUT": str(tmp_path / "out"),
+        "BAD": os.path.join(env["root"], "sparse.txt"),
+    }
+    args = [part.format(**values) for part in template]
+    done = subprocess.run(
+        [sys.executable, "-c", LIMITED, str(MEMORY_HEADROOM), *args],
+        capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr[-800:]
+    assert done.stderr.count("bertkit: error:") == 1 and "NUL bytes from byte 0" in done.stderr, done.stderr[-800:]
+
+
+# ------------------------------------------------------------------------------- plain text and long inputs
+def test_predict_reads_a_txt_file_as_one_text_per_line_as_classify_does(env, classifier, tmp_path, capsys):
+    """``predict --input texts.txt`` takes the first line as a text, not as a table header: the same rows,
+    and the same labels, as ``classify --input texts.txt --json``."""
+    import json
+
+    texts = tmp_path / "texts.txt"
+    texts.write_text("a good film\n\nthe cat sat on the mat\nhello world\n", encoding="utf-8")
+    out = tmp_path / "p.jsonl"
+    assert main(["predict", "--model", classifier, "--input", str(texts), "--output", str(out)]) == 0
+    predicted = [json.loads(line) for line in out.read_text().splitlines()]
+    assert "plain text, one text per line" in capsys.readouterr().err
+    assert main(["classify", "--model", classifier, "--input", str(texts), "--json"]) == 0
+    classified = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert (
+        [p["text"] for p in predicted]
+        == [c["text"] for c in classified]
+        == ["a good film", "the cat sat on the mat", "hello world"]
+    )
+    assert [p["label"] for p in predicted] == [c["label"] for c in classified]
+
+
+def test_classify_says_how_many_inputs_it_cut_and_the_flag(env, classifier, caplog):
+    """The notice (a ``bertkit`` log line, which the command shows on stderr) counts the cut inputs."""
+    long = " ".join(["hello"] * 300)
+    with caplog.at_level("INFO", logger="bertkit"):
+        assert main(["classify", "--model", classifier, long, "hello world", long]) == 0
+        assert "2 of 3 examples were cut at max_seq_length" in caplog.text and "--max-seq-length" in caplog.text
+        caplog.clear()
+        assert (
+            main(["classify", "--model", classifier, "--max-seq-length", "8", "one two three four five six seven"]) == 0
+        )
+        assert "1 of 1 examples were cut at max_seq_length 8" in caplog.text

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-import time
 
 import pytest
 import torch
@@ -25,6 +24,7 @@ from bertkit.models.bert import (
 )
 from bertkit.serve import ServeLimits, create_app
 from inference_helpers import save_model
+from liveness import LIVENESS_S, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -234,7 +234,7 @@ def test_slow_requests_time_out_without_blocking_the_server(pretraining, monkeyp
     def slow(texts, *args, **kwargs):
         if any("slow" in t for t in texts):
             working.set()
-            release.wait(timeout=30)  # held until the test has its answers: the model thread is busy till then
+            release.wait(timeout=LIVENESS_S)  # held until the test has its answers: the model thread is busy till then
             finished.set()
         return real(texts, *args, **kwargs)
 
@@ -273,10 +273,8 @@ def test_uvicorn_on_loopback(pretraining):
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
-        deadline = time.time() + 10
-        while not server.started and time.time() < deadline:
-            time.sleep(0.05)
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as client:
+        wait_until(lambda: server.started, "the server to start", alive=thread.is_alive)
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=LIVENESS_S) as client:
             assert client.get("/health").json() == {"status": "ok"}
             assert "What BERT sees" in client.get("/").text
             assert client.get("/static/app.js").status_code == 200
@@ -286,7 +284,7 @@ def test_uvicorn_on_loopback(pretraining):
             assert response.status_code == 413
     finally:
         server.should_exit = True
-        thread.join(timeout=10)
+        thread.join(timeout=LIVENESS_S)
         sock.close()
 
 

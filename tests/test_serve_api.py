@@ -10,7 +10,6 @@ import json
 import shutil
 import socket
 import threading
-import time
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +29,7 @@ from bertkit.models.bert import BertForSequenceClassification, BertModel
 from bertkit.sentence_config import SentenceConfig, write_sentence_config
 from bertkit.serve import ServeLimits, create_app
 from inference_helpers import save_model, tiny_config
+from liveness import LIVENESS_S, wait_until
 
 TEXTS = ["the cat sat on the mat", "hello world", " ".join(["a very long story about the king"] * 6)]
 
@@ -156,12 +156,10 @@ def live(models):
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.time() + 20
-    while not server.started and time.time() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: server.started, "the server to start", alive=thread.is_alive)
     yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     server.should_exit = True
-    thread.join(timeout=10)
+    thread.join(timeout=LIVENESS_S)
     sock.close()
 
 
@@ -291,7 +289,53 @@ def test_tokenize_gives_ids_texts_and_offsets(encoder_dir):
 def test_info_has_the_tei_fields(encoder_dir):
     info = call(create_app(encoder_dir, model_id="org/tiny"), "GET", "/info").json()
     assert info["model_id"] == "org/tiny" and info["model_type"] == {"embedding": {"pooling": "mean"}}
-    assert info["embedding"]["dimensions"] == 128 and info["max_client_batch_size"] == 64
+    assert info["embedding"]["dimensions"] == 128 and info["max_client_batch_size"] == 2048
+
+
+def test_the_openai_client_sends_a_batch_over_64_with_the_default_limits(models):
+    """OpenAI's API takes 2,048 inputs a request, and so does bertkit's default: a client's batch of 300
+    texts gets 300 vectors, each the one ``bertkit.embed`` gives (the token budget splits the forward passes)."""
+    openai = pytest.importorskip("openai", reason="the openai client (dev extra) is not installed")
+    from fastapi.testclient import TestClient
+
+    texts = [f"text number {i} hello world" for i in range(300)]
+    with TestClient(create_app(models["sentence"])) as http:  # an httpx.Client that calls the app in-process
+        client = openai.OpenAI(base_url="http://testserver/v1", api_key="not-checked", max_retries=0, http_client=http)
+        got = client.embeddings.create(model="m", input=texts, encoding_format="float")
+        assert [d.index for d in got.data] == list(range(300))
+        np.testing.assert_allclose(
+            [d.embedding for d in got.data], bertkit.embed(texts, str(models["sentence"])), atol=1e-5
+        )
+        with pytest.raises(openai.APIStatusError) as error:
+            client.embeddings.create(model="m", input=["hi"] * 2049)
+        assert error.value.status_code == 413 and "at most 2048" in error.value.body["message"]
+
+
+def nested(depth: int) -> bytes:
+    return b"[" * depth + b"]" * depth
+
+
+def test_every_route_parses_a_body_alike(models):
+    """One parser for every POST route, ``POST /`` included: too deep a nesting is 400 (never a 500
+    RecursionError), a body that is not JSON is 422, in the same words on each route."""
+    from bertkit.serve.json_body import MAX_DEPTH, TOO_DEEP
+
+    app = create_app(models["sentence"])
+    routes = sorted({r.path for r in app.routes if "POST" in getattr(r, "methods", ())})
+    assert "/" in routes and "/embed" in routes and "/v1/embeddings" in routes
+    headers = {"content-type": "application/json"}
+    for path in routes:
+        for body in (nested(100_000), nested(MAX_DEPTH + 1), b'{"inputs": ' + nested(MAX_DEPTH) + b"}"):
+            answer = call(app, "POST", path, content=body, headers=headers)
+            assert answer.status_code == 400, (path, answer.text)
+            error = answer.json()["error"]
+            assert (error["message"] if isinstance(error, dict) else error) == TOO_DEEP
+        answer = call(app, "POST", path, content=b'{"inputs": ', headers=headers)
+        error = answer.json()["error"]
+        assert answer.status_code == 422 and "not valid JSON" in (
+            error["message"] if isinstance(error, dict) else error
+        )
+    assert call(app, "POST", "/", json={"inputs": [[["a"]]]}).status_code == 422  # shallow enough: the schema says no
 
 
 # ------------------------------------------------------------------------------------------ clean errors

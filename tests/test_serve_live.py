@@ -7,7 +7,6 @@ import contextlib
 import json
 import socket
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -27,6 +26,7 @@ from bertkit.models.bert import BertForSequenceClassification
 from bertkit.serve import ServeLimits, create_app
 from bertkit.serve.app import server_config
 from inference_helpers import save_model
+from liveness import LIVENESS_S, wait_until
 
 TEXTS = ["the cat sat on the mat .", "hello world", "george washington lived in mount vernon ."]
 
@@ -39,15 +39,12 @@ def live(app) -> Iterator[str]:
     server = uvicorn.Server(server_config(app, "127.0.0.1", sock.getsockname()[1], log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.01)
+    wait_until(lambda: server.started, "the server to start", alive=thread.is_alive)
     try:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}"
     finally:
         server.should_exit = True
-        thread.join(timeout=30)
+        thread.join(timeout=LIVENESS_S)
         sock.close()
 
 
@@ -69,7 +66,7 @@ def test_an_over_limit_body_from_urllib_always_gets_the_413(encoder_url, path):
             encoder_url + path, data=body, headers={"Content-Type": "application/json"}, method="POST"
         )
         with pytest.raises(urllib.error.HTTPError) as error:
-            urllib.request.urlopen(request, timeout=60)
+            urllib.request.urlopen(request, timeout=LIVENESS_S)
         assert error.value.code == 413
         assert "over 100000 bytes" in error.value.read().decode()  # bertkit's error body, or OpenAI's
 
@@ -102,7 +99,7 @@ def post(url: str, body: object) -> tuple[int, Any]:
         url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
     )
     try:
-        with urllib.request.urlopen(request, timeout=60) as response:
+        with urllib.request.urlopen(request, timeout=LIVENESS_S) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read())
@@ -112,7 +109,7 @@ def test_info_max_input_length_is_what_embed_takes(minilm):
     """``/info``'s ``max_input_length`` is the longest input TEI's ``/embed``, ``/similarity`` and
     ``/embed_all`` take: one token more is a 413, unless ``truncate``."""
     _, url = minilm
-    with urllib.request.urlopen(url + "/info", timeout=30) as response:
+    with urllib.request.urlopen(url + "/info", timeout=LIVENESS_S) as response:
         longest = json.loads(response.read())["max_input_length"]
     assert longest == 256  # the checkpoint's sentence-transformers max_seq_length
     fits, over = "hello " * (longest - 2), "hello " * (longest - 1)  # one token a word, plus [CLS] and [SEP]

@@ -28,6 +28,7 @@ from bertkit.serve import create_app
 from bertkit.serve.access import ServeAccess, parse_rate
 from bertkit.serve.middleware import is_public
 from bertkit.serve.ratelimit import RateLimiter
+from liveness import LIVENESS_S, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 KEY = "sk-test-0123456789"
@@ -315,22 +316,20 @@ def test_tls_round_trip_with_a_self_signed_certificate(encoder_dir, tmp_path):
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
-        deadline = time.monotonic() + 20
-        while not server.started and time.monotonic() < deadline and thread.is_alive():
-            time.sleep(0.05)
+        wait_until(lambda: server.started, "the server to start", alive=thread.is_alive)
         base = f"https://127.0.0.1:{sock.getsockname()[1]}"
         context = ssl.create_default_context(cafile=str(cert))
-        with httpx.Client(base_url=base, verify=context, timeout=20) as client:
+        with httpx.Client(base_url=base, verify=context, timeout=LIVENESS_S) as client:
             answer = client.post("/embed", json={"texts": ["over tls"]}, headers=bearer(KEY))
             assert answer.status_code == 200 and len(answer.json()["embeddings"][0]) == 128
             assert client.get("/info").status_code == 401
         with pytest.raises(httpx.ConnectError):  # a client that does not trust the certificate
-            httpx.get(f"{base}/health", timeout=20)
+            httpx.get(f"{base}/health", timeout=LIVENESS_S)
         with pytest.raises(httpx.RemoteProtocolError):  # plain HTTP on the TLS port
-            httpx.get(f"http://127.0.0.1:{sock.getsockname()[1]}/health", timeout=20)
+            httpx.get(f"http://127.0.0.1:{sock.getsockname()[1]}/health", timeout=LIVENESS_S)
     finally:
         server.should_exit = True
-        thread.join(timeout=20)
+        thread.join(timeout=LIVENESS_S)
         sock.close()
 
 
@@ -364,7 +363,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def wait_for(condition, what: str, limit: float = 60) -> None:
+def wait_for(condition, what: str, limit: float = LIVENESS_S) -> None:
     deadline = time.monotonic() + limit
     while not condition():
         if time.monotonic() > deadline:
@@ -396,16 +395,16 @@ def test_sigterm_finishes_the_request_in_flight_refuses_new_ones_and_exits_0(enc
         wait_for(lambda: process.poll() is not None or not refused(port), "the server to listen")
         assert process.poll() is None, process.stdout.read().decode() if process.stdout else ""
         result: dict = {}
-        thread = threading.Thread(target=lambda: result.update(r=httpx.get(f"{base}/slow", timeout=120)))
+        thread = threading.Thread(target=lambda: result.update(r=httpx.get(f"{base}/slow", timeout=LIVENESS_S)))
         thread.start()
         wait_for((tmp_path / "started").exists, "the slow request to start")
         process.send_signal(signal.SIGTERM)
         wait_for(lambda: refused(port), "the listening socket to close")
         assert process.poll() is None  # still draining: the slow request is in flight
         (tmp_path / "release").touch()
-        thread.join(timeout=120)
+        thread.join(timeout=LIVENESS_S)
         assert result["r"].status_code == 200 and result["r"].json() == {"done": True}
-        assert process.wait(timeout=120) == 0
+        assert process.wait(timeout=LIVENESS_S) == 0
     finally:
         if process.poll() is None:
             process.kill()
@@ -426,7 +425,7 @@ def test_while_loading_readiness_and_every_route_answer_503_and_liveness_200(enc
     assert embed.status_code == 503 and embed.headers["retry-after"] == "5" and "loading" in embed.json()["error"]
     openai = call(starting, "POST", "/v1/embeddings", json={"input": "a"}, headers=bearer(KEY))
     assert openai.status_code == 503 and openai.json()["error"]["type"] == "server_error"
-    starting.start(stop=lambda: None).join(timeout=60)
+    starting.start(stop=lambda: None).join(timeout=LIVENESS_S)
     assert starting.state == "ready" and call(starting, "GET", "/health").json() == {"status": "ok"}
     assert call(starting, "POST", "/embed", json={"texts": ["a"]}, headers=bearer(KEY)).status_code == 200
     assert call(starting, "POST", "/embed", json={"texts": ["a"]}).status_code == 401
@@ -444,7 +443,7 @@ def test_a_failed_load_stops_the_server_and_keeps_its_error():
 
     stopped: list[bool] = []
     starting = Starting(broken, KeyRing([]))
-    starting.start(stop=lambda: stopped.append(True)).join(timeout=60)
+    starting.start(stop=lambda: stopped.append(True)).join(timeout=LIVENESS_S)
     assert stopped == [True] and starting.state == "failed"
     with pytest.raises(CheckpointError, match="truncated"):
         starting.raise_failure()
@@ -491,16 +490,16 @@ def test_serve_opens_the_port_while_loading_then_serves(encoder_dir, tmp_path):
     pytest.importorskip("uvicorn")
     process, base = start_slow_server(tmp_path, encoder_dir, "succeed")
     try:
-        assert httpx.get(f"{base}/health", timeout=20).status_code == 503
-        assert httpx.get(f"{base}/health/live", timeout=20).status_code == 200
-        early = httpx.post(f"{base}/embed", json={"texts": ["a"]}, headers=bearer(KEY), timeout=20)
+        assert httpx.get(f"{base}/health", timeout=LIVENESS_S).status_code == 503
+        assert httpx.get(f"{base}/health/live", timeout=LIVENESS_S).status_code == 200
+        early = httpx.post(f"{base}/embed", json={"texts": ["a"]}, headers=bearer(KEY), timeout=LIVENESS_S)
         assert early.status_code == 503 and "retry-after" in early.headers
         (tmp_path / "gate").touch()
-        wait_for(lambda: httpx.get(f"{base}/health", timeout=20).status_code == 200, "the model to load")
-        answer = httpx.post(f"{base}/embed", json={"texts": ["a"]}, headers=bearer(KEY), timeout=20)
+        wait_for(lambda: httpx.get(f"{base}/health", timeout=LIVENESS_S).status_code == 200, "the model to load")
+        answer = httpx.post(f"{base}/embed", json={"texts": ["a"]}, headers=bearer(KEY), timeout=LIVENESS_S)
         assert answer.status_code == 200 and len(answer.json()["embeddings"][0]) == 128
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=60) == 0
+        assert process.wait(timeout=LIVENESS_S) == 0
     finally:
         if process.poll() is None:
             process.kill()
@@ -511,9 +510,9 @@ def test_serve_whose_load_fails_exits_2_with_one_line(encoder_dir, tmp_path):
     pytest.importorskip("uvicorn")
     process, base = start_slow_server(tmp_path, encoder_dir, "fail")
     try:
-        assert httpx.get(f"{base}/health/ready", timeout=20).json() == {"status": "loading"}
+        assert httpx.get(f"{base}/health/ready", timeout=LIVENESS_S).json() == {"status": "loading"}
         (tmp_path / "gate").touch()
-        assert process.wait(timeout=60) == 2
+        assert process.wait(timeout=LIVENESS_S) == 2
         errors = [line for line in process.communicate()[1].splitlines() if line.startswith("bertkit: error:")]
         assert errors == ["bertkit: error: model.safetensors is truncated"]
     finally:
@@ -526,9 +525,9 @@ def test_sigterm_while_loading_exits_0(encoder_dir, tmp_path):
     pytest.importorskip("uvicorn")
     process, base = start_slow_server(tmp_path, encoder_dir, "succeed")
     try:
-        assert httpx.get(f"{base}/health/ready", timeout=20).json() == {"status": "loading"}
+        assert httpx.get(f"{base}/health/ready", timeout=LIVENESS_S).json() == {"status": "loading"}
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=60) == 0
+        assert process.wait(timeout=LIVENESS_S) == 0
     finally:
         if process.poll() is None:
             process.kill()

@@ -102,3 +102,75 @@ def test_wordpiece_files_stay_berts(tmp_path: Path) -> None:
     bert.save_pretrained(tmp_path / "bert")
     loaded = Tokenizer.from_pretrained(tmp_path / "bert" / "tokenizer.json")
     assert type(loaded) is Tokenizer and loaded.fingerprint == bert.fingerprint
+
+
+# ------------------------------------------------------------------------------------ one framing everywhere
+def test_a_tokenizer_json_without_a_post_processor_is_framed_as_every_path_frames(tmp_path: Path) -> None:
+    """Without a post-processor in the file, ``tok(...)`` (and so ``bertkit.embed``) frames ``<s> A </s>`` and
+    ``<s> A </s> B </s>`` as the fine-tuning features and pre-training data do; the file is saved as it was
+    read, and keeps its fingerprint."""
+    import numpy as np
+
+    import bertkit
+    from bertkit.features.pairs import build_pair
+    from bertkit.model import BertModel
+    from bertkit.tokenizer.framing import framed, framing_processor
+    from inference_helpers import save_model
+
+    directory = bpe_directory(tmp_path, ("<s>", "</s>", "<pad>", "<mask>", "<unk>"))
+    data = json.loads((directory / "tokenizer.json").read_text())
+    data["post_processor"] = None
+    (directory / "tokenizer.json").write_text(json.dumps(data))
+    tok = Tokenizer.from_pretrained(directory)
+    cls, sep = tok.cls_id, tok.sep_id
+    a, b = tok.ids_batch(TEXTS[:2])
+    assert tok(TEXTS[0])["input_ids"] == framed(a, None, cls, sep)[0] == build_pair(a, None, cls, sep)["input_ids"]
+    pair = tok(TEXTS[0], TEXTS[1])
+    assert (pair["input_ids"], pair["token_type_ids"]) == framed(a, b, cls, sep)
+
+    saved = tmp_path / "saved"
+    tok.save_pretrained(saved)
+    assert json.loads((saved / "tokenizer.json").read_text())["post_processor"] is None
+    assert Tokenizer.from_pretrained(saved).fingerprint == tok.fingerprint
+
+    # bertkit.embed frames as the features do: the same vectors as with a file that frames explicitly
+    bare = save_model(tmp_path / "bare", BertModel, tok)
+    bare_vectors = bertkit.embed(TEXTS, str(bare))
+    explicit = Backend.from_file(str(bare / "tokenizer.json"))
+    explicit.post_processor = framing_processor("<s>", cls, "</s>", sep)
+    explicit.save(str(bare / "tokenizer.json"))
+    assert json.loads((bare / "tokenizer.json").read_text())["post_processor"] is not None
+    np.testing.assert_array_equal(bertkit.embed(TEXTS, str(bare)), bare_vectors)
+
+
+def test_tokenizer_train_kind_bpe_writes_files_transformers_reads_alike(tmp_path: Path) -> None:
+    """``bertkit tokenizer train --kind bpe``: byte-level BPE with RoBERTa's special tokens at ids 0-4, framed
+    ``<s> A </s>``; transformers' AutoTokenizer on the saved files gives the same ids, and nothing is unknown."""
+    from bertkit.cli import main
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(TEXTS * 30) + "\n", encoding="utf-8")
+    out = tmp_path / "bpe"
+    assert main(["tokenizer", "train", "--kind", "bpe", "--input", str(corpus), "--vocab-size", "400",
+                 "--min-frequency", "1", "--output", str(out)]) == 0  # fmt: skip
+    tok = Tokenizer.from_pretrained(out)
+    assert isinstance(tok, JsonTokenizer) and tok.spaces_are_tokens
+    assert [tok.convert_ids_to_tokens(i) for i in range(5)] == ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+    assert (tok.cls_id, tok.pad_id, tok.sep_id, tok.unk_id, tok.mask_id) == (0, 1, 2, 3, 4)
+    texts, pairs = [*TEXTS, "never seen: ж 🙂"], [*TEXTS[::-1], "x"]
+    ours = tok(texts, pairs)
+    theirs = transformers.AutoTokenizer.from_pretrained(out)(texts, pairs)
+    assert ours["input_ids"] == theirs["input_ids"]
+    assert all(row[0] == 0 and row.count(2) == 2 and 3 not in row for row in ours["input_ids"])
+    assert tok.decode(tok("Hello world")["input_ids"]) == "Hello world"
+
+
+def test_tokenizer_train_kind_bpe_refuses_a_size_without_merges(tmp_path: Path, capsys) -> None:
+    from bertkit.cli import main
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("hello world\n", encoding="utf-8")
+    code = main(["tokenizer", "train", "--kind", "bpe", "--input", str(corpus), "--vocab-size", "200",
+                 "--output", str(tmp_path / "out")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "--vocab-size 200 leaves no room for merges" in err and err.count("\n") == 1

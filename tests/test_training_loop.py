@@ -110,9 +110,14 @@ def test_sigterm_saves_a_checkpoint_and_stops(tmp_path):
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers restored
 
 
-def test_max_time_stops_the_run(tmp_path):
-    _, result = run(tmp_path, max_time=0.3, max_steps=None)
-    assert result.stop_reason == "max_time" and result.step > 0 and result.checkpoint is not None
+def test_max_time_stops_the_run(tmp_path, monkeypatch):
+    """The clock is the run's own (``Trainer.elapsed``), here 0.1 s a step: the run stops on the step where
+    max_time is reached, however busy the machine is."""
+    from bertkit.training.loop import Trainer
+
+    monkeypatch.setattr(Trainer, "elapsed", lambda self: 0.1 * self.step)
+    _, result = run(tmp_path, max_time=0.35, max_steps=None)
+    assert result.stop_reason == "max_time" and result.step == 4 and result.checkpoint is not None
 
 
 @pytest.mark.parametrize("limits", [{}, {"max_time": 60}], ids=["epochs only", "epochs and max_time"])

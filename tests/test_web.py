@@ -9,7 +9,6 @@ from __future__ import annotations
 import shutil
 import socket
 import threading
-import time
 from pathlib import Path
 from typing import cast
 
@@ -30,6 +29,7 @@ from bertkit.models.bert import (  # noqa: E402
 )
 from bertkit.serve import ServeLimits, create_app  # noqa: E402
 from inference_helpers import save_model  # noqa: E402
+from liveness import LIVENESS_S, wait_until  # noqa: E402
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Chromium is not installed (apt-get install chromium)")
@@ -76,14 +76,12 @@ class Server:
 
     def __enter__(self):
         self.thread.start()
-        deadline = time.time() + 10
-        while not self.server.started and time.time() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: self.server.started, "the server to start", alive=self.thread.is_alive)
         return self
 
     def __exit__(self, *exc):
         self.server.should_exit = True
-        self.thread.join(timeout=10)
+        self.thread.join(timeout=LIVENESS_S)
         self.sock.close()
 
 

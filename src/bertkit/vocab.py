@@ -161,7 +161,9 @@ def extend_vocabulary(
         new += [a for a in picked if a.token not in chosen][:max_new_tokens]
     if not new:
         why = [f"the {len(known)} requested token(s) are already in the vocabulary"] if known else []
-        if corpus:
+        if corpus and corpus_stats is not None and corpus_stats.files == 0 and corpus_stats.skipped:
+            why.append(f"the corpus has no text: {corpus_stats.skipped_summary()}")
+        elif corpus:
             why.append(
                 f"no word of the corpus seen at least {min_frequency} times is split by the vocabulary "
                 f"(a lower --min-frequency may find some)"

@@ -9,8 +9,9 @@ thread with its own infer request).
 
 Precision: float32, said to OpenVINO (``INFERENCE_PRECISION_HINT`` ``f32``). Left to itself, its CPU plugin runs
 bf16 on a CPU with AVX512_BF16 or AMX, whose answers differ from float32 in the third decimal. bf16 is the
-user's choice: ``BERTKIT_OPENVINO_PRECISION=bf16`` (on a CPU without bf16, OpenVINO runs float32 and a notice
-says so).
+user's choice: ``BERTKIT_OPENVINO_PRECISION=bf16``. The hint is a request: OpenVINO may run another precision
+(float32 on a CPU without bf16, or where its plugin declines), so bertkit reads the compiled model's own
+``INFERENCE_PRECISION_HINT`` and a notice says what ran whenever it differs from what was asked.
 """
 
 from __future__ import annotations
@@ -101,10 +102,24 @@ def compile_graph(model: nn.Module, quantize: str | None, threads: int | None = 
     }
     with signal_stack_kept():  # the CPU plugin is created here (see signal_stack)
         compiled = core.compile_model(str(path), "CPU", config)
-    ran = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
-    if precision == "bf16" and "bf16" not in ran:
-        notice(f"{PRECISION_ENV}=bf16: this CPU has no bf16 instructions for OpenVINO; running float32")
+    told = precision_notice(precision, precision_name(compiled.get_property("INFERENCE_PRECISION_HINT")))
+    if told:
+        notice(told)
     return compiled
+
+
+def precision_name(value: Any) -> str:
+    """OpenVINO's short name (``f32``, ``bf16``, ``f16``) of an element type or of its string form."""
+    name = getattr(value, "get_type_name", None)
+    text = str(name() if callable(name) else value)
+    return {"<Type: 'float32'>": "f32", "<Type: 'bfloat16'>": "bf16", "<Type: 'float16'>": "f16"}.get(text, text)
+
+
+def precision_notice(asked: str, ran: str) -> str | None:
+    """The line that says what OpenVINO ran when it is not what bertkit asked for; ``None`` when it is."""
+    if asked == ran:
+        return None
+    return f"OpenVINO was asked for {asked} ({PRECISION_ENV}) and compiled the model for {ran}; running {ran}"
 
 
 def build(model: nn.Module, quantize: str | None, threads: int | None = None) -> Runner:

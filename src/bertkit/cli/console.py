@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from bertkit.cli.program import fail
-from bertkit.formats import read_text
+from bertkit.formats import read_text, text_lines
 
 
 def read_lines(path: str, *, keep_blank: bool = False) -> list[str]:
@@ -22,10 +22,7 @@ def read_lines(path: str, *, keep_blank: bool = False) -> list[str]:
         if not file.is_file():
             fail(f"input {path} is a directory, not a file; give a text file with one input per line")
         text = read_text(file)
-    if keep_blank:
-        lines = [line.removesuffix("\r") for line in text.removesuffix("\n").split("\n")] if text else []
-    else:
-        lines = [line.rstrip("\r\n") for line in text.splitlines() if line.strip()]
+    lines = text_lines(text, keep_blank=keep_blank)
     if not lines:
         fail(f"{'stdin' if path == '-' else path} is empty: give one input per line")
     return lines

@@ -261,6 +261,9 @@ class ClassifyOptions(PipelineOptions):
 
     texts: list[str] | None = field(default=None, metadata=cli(argument=True))
     """Texts to classify (a TAB separates a pair)."""
+    max_seq_length: int | None = None
+    """Cut inputs at this many tokens (default: the length the model was fine-tuned with); a line on stderr
+    says how many were cut."""
 
 
 @options_command(commands, "classify", ClassifyOptions, short_help="Label texts or pairs with a fine-tuned classifier.")
@@ -275,7 +278,7 @@ def classify_command(o: ClassifyOptions) -> None:
     from bertkit.inference import classify
 
     items = [_text_or_pair(line) for line in _pipeline_inputs(o.texts, o.input)]
-    for item, p in zip(items, classify(items, o.model, batch_size=o.batch_size)):
+    for item, p in zip(items, classify(items, o.model, batch_size=o.batch_size, max_length=o.max_seq_length)):
         text, pair = (item, None) if isinstance(item, str) else item
         if o.as_json:
             print_json(

@@ -90,14 +90,17 @@ class TokenizerTrainOptions:
 
     input: list[str] = field(metadata=cli("--input", "-i"))
     """Corpus files, directories or globs (repeatable); see --format."""
+    kind: str = "wordpiece"
+    """wordpiece | bpe: BERT's WordPiece ([PAD] [UNK] [CLS] [SEP] [MASK]), or byte-level BPE as RoBERTa and
+    ModernBERT use (<s> <pad> </s> <unk> <mask>; every byte has a token, so nothing is unknown)."""
     vocab_size: int = field(default=30522, metadata=at_least(1, **cli("--vocab-size")))
     """Vocabulary size, the 5 special tokens included."""
     output: str = field(metadata=cli("--output", "-o"))
     """Directory for vocab.txt, tokenizer.json and configs."""
     min_frequency: int = field(default=2, metadata=at_least(1, **cli("--min-frequency")))
     """Drop merges seen fewer times."""
-    lowercase: bool = True
-    """Uncased (lowercase + strip accents)."""
+    lowercase: bool | None = None
+    """Uncased: lowercase (and, for WordPiece, strip accents) (default: uncased for wordpiece, cased for bpe)."""
     keep_gutenberg_boilerplate: bool = shared("keep_gutenberg_boilerplate")
 
 
@@ -106,14 +109,24 @@ def _run_tokenizer_train(o: TokenizerTrainOptions, fields: dict[str, Any]) -> No
     from bertkit.errors import TokenizerError
     from bertkit.tokenizer import Tokenizer
 
+    if o.kind not in ("wordpiece", "bpe"):
+        fail(f"--kind must be wordpiece or bpe, got {o.kind}")
     stats = CorpusStats()
     texts = corpus_texts(o.input, corpus_options(o.keep_gutenberg_boilerplate, fields), stats)
+    tok: Tokenizer
     try:
-        tok = Tokenizer.train(texts, vocab_size=o.vocab_size, min_frequency=o.min_frequency, lowercase=o.lowercase)
+        if o.kind == "bpe":
+            from bertkit.tokenizer.bpe_training import train_byte_level_bpe
+
+            tok = train_byte_level_bpe(
+                texts, vocab_size=o.vocab_size, min_frequency=o.min_frequency, lowercase=bool(o.lowercase)
+            )
+        else:
+            lowercase = True if o.lowercase is None else o.lowercase
+            tok = Tokenizer.train(texts, vocab_size=o.vocab_size, min_frequency=o.min_frequency, lowercase=lowercase)
     except TokenizerError:
         if stats.skipped:  # nothing was read because every file was skipped: say why, not "empty"
-            more = f" (and {len(stats.skipped) - 1} more)" if len(stats.skipped) > 1 else ""
-            fail(f"no text to learn from: skipped {stats.skipped[0]}{more}")
+            fail(f"no text to learn from: {stats.skipped_summary()}")
         raise
     corpus_warnings(stats)
     tok.save_pretrained(o.output)
@@ -121,10 +134,13 @@ def _run_tokenizer_train(o: TokenizerTrainOptions, fields: dict[str, Any]) -> No
 
 
 @tokenizer_app.command(
-    "train", short_help="Learn a WordPiece vocabulary from a corpus.", cls=lazy_command(_tokenizer_train_function)
+    "train",
+    short_help="Learn a WordPiece or byte-level BPE vocabulary from a corpus.",
+    cls=lazy_command(_tokenizer_train_function),
 )
 def tokenizer_train_command() -> None:
-    """Learn a BERT WordPiece vocabulary ([PAD] [UNK] [CLS] [SEP] [MASK] get ids 0-4) and save it.
+    """Learn a BERT WordPiece vocabulary ([PAD] [UNK] [CLS] [SEP] [MASK] get ids 0-4), or with --kind bpe a
+    byte-level BPE one (<s> <pad> </s> <unk> <mask>, for ModernBERT pre-training), and save it.
 
     The corpus is read as prepare-data reads it: text, JSONL, Parquet, compressed; Gutenberg boilerplate stripped.
 
@@ -132,6 +148,8 @@ def tokenizer_train_command() -> None:
     Example:
       bertkit tokenizer train --input data/books \\
         --vocab-size 8000 --output ./tok
+      bertkit tokenizer train --kind bpe --input data/books \\
+        --vocab-size 8000 --output ./bpe-tok
     """
 
 

@@ -307,9 +307,7 @@ def prepare_dataset(config: PrepareConfig, *, progress: bool = True) -> dict[str
     if num_blocks == 0:
         if created:
             shutil.rmtree(output, ignore_errors=True)
-        raise DataError(
-            f"the inputs contain no usable text (see the skipped files: {'; '.join(stats.skipped[:3]) or 'none'})"
-        )
+        raise DataError(f"the inputs contain no usable text: {stats.skipped_summary()}")
     header["corpus_stats"] = stats.to_dict()
     meta = index_dataset(output, header, expected_blocks=num_blocks)
     for line in stats.warnings():

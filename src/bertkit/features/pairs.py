@@ -5,15 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from bertkit.features import Feature
+from bertkit.tokenizer.framing import framed
 
 
 def build_pair(ids_a: Sequence[int], ids_b: Sequence[int] | None, cls_id: int, sep_id: int) -> Feature:
-    """``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]`` with segment 0 up to the first ``[SEP]`` and 1 after."""
-    input_ids = [cls_id, *ids_a, sep_id]
-    token_type_ids = [0] * len(input_ids)
-    if ids_b is not None:
-        input_ids += [*ids_b, sep_id]
-        token_type_ids += [1] * (len(ids_b) + 1)
+    """``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]`` (``bertkit.tokenizer.framing``, as every path frames)."""
+    input_ids, token_type_ids = framed(ids_a, ids_b, cls_id, sep_id)
     return {"input_ids": input_ids, "token_type_ids": token_type_ids, "attention_mask": [1] * len(input_ids)}
 
 

@@ -22,7 +22,7 @@ from bertkit.formats.tables import (
     read_parquet,
     saved_dataset_files,
 )
-from bertkit.formats.text import decode_utf8, existing_file, read_text
+from bertkit.formats.text import decode_utf8, existing_file, read_text, text_lines
 
 __all__ = [
     "ARROW_SUFFIXES",
@@ -46,4 +46,5 @@ __all__ = [
     "reading",
     "saved_dataset_files",
     "split_suffix",
+    "text_lines",
 ]

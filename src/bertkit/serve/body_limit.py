@@ -1,9 +1,12 @@
-"""The request-body cap (``ServeLimits.max_body_bytes``), applied before the app parses anything.
+"""The request-body cap (``ServeLimits.max_body_bytes``) and the one JSON parser (``json_body``), applied to
+every route before the app parses anything.
 
 A body over the cap is read and thrown away (up to ``DRAIN_FACTOR`` times the cap, at least ``DRAIN_MIN``
 bytes) before the 413 is sent: a client that writes its whole body before reading the answer, as Python's
 ``urllib`` does, would otherwise find the connection closed under it (a broken pipe) instead of the 413. A
-body past that bound is answered at once and its connection closed.
+body past that bound is answered at once and its connection closed. A JSON body (a POST without a
+content type, or with a JSON one) that is not JSON or nests too deep is answered here, in the same words on
+every route, so that no route's own parsing meets it.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from bertkit.serve.errors import error_body
+from bertkit.serve.errors import Problem, error_body
+from bertkit.serve.json_body import parse_json_body
 
 DRAIN_FACTOR = 16
 DRAIN_MIN = 16 << 20
@@ -49,6 +53,12 @@ class BodyLimit:
             )
             await _send_json(send, 413, error_body(path, 413, too_big))
             return
+        if body and _is_json(scope):
+            try:
+                parse_json_body(body)
+            except Problem as refused:
+                await _send_json(send, refused.status, error_body(path, refused.status, refused.message))
+                return
         replayed = False
 
         async def replay() -> dict:
@@ -75,6 +85,15 @@ class BodyLimit:
                 chunks.append(chunk)
             if size > bound or not message.get("more_body", False):
                 return b"".join(chunks), size
+
+
+def _is_json(scope: dict) -> bool:
+    """Whether the request's body is read as JSON: a POST, PUT or PATCH without a content type or with a
+    JSON one (as FastAPI decides)."""
+    if scope.get("method") not in ("POST", "PUT", "PATCH"):
+        return False
+    kind = dict(scope.get("headers") or []).get(b"content-type", b"").split(b";")[0].strip().lower()
+    return not kind or kind == b"application/json" or kind.endswith(b"+json")
 
 
 async def _send_json(send: Callable, status: int, payload: dict) -> None:

@@ -14,8 +14,10 @@ class ServeLimits:
 
     max_body_bytes: int = 1_000_000
     """Largest request body; larger ones get 413 before they are parsed."""
-    max_items: int = 64
-    """Texts (or pairs, or questions) in one request."""
+    max_items: int = 2048
+    """Texts (or pairs, or questions) in one request: OpenAI's embeddings API takes 2,048, so a client written
+    for it sends its batches unchanged. Memory stays bounded by the body size and the token budget of each
+    forward pass (``max_batch_tokens``), not by this count."""
     max_chars: int = 10_000
     """Characters of one text; a question-answering context or a text to tag may have ``max_long_chars``."""
     max_long_chars: int = 100_000

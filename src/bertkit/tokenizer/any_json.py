@@ -24,6 +24,7 @@ from bertkit.errors import TokenizerError
 from bertkit.formats import read_text
 from bertkit.io import atomic_write_text
 from bertkit.tokenizer.files import SPECIAL_TOKENS_MAP_NAME, TOKENIZER_CONFIG_NAME, TOKENIZER_NAME
+from bertkit.tokenizer.framing import framing_processor
 from bertkit.tokenizer.tokenizer import DEFAULT_MODEL_MAX_LENGTH, OTHER_FORMATS, Tokenizer
 
 ROLES = ("cls", "sep", "pad", "mask", "unk")
@@ -97,6 +98,11 @@ class JsonTokenizer(Tokenizer):
         # Not Tokenizer.__init__: that one builds BERT's WordPiece pipeline from a vocabulary.
         backend.no_truncation()
         backend.no_padding()
+        self._source = backend.to_str()  # the file as read: saved and fingerprinted without the framing below
+        if backend.post_processor is None and "cls" in specials and "sep" in specials:
+            vocab = backend.get_vocab(with_added_tokens=True)
+            cls, sep = specials["cls"], specials["sep"]
+            backend.post_processor = framing_processor(cls, vocab[cls], sep, vocab[sep])
         self._backend = backend
         self._vocab = backend.get_vocab(with_added_tokens=True)
         self._specials = dict(specials)
@@ -143,7 +149,7 @@ class JsonTokenizer(Tokenizer):
         config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": self.model_max_length, **names}
         written = []
         for name, text in (
-            (TOKENIZER_NAME, self._backend.to_str(pretty=True)),
+            (TOKENIZER_NAME, _Backend.from_str(self._source).to_str(pretty=True)),
             (TOKENIZER_CONFIG_NAME, json.dumps(config, indent=2, ensure_ascii=False) + "\n"),
             (SPECIAL_TOKENS_MAP_NAME, json.dumps(names, indent=2, ensure_ascii=False) + "\n"),
         ):
@@ -221,11 +227,11 @@ class JsonTokenizer(Tokenizer):
     @functools.cached_property
     def fingerprint(self) -> str:
         """Stable hex digest of the whole ``tokenizer.json`` and the special tokens (16 hex chars)."""
-        payload = self._backend.to_str() + json.dumps(self._specials, sort_keys=True)
+        payload = self._source + json.dumps(self._specials, sort_keys=True)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
     def __repr__(self) -> str:
-        kind = json.loads(self._backend.to_str()).get("model", {}).get("type")
+        kind = json.loads(self._source).get("model", {}).get("type")
         return f"JsonTokenizer(model={kind}, vocab_size={self.vocab_size}, fingerprint={self.fingerprint!r})"
 
 

@@ -20,11 +20,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tokenizers import Tokenizer as _Backend
-from tokenizers import decoders, models, processors
+from tokenizers import decoders, models
 
 from bertkit.errors import TokenizerError
 from bertkit.tokenizer.encoding import BatchEncoding, Encoding, LazyEncoding, batch_encoding
 from bertkit.tokenizer.files import read_tokenizer_files, read_vocab_txt, tokenizer_config, write_tokenizer_files
+from bertkit.tokenizer.framing import framing_processor
 from bertkit.tokenizer.normalization import normalizer, pre_tokenizer
 from bertkit.tokenizer.special_tokens import CLS, MASK, PAD, SEP, SPECIAL_TOKENS, UNK, check_vocab, vocab_from_list
 from bertkit.tokenizer.training import learn_vocabulary
@@ -87,11 +88,7 @@ class Tokenizer:
         )  # fmt: skip
         backend.normalizer = normalizer(self._lowercase, self.strip_accents)
         backend.pre_tokenizer = pre_tokenizer(self._tokenize_chinese_chars)
-        backend.post_processor = processors.TemplateProcessing(
-            single=f"{CLS}:0 $A:0 {SEP}:0",
-            pair=f"{CLS}:0 $A:0 {SEP}:0 $B:1 {SEP}:1",
-            special_tokens=[(CLS, self._vocab[CLS]), (SEP, self._vocab[SEP])],
-        )
+        backend.post_processor = framing_processor(CLS, self._vocab[CLS], SEP, self._vocab[SEP])
         backend.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # decode() cleans up as HF
         # Specials written in the input ("Paris is the [MASK] of France.") are matched verbatim, as in HF.
         backend.add_special_tokens(list(SPECIAL_TOKENS))

@@ -59,6 +59,13 @@ class CorpusStats:
         if len(self.skipped) < 100:
             self.skipped.append(f"{path}: {reason}")
 
+    def skipped_summary(self) -> str:
+        """The first skipped file with why, and how many more: ``a.bin: NUL bytes from byte 0 ... (and 2 more)``."""
+        if not self.skipped:
+            return "no file was skipped"
+        more = f" (and {len(self.skipped) - 1} more)" if len(self.skipped) > 1 else ""
+        return f"skipped {self.skipped[0]}{more}"
+
     def warnings(self) -> list[str]:
         """One line per kind of problem met, for the user."""
         out = []

@@ -1,7 +1,7 @@
 """Documents of a text file: BERT's line format, prose, or JSON lines; the format sniffed when not given.
 
-Bad input is counted, never fatal: an empty file or a binary one (a NUL byte in the first 8 KiB) is
-skipped, a line that is not UTF-8 dropped (see :class:`CorpusStats`).
+Bad input is counted, never fatal: an empty file, a UTF-16 one or a binary one (``formats.text.text_kind`` on
+its first 8 KiB, the test every reader of user files makes) is skipped with what it is, a line that is not UTF-8 dropped (see :class:`CorpusStats`).
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ from bertkit.data.corpus.documents import PARAGRAPHS, SENTENCES, DocumentBuilder
 from bertkit.data.corpus.options import CorpusOptions, CorpusStats
 from bertkit.data.corpus.records import jsonl_documents
 from bertkit.formats import open_decompressed
-from bertkit.formats.text import UTF16, not_text_kind
+from bertkit.formats.text import SNIFF_BYTES, UTF16, describe, text_kind
 
 _SNIFF_LINES = 1000
-_BINARY_SNIFF = 8192
 _SENTENCE_END = tuple(".!?\"')]:;…”’»")  # noqa: RUF001 (typographic closing quotes end sentences too)
 
 
@@ -29,18 +28,18 @@ def text_documents(path: Path, format: str, options: CorpusOptions, stats: Corpu
     ``auto`` (sniffed)."""
     # Sniffed on a first opening, read on a second: compressed streams cannot seek back cheaply.
     with open_decompressed(path) as handle:
-        head = handle.read(_BINARY_SNIFF)
+        head = handle.read(SNIFF_BYTES)
     if not head.strip():
         stats.empty_files += 1
         stats.skip(path, "empty")
         return
-    if not_text_kind(head) == UTF16:
-        stats.utf16_files += 1
-        stats.skip(path, UTF16)
-        return
-    if b"\x00" in head:
-        stats.binary_files += 1
-        stats.skip(path, "binary (NUL bytes)")
+    kind = text_kind(head)
+    if kind is not None:
+        if kind == UTF16:
+            stats.utf16_files += 1
+        else:
+            stats.binary_files += 1
+        stats.skip(path, describe(kind, head, 0))
         return
     stats.files += 1
     with open_decompressed(path) as handle:

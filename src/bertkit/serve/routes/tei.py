@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from bertkit import inference
 from bertkit.inference.encoder_outputs import EmbedSettings, embed_settings
 from bertkit.serve.errors import Problem
+from bertkit.serve.json_body import parse_json_body
 from bertkit.serve.routes.embeddings import embedded, keep_the_end, tei_embed, token_rows
 from bertkit.serve.routes.handling import ServiceDep, json_response, token_lengths
 from bertkit.serve.routes.rerank import rerank
@@ -126,10 +127,7 @@ def _predict_job(loaded: Loaded, batch: int, raw_scores: bool, items: list) -> l
 # ------------------------------------------------------------------------------------------ POST /
 async def root(request: Request, service: ServiceDep) -> Any:
     """TEI's ``POST /``: the route of the model's kind (module docstring)."""
-    try:
-        body = await request.json()
-    except ValueError:
-        raise Problem(400, "the body is not JSON; send a JSON object with inputs") from None
+    body = parse_json_body(await request.body())
     if not isinstance(body, dict):
         raise Problem(422, "the body must be a JSON object with inputs")
     loaded = service.loaded

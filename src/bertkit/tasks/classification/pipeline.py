@@ -45,7 +45,9 @@ def classify(
         )
         for i, t in enumerate(items)
     ]
-    features = task.featurize(examples, loaded.tokenizer, input_length(loaded, max_length)).features
+    from bertkit.tasks.prepare import featurize  # a floor up: it reads the family registry
+
+    features = featurize(task, examples, loaded.tokenizer, input_length(loaded, max_length), report=True).features
     rows = run_model(loaded.model, task, features, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id)
     predictions = task.postprocess(examples, features, rows)
     return predictions[0] if is_single(texts) else predictions
@@ -90,7 +92,9 @@ def pair_scores(
     check_texts(pairs, "pair")
     task = loaded.task
     examples = [ClassificationExample(a, b, None, f"pair {i}") for i, (a, b) in enumerate(pairs)]
-    features = task.featurize(examples, loaded.tokenizer, input_length(loaded, max_length)).features
+    from bertkit.tasks.prepare import featurize  # a floor up: it reads the family registry
+
+    features = featurize(task, examples, loaded.tokenizer, input_length(loaded, max_length), report=True).features
     rows = run_model(loaded.model, task, features, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id)
     grouped: dict[int, list[Any]] = {}
     for feature, row in zip(features, rows):

@@ -100,7 +100,9 @@ def tag(
     spans = [word_spans(loaded.tokenizer, text) for text in items]
     tagged = [i for i, s in enumerate(spans) if s]  # a text without words has nothing to tag
     examples = [NerExample([items[i][s:e] for s, e in spans[i]], None, "input", i) for i in tagged]
-    features = task.featurize(examples, loaded.tokenizer, loaded.max_length).features if examples else []
+    from bertkit.tasks.prepare import featurize  # a floor up: it reads the family registry
+
+    features = featurize(task, examples, loaded.tokenizer, loaded.max_length, report=True).features if examples else []
     rows = run_model(loaded.model, task, features, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id)
     predictions = dict(zip(tagged, task.postprocess(examples, features, rows))) if examples else {}
     scores = dict(zip(tagged, task.word_scores(examples, features, rows))) if examples else {}

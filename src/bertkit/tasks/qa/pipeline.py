@@ -72,7 +72,9 @@ def answer(
         null_score_diff_threshold=null_threshold,
     )
     examples = [SquadExample(str(i), q, c, []) for i, (q, c) in enumerate(zip(questions, contexts))]
-    features = task.featurize(examples, loaded.tokenizer, seq_len).features
+    from bertkit.tasks.prepare import featurize  # a floor up: it reads the family registry
+
+    features = featurize(task, examples, loaded.tokenizer, seq_len, report=True).features
     rows = run_model(loaded.model, task, features, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id)
     predictions = task.postprocess(examples, features, rows)
     results = []

@@ -18,6 +18,7 @@ from bertkit.formats import (
     read_parquet,
     read_text,
     split_suffix,
+    text_lines,
 )
 from bertkit.tasks.readers.conllu import looks_like_conllu, what_it_is
 from bertkit.tasks.readers.delimited import read_delimited
@@ -100,10 +101,31 @@ def read_table(
         report.skip("blank lines", len(lines) - len(rows))
     elif looks_like_conllu(text):
         raise DataError(what_it_is(path))
+    elif is_plain_text(path, text, format, header, names):
+        lines = text_lines(text)
+        columns, rows = (
+            [PLAIN_TEXT_COLUMN],
+            [Row({PLAIN_TEXT_COLUMN: line}, f"{path}:{n}") for n, line in enumerate(lines, 1)],
+        )
+        report.format = "text"
+        report.assumptions.append(f"{path.name}: plain text, one text per line (a TAB-separated table is read as TSV)")
     else:
         return read_delimited(path, text, format, header, names, report)
     report.used = len(rows)
     return columns, rows
+
+
+PLAIN_TEXT_COLUMN = "text"
+"""The column of a plain text file's lines."""
+
+
+def is_plain_text(path: Path, text: str, format: str, header: bool | None, names: Iterable[str]) -> bool:
+    """Whether a ``.txt`` file is plain text, one input per line, as ``classify`` and ``embed`` read it: no TAB
+    anywhere (so no columns), no ``--format``/``--header`` given, and a first line that names no column."""
+    if split_suffix(path)[1] != ".txt" or format != "tsv" or header is not None or "\t" in text:
+        return False
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    return first not in set(names)
 
 
 def _is_squad(text: str) -> bool:
