@@ -78,9 +78,12 @@ def test_a_number_out_of_range_is_one_line_naming_the_flag(inputs, capsys, args,
 
 
 NOT_APPLICABLE = [
-    (["--architecture", "modernbert", "--layer-norm-position", "post"], "--layer-norm-position is a BERT option"),
-    (["--attn-implementation", "flex"], "--attn-implementation flex is not one of bert's: sdpa, eager"),
-    (["--architecture", "modernbert", "--attn-implementation", "eager"], "not one of modernbert's: sdpa, flex"),
+    (
+        ["--architecture", "modernbert", "--layer-norm-position", "post"],
+        "--layer-norm-position does not apply to ModernBERT",
+    ),
+    (["--attn-implementation", "flex"], "--attn-implementation flex is not one of BERT's: sdpa, eager"),
+    (["--architecture", "modernbert", "--attn-implementation", "eager"], "not one of ModernBERT's: sdpa, flex"),
     (
         ["--architecture", "modernbert", "--attn-implementation", "varlen", "--device", "cpu"],
         "--attn-implementation varlen runs on CUDA only (FlashAttention), not on cpu",
