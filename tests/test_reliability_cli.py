@@ -577,3 +577,6 @@ def test_classify_says_how_many_inputs_it_cut_and_the_flag(env, classifier, capl
             main(["classify", "--model", classifier, "--max-seq-length", "8", "one two three four five six seven"]) == 0
         )
         assert "1 of 1 examples were cut at max_seq_length 8" in caplog.text
+        caplog.clear()
+        assert main(["classify", "--model", classifier, "--long-text", "windows", long]) == 0  # scored whole
+        assert "were cut" not in caplog.text

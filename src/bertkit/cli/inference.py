@@ -264,6 +264,11 @@ class ClassifyOptions(PipelineOptions):
     max_seq_length: int | None = None
     """Cut inputs at this many tokens (default: the length the model was fine-tuned with); a line on stderr
     says how many were cut."""
+    long_text: str | None = None
+    """truncate | windows: score a single text longer than the length in overlapping windows, averaged
+    (default: as the model was fine-tuned)."""
+    window_stride: int | None = None
+    """With --long-text windows: tokens between window starts (default: as fine-tuned)."""
 
 
 @options_command(commands, "classify", ClassifyOptions, short_help="Label texts or pairs with a fine-tuned classifier.")
@@ -278,7 +283,17 @@ def classify_command(o: ClassifyOptions) -> None:
     from bertkit.inference import classify
 
     items = [_text_or_pair(line) for line in _pipeline_inputs(o.texts, o.input)]
-    for item, p in zip(items, classify(items, o.model, batch_size=o.batch_size, max_length=o.max_seq_length)):
+    for item, p in zip(
+        items,
+        classify(
+            items,
+            o.model,
+            batch_size=o.batch_size,
+            max_length=o.max_seq_length,
+            long_text=o.long_text,
+            window_stride=o.window_stride,
+        ),
+    ):
         text, pair = (item, None) if isinstance(item, str) else item
         if o.as_json:
             print_json(

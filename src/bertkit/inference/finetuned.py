@@ -30,11 +30,16 @@ def classify(
     *,
     batch_size: int = 32,
     max_length: int | None = None,
+    long_text: str | None = None,
+    window_stride: int | None = None,
 ) -> Any:
     """Label and class probabilities (or a regression score) for each text or ``(text, text_pair)``, as
-    ``ClassificationPrediction`` s (``tasks.classification.pipeline.classify``)."""
+    ``ClassificationPrediction`` s (``tasks.classification.pipeline.classify``: ``long_text`` and
+    ``window_stride`` there)."""
     loaded = for_pipeline("classify", model)
-    return classification.classify(texts, loaded, batch_size=batch_size, max_length=max_length)
+    return classification.classify(
+        texts, loaded, batch_size=batch_size, max_length=max_length, long_text=long_text, window_stride=window_stride
+    )
 
 
 def pair_scores(

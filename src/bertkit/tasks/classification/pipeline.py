@@ -19,7 +19,15 @@ from bertkit.errors import BertkitError
 from bertkit.features.outputs import sigmoid
 from bertkit.features.runner import run_model
 from bertkit.tasks.classification.task import ClassificationExample
-from bertkit.tasks.pipeline import LoadedModel, TextInput, as_list, check_texts, input_length, is_single
+from bertkit.tasks.pipeline import (
+    LoadedModel,
+    TextInput,
+    as_list,
+    check_texts,
+    input_length,
+    is_single,
+    with_options,
+)
 
 
 # ------------------------------------------------------------------------------------------ classify
@@ -29,8 +37,13 @@ def classify(
     *,
     batch_size: int = 32,
     max_length: int | None = None,
+    long_text: str | None = None,
+    window_stride: int | None = None,
 ) -> Any:
     """Label and class probabilities (or a regression score) for each text or ``(text, text_pair)``.
+
+    ``long_text`` (``truncate`` or ``windows``) and ``window_stride`` override what the model was fine-tuned
+    with: ``windows`` scores a single text longer than the length in overlapping windows and averages them.
 
     Returns ``ClassificationPrediction`` (``label``, ``score`` = probability of the label or the regression
     value, ``probabilities`` by label name), one per input. Long inputs are cut (or windowed) as in
@@ -38,7 +51,9 @@ def classify(
     """
     items = as_list(texts, "texts")
     check_texts(items)
-    task = loaded.task
+    if long_text not in (None, "truncate", "windows"):
+        raise BertkitError(f"long_text must be truncate or windows, got {long_text!r} (--long-text)")
+    task = with_options(loaded.task, long_text=long_text, window_stride=window_stride)
     examples = [
         ClassificationExample(
             t if isinstance(t, str) else t[0], None if isinstance(t, str) else t[1], None, f"input {i}"
