@@ -113,7 +113,7 @@ def test_a_tokenizer_json_without_a_post_processor_is_framed_as_every_path_frame
 
     import bertkit
     from bertkit.features.pairs import build_pair
-    from bertkit.model import BertModel
+    from bertkit.models.bert import BertModel
     from bertkit.tokenizer.framing import framed, framing_processor
     from inference_helpers import save_model
 
