@@ -19,6 +19,8 @@ BENCHMARKS = ROOT / "benchmarks"
 SUPPORT = {  # modules the scripts share, not scripts
     "harness", "loopback", "machine_info", "smoke_inputs", "distill_data", "distill_results",
     "time_to_quality_clock", "time_to_quality_downstream", "time_to_quality_results",
+    "results_defaults", "results_engines", "results_inference", "results_render", "results_serving",
+    "results_sources", "results_training",
 }  # fmt: skip
 
 Check = Callable[[Path, str], None]

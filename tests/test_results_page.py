@@ -22,6 +22,11 @@ def load_script():
     return module
 
 
+def shared(name: str):
+    """A module the page is built from (loaded by ``load_script``), where a test patches or reads its names."""
+    return importlib.import_module(name)
+
+
 def test_committed_results_page_equals_what_the_script_writes():
     page = load_script()
     committed = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
@@ -63,9 +68,9 @@ def test_gpu_claims_name_the_card_and_add_the_datasheet_share():
 
 
 def test_step_peak_labels_a_cpu_run_by_its_dtype_without_a_datasheet():
-    page = load_script()
+    load_script()
     cpu = {"machine": {"gpu": None}, "peak_dtype": "torch.bfloat16", "peak_flops": 2e11}
-    assert page.step_peak(cpu) == ("bf16 peak 200 GFLOP/s", None)
+    assert shared("results_training").step_peak(cpu) == ("bf16 peak 200 GFLOP/s", None)
 
 
 def test_check_fails_when_the_page_drifts(tmp_path, monkeypatch):
@@ -104,12 +109,12 @@ def test_performance_page_is_generated_from_the_engines_file(tmp_path, monkeypat
         "models": {"tiny": engines},
     }
     (tmp_path / "engines.json").write_text(json.dumps(result), encoding="utf-8")
-    monkeypatch.setattr(page, "RESULTS", tmp_path)
+    monkeypatch.setattr(shared("results_sources"), "RESULTS", tmp_path)
     text = page.engines_section()
     assert "Test CPU" in text and features in text and "skipped st_openvino: optimum.intel" in text
     assert "| bertkit_onnxruntime_int8 | 25.0 /s, 80/95 ms | 9.0 s (2.0 s) | 400 MiB | sst2 0.9900/0.99500 |" in text
     assert "| st_onnx | failed: ImportError: boom |" in text
-    ((what, row),) = page.engines_rows("engines.json")
+    ((what, row),) = shared("results_engines").engines_rows("engines.json")
     assert (
         what.startswith("tiny, sst2, batch 1 (4 texts)") and row[2] == "bertkit_onnxruntime_int8 / transformers: 2.00x"
     )
