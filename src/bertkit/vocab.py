@@ -30,10 +30,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_file
 from torch import Tensor
 
-from bertkit.checkpoint_files import SAFETENSORS_NAME, read_state_dict
+from bertkit.checkpoint_files import SAFETENSORS_NAME, read_weights, write_weights
 from bertkit.config import BertConfig
 from bertkit.data.corpus import CorpusOptions, CorpusStats, corpus_texts
 from bertkit.errors import CheckpointError, ConfigError, TokenizerError
@@ -150,7 +149,7 @@ def extend_vocabulary(
         raise ConfigError("nothing to add: give tokens (a file with one per line) and/or a corpus to pick words from")
     tokenizer = Tokenizer.from_pretrained(source)
     config = BertConfig.load(source)
-    state = read_state_dict(source)
+    state = read_weights(source)
 
     new, known = _requested_tokens(tokenizer, tokens)
     if corpus:
@@ -177,7 +176,7 @@ def extend_vocabulary(
         str(output), tokenizer.vocab_size, len(tokens_by_id), min(len(new), unused), new, known
     )
     with atomic_directory(output) as staging:
-        save_file(state, str(staging / SAFETENSORS_NAME), metadata={"format": "pt"})
+        write_weights(state, staging / SAFETENSORS_NAME)
         dataclasses.replace(config, vocab_size=rows).save(staging)
         tokenizer.with_vocab(tokens_by_id).save_pretrained(staging)
         (staging / REPORT_NAME).write_text(

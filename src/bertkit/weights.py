@@ -21,7 +21,7 @@ from bertkit import quantize as quantization
 from bertkit.checkpoint_files import (
     load_hf_state_dict,
     read_pretrained,
-    read_state_dict,
+    read_weights,
     to_hf_state_dict,
     write_pretrained,
 )
@@ -147,7 +147,7 @@ def load_model(
 def load_weights(model: nn.Module, directory: str | os.PathLike) -> None:
     """Copy the weights of a model directory (``config.json`` + weights, as ``save_pretrained`` writes it) into
     ``model`` in place, by the checkpoint's names, for any architecture."""
-    registry.require(model).load_state(model, read_state_dict(directory), source=str(directory))
+    registry.require(model).load_state(model, read_weights(directory), source=str(directory))
 
 
 def declare_inputs(directory: str | os.PathLike, architecture: Architecture) -> None:

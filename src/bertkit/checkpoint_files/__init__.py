@@ -10,6 +10,8 @@ into this, and ``bertkit.weights`` (load and save with quantization, compilation
   written, loaded with the encoder checked
 - ``state_dicts``: a model's tensors to and from Hugging Face names, with the loading checks
 - ``pretrained``: ``config.json`` + weights, read together and checked, or written
+- ``weight_files``: what the rest of bertkit reads and writes weights through: a directory's tensors, named
+  tensors as safetensors, a module that is no bertkit model under its own names
 """
 
 from bertkit.checkpoint_files.hf_files import PYTORCH_INDEX, PYTORCH_NAME, SAFETENSORS_INDEX, SAFETENSORS_NAME
@@ -25,6 +27,7 @@ from bertkit.checkpoint_files.reading import read_state_dict, weights_file
 from bertkit.checkpoint_files.state_dicts import LoadReport, load_hf_state_dict, to_hf_state_dict
 from bertkit.checkpoint_files.tf_files import checkpoint_index, checkpoint_prefix, read_tf_checkpoint
 from bertkit.checkpoint_files.tf_names import TF_NAMES, tf_to_hf_state_dict
+from bertkit.checkpoint_files.weight_files import load_module_weights, read_weights, write_module_weights, write_weights
 
 __all__ = [
     "HEAD_NAMES",
@@ -42,11 +45,15 @@ __all__ = [
     "encoder_names",
     "infer_architecture",
     "load_hf_state_dict",
+    "load_module_weights",
     "read_pretrained",
     "read_state_dict",
     "read_tf_checkpoint",
+    "read_weights",
     "tf_to_hf_state_dict",
     "to_hf_state_dict",
     "weights_file",
+    "write_module_weights",
     "write_pretrained",
+    "write_weights",
 ]

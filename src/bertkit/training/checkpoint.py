@@ -29,10 +29,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_model, save_model
 from torch import nn
 
-from bertkit.checkpoint_files import load_hf_state_dict, read_state_dict
+from bertkit.checkpoint_files import (
+    SAFETENSORS_NAME,
+    load_hf_state_dict,
+    load_module_weights,
+    read_weights,
+    write_module_weights,
+)
 from bertkit.config import PRE_LN_MODEL_TYPE, BertConfig, ModernBertConfig, model_type_of
 from bertkit.errors import CheckpointError, ConfigError
 from bertkit.io import atomic_write_text
@@ -41,7 +46,7 @@ from bertkit.notices import notice
 from bertkit.weights import save_pretrained
 
 MANIFEST = "manifest.json"
-WEIGHTS = "model.safetensors"
+WEIGHTS = SAFETENSORS_NAME
 TRAINER_STATE = "trainer_state.pt"
 _NAME = re.compile(r"^checkpoint-(\d+)$")
 
@@ -131,8 +136,7 @@ def _write_checkpoint(
     if layout == "hf":
         save_pretrained(model, tmp)  # the HF name table is lossless (fused QKV splits and re-joins)
     else:
-        # safetensors' save_model stores tied weights once and load_model restores the ties.
-        save_model(model, str(tmp / WEIGHTS))
+        write_module_weights(model, tmp / WEIGHTS)  # under its own names, ties stored once
     torch.save(trainer_state, tmp / TRAINER_STATE)
     if extra_files is not None:
         extra_files(tmp)
@@ -235,14 +239,11 @@ def load_checkpoint(
             raise CheckpointError(f"checkpoint {path} is not usable: {problem}")
     _check_architecture(path, model)
     if _is_bertkit(model):
-        report = load_hf_state_dict(model, read_state_dict(path / WEIGHTS), source=str(path))
+        report = load_hf_state_dict(model, read_weights(path / WEIGHTS), source=str(path))
         if report.initialised:
             raise CheckpointError(f"checkpoint {path} lacks {report.initialised[:3]}; it was written for another head")
         return read_trainer_state(path, map_location)
-    try:
-        missing, unexpected = load_model(model, str(path / WEIGHTS), strict=False, device=str(map_location))
-    except Exception as exc:  # safetensors raises plain errors on shape mismatches
-        raise CheckpointError(f"cannot load weights from {path / WEIGHTS}: {exc}") from None
+    missing, unexpected = load_module_weights(model, path / WEIGHTS, map_location)
     if missing or unexpected:
         raise CheckpointError(
             f"checkpoint {path} does not fit this model (missing {sorted(missing)[:5]}, unexpected "

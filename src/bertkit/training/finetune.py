@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from bertkit.checkpoint_files import SAFETENSORS_NAME
 from bertkit.data.batch_sources import Ordering, RandomOrder, ResumableBatches
 from bertkit.errors import CheckpointError, ConfigError, DataError
 from bertkit.features import Feature
@@ -384,7 +385,7 @@ def _write_output(
     if staging.exists():
         shutil.rmtree(staging)
     best_dir = work / "best"
-    if dev_examples is not None and (best_dir / "model.safetensors").is_file():
+    if dev_examples is not None and (best_dir / SAFETENSORS_NAME).is_file():
         shutil.copytree(best_dir, staging)
     else:
         assert config.max_seq_length is not None  # FinetuneConfig fills it in from the task's defaults

@@ -23,9 +23,9 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Self
 
 import torch
-from safetensors.torch import save_model
 from torch import nn
 
+from bertkit.checkpoint_files import SAFETENSORS_NAME, write_module_weights
 from bertkit.compiling import compile_model
 from bertkit.data.batch_sources import BatchSource, FollowsRun
 from bertkit.errors import BertkitError, ConfigError
@@ -85,8 +85,7 @@ def save_weights(model: nn.Module, directory: Path) -> None:
     if registry.of_model(model) is not None:
         save_pretrained(model, directory)
     else:
-        directory.mkdir(parents=True, exist_ok=True)
-        save_model(model, str(directory / "model.safetensors"))
+        write_module_weights(model, directory / SAFETENSORS_NAME)
 
 
 @dataclass

@@ -275,7 +275,7 @@ def build_model(config: PretrainConfig, meta: Mapping[str, Any]) -> torch.nn.Mod
     for the dataset's tokenizer, or the ``init_from`` weights: the next-sentence head beside masked LM
     (``BertForPreTraining``) on data with next-sentence pairs, masked LM alone (``BertForMaskedLM``'s role)
     without them."""
-    from bertkit.checkpoint_files import read_state_dict
+    from bertkit.checkpoint_files import read_weights
 
     architecture = registry.named(config.architecture or "bert")
     nsp = meta["settings"].get("nsp", True)
@@ -307,7 +307,7 @@ def build_model(config: PretrainConfig, meta: Mapping[str, Any]) -> torch.nn.Mod
         cast(Any, model).set_attention(config.attn_implementation)
     if config.init_from is not None:
         source = Path(config.init_from)
-        architecture.load_state(model, read_state_dict(source), source=str(source))
+        architecture.load_state(model, read_weights(source), source=str(source))
     return model
 
 
