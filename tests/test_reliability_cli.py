@@ -580,3 +580,40 @@ def test_classify_says_how_many_inputs_it_cut_and_the_flag(env, classifier, capl
         caplog.clear()
         assert main(["classify", "--model", classifier, "--long-text", "windows", long]) == 0  # scored whole
         assert "were cut" not in caplog.text
+
+
+@pytest.fixture(scope="module")
+def tagger_and_reader(env, tmp_path_factory) -> tuple[str, str]:
+    from bertkit.models.bert import BertForQuestionAnswering, BertForTokenClassification
+    from bertkit.tokenizer import Tokenizer
+    from inference_helpers import save_model
+
+    root = tmp_path_factory.mktemp("tagger")
+    tok = Tokenizer.from_pretrained(env["tok"])
+    tagger = save_model(root / "ner", BertForTokenClassification, tok, id2label={0: "O", 1: "B-PER", 2: "I-PER"})
+    return str(tagger), str(save_model(root / "qa", BertForQuestionAnswering, tok))
+
+
+@pytest.mark.parametrize("command", ["embed", "classify", "tag", "answer"])
+def test_every_inference_command_takes_the_length_its_cut_line_names(command, capsys):
+    """The cut lines say "raise --max-seq-length": every command that prints one takes that flag."""
+    assert main([command, "--help"]) == 0
+    help_text = capsys.readouterr().out
+    assert "--max-seq-length" in help_text and "--window-stride" in help_text
+    assert ("--long-text" in help_text) == (command in ("embed", "classify"))  # tag and answer always window
+
+
+def test_tag_and_answer_cut_at_the_length_they_are_given(env, tagger_and_reader, caplog):
+    tagger, reader = tagger_and_reader
+    word = "play" + "ing" * 10  # one word of 11 word pieces: it cannot fit a window of 8 tokens
+    with caplog.at_level("INFO", logger="bertkit"):
+        assert main(["tag", "--model", tagger, "--json", f"hello {word}"]) == 0
+        assert "were cut" not in caplog.text  # it fits the model's own length
+        assert main(["tag", "--model", tagger, "--max-seq-length", "8", "--window-stride", "2", f"hello {word}"]) == 0
+        assert "1 of 1 examples were cut at max_seq_length 8 (raise --max-seq-length)" in caplog.text
+        caplog.clear()
+        question = ["-q", "who lived in the big old house by the sea ?", "-c", "john lived there."]
+        assert main(["answer", "--model", reader, *question]) == 0
+        assert "were cut" not in caplog.text
+        assert main(["answer", "--model", reader, "--max-query-length", "4", "--max-seq-length", "32", *question]) == 0
+        assert "1 of 1 questions were cut at max_query_length 4 (raise --max-query-length)" in caplog.text
