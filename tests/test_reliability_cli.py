@@ -617,3 +617,23 @@ def test_tag_and_answer_cut_at_the_length_they_are_given(env, tagger_and_reader,
         assert "were cut" not in caplog.text
         assert main(["answer", "--model", reader, "--max-query-length", "4", "--max-seq-length", "32", *question]) == 0
         assert "1 of 1 questions were cut at max_query_length 4 (raise --max-query-length)" in caplog.text
+
+
+def test_a_model_fine_tuned_short_says_which_length_it_reads(env, classifier, tmp_path, caplog):
+    """Fine-tuned at 16 tokens, a model of 128 positions says once that it reads 16, and which flag changes it."""
+    import json
+    import shutil
+
+    model = tmp_path / "short"
+    shutil.copytree(classifier, model)
+    config = json.loads((model / "config.json").read_text())
+    config["bertkit_finetune"] = {"task": "classification", "max_seq_length": 16}
+    (model / "config.json").write_text(json.dumps(config))
+    stated = "the model was fine-tuned at 16 tokens and takes up to 128: inputs are read at 16 tokens"
+    with caplog.at_level("INFO", logger="bertkit"):
+        assert main(["classify", "--model", str(model), "hello world", "the cat sat"]) == 0
+        assert caplog.text.count(stated) == 1 and "--max-seq-length (max_length=) changes that" in caplog.text
+        caplog.clear()
+        assert main(["classify", "--model", str(model), "--max-seq-length", "64", "hello world"]) == 0
+        assert main(["classify", "--model", classifier, "hello world"]) == 0  # read at its full length
+        assert "fine-tuned at" not in caplog.text
