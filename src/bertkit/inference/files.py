@@ -107,7 +107,9 @@ def evaluate_model(
         )
     )
     examples = read_examples(loaded.task, data, format=format, header=header).examples
-    features = featurize(loaded.task, examples, loaded.tokenizer, input_length(loaded, max_seq_length), report=True).features
+    features = featurize(
+        loaded.task, examples, loaded.tokenizer, input_length(loaded, max_seq_length), report=True
+    ).features
     predictions, _ = predict_features(
         loaded.model, loaded.task, examples, features, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id
     )
@@ -159,7 +161,9 @@ def predict(
         )
     )
     examples = read_examples(loaded.task, input, labeled=False, format=format, header=header).examples
-    features = featurize(loaded.task, examples, loaded.tokenizer, input_length(loaded, max_seq_length), report=True).features
+    features = featurize(
+        loaded.task, examples, loaded.tokenizer, input_length(loaded, max_seq_length), report=True
+    ).features
     predictions, rows = predict_features(
         loaded.model, loaded.task, examples, features, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id
     )
