@@ -637,3 +637,24 @@ def test_a_model_fine_tuned_short_says_which_length_it_reads(env, classifier, tm
         assert main(["classify", "--model", str(model), "--max-seq-length", "64", "hello world"]) == 0
         assert main(["classify", "--model", classifier, "hello world"]) == 0  # read at its full length
         assert "fine-tuned at" not in caplog.text
+
+
+def test_classify_streams_a_file_chunk_by_chunk_in_order(env, classifier, tmp_path, capsys, monkeypatch):
+    """A file is read, classified and printed a chunk of lines at a time, with the model loaded once: the same
+    lines, in order, as classifying the texts given whole."""
+    import bertkit.inference
+    from bertkit.cli import inference as commands
+
+    texts = ["a good film", "the cat sat", "hello world", "bad movie", "the mat"]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    assert main(["classify", "--model", classifier, *texts]) == 0
+    whole = capsys.readouterr().out
+    loads, load = [], bertkit.inference.load
+    monkeypatch.setattr(commands, "STREAM_LINES", 2)
+    calls, classify = [], bertkit.inference.classify
+    monkeypatch.setattr(bertkit.inference, "load", lambda *a, **k: loads.append(a) or load(*a, **k))
+    monkeypatch.setattr(
+        bertkit.inference, "classify", lambda items, *a, **k: calls.append(items) or classify(items, *a, **k)
+    )
+    assert main(["classify", "--model", classifier, "--input", str(tmp_path / "in.txt")]) == 0
+    assert capsys.readouterr().out == whole and len(loads) == 1 and [len(c) for c in calls] == [2, 2, 1]

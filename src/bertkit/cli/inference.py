@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,33 @@ def _text_or_pair(line: str) -> TextInput:
     """A line as one text, or as a (text, text_pair) where a TAB splits it."""
     first, tab, second = line.partition("\t")
     return (first, second) if tab else line
+
+
+STREAM_LINES = 10_000
+"""Lines of an ``--input`` file a streaming command (``classify``) holds at once: a larger file is read, run and
+printed this many lines at a time, so that its size never shows in memory."""
+
+
+def _input_chunks(texts: list[str] | None, input: str | None) -> Iterator[list[str]]:
+    """The inputs as :func:`_pipeline_inputs` gives them, a file's in chunks of ``STREAM_LINES`` lines read
+    lazily (``formats.iter_text_lines``); stdin and arguments as one chunk."""
+    from itertools import islice
+
+    from bertkit.errors import BertkitError
+    from bertkit.formats import iter_text_lines
+
+    if texts or not input or input == "-":
+        yield _pipeline_inputs(texts, input)
+        return
+    empty, lines = True, iter_text_lines(input)
+    try:
+        while chunk := list(islice(lines, STREAM_LINES)):
+            empty = False
+            yield chunk
+    except BertkitError as exc:
+        fail(str(exc))
+    if empty:
+        _pipeline_inputs(None, input)  # the one-line refusal of an empty file
 
 
 def _pipeline_inputs(texts: list[str] | None, input: str | None, *, keep_blank: bool = False) -> list[str]:
@@ -267,22 +295,29 @@ def classify_command(o: ClassifyOptions) -> None:
       bertkit classify --model ./sst2-model --input reviews.txt --json
     """
     threads_for(o.model, o.threads)
-    from bertkit.inference import classify
+    from bertkit.inference import classify, load
 
-    items = [_text_or_pair(line) for line in _pipeline_inputs(o.texts, o.input)]
-    for item, p in zip(
-        items,
-        classify(
+    model = None
+    for lines in _input_chunks(o.texts, o.input):
+        if model is None:  # once, after the first chunk's checks
+            model = load(o.model)
+        items = [_text_or_pair(line) for line in lines]
+        predictions = classify(
             items,
-            o.model,
+            model,
             batch_size=o.batch_size,
             max_length=o.length.max_seq_length,
             long_text=o.length.long_text,
             window_stride=o.length.window_stride,
-        ),
-    ):
+        )
+        _print_classified(items, predictions, o.as_json)
+
+
+def _print_classified(items: list[TextInput], predictions: list, as_json: bool) -> None:
+    """One line (or JSON object) per input on stdout, as it is classified."""
+    for item, p in zip(items, predictions):
         text, pair = (item, None) if isinstance(item, str) else item
-        if o.as_json:
+        if as_json:
             print_json(
                 {
                     "text": text,
