@@ -650,11 +650,18 @@ def test_classify_streams_a_file_chunk_by_chunk_in_order(env, classifier, tmp_pa
     assert main(["classify", "--model", classifier, *texts]) == 0
     whole = capsys.readouterr().out
     loads, load = [], bertkit.inference.load
-    monkeypatch.setattr(commands, "STREAM_LINES", 2)
     calls, classify = [], bertkit.inference.classify
-    monkeypatch.setattr(bertkit.inference, "load", lambda *a, **k: loads.append(a) or load(*a, **k))
-    monkeypatch.setattr(
-        bertkit.inference, "classify", lambda items, *a, **k: calls.append(items) or classify(items, *a, **k)
-    )
+
+    def counted_load(*args, **kwargs):
+        loads.append(args)
+        return load(*args, **kwargs)
+
+    def counted_classify(items, *args, **kwargs):
+        calls.append(items)
+        return classify(items, *args, **kwargs)
+
+    monkeypatch.setattr(commands, "STREAM_LINES", 2)
+    monkeypatch.setattr(bertkit.inference, "load", counted_load)
+    monkeypatch.setattr(bertkit.inference, "classify", counted_classify)
     assert main(["classify", "--model", classifier, "--input", str(tmp_path / "in.txt")]) == 0
     assert capsys.readouterr().out == whole and len(loads) == 1 and [len(c) for c in calls] == [2, 2, 1]
