@@ -88,6 +88,10 @@ NOT_APPLICABLE = [
         ["--architecture", "modernbert", "--attn-implementation", "varlen", "--device", "cpu"],
         "--attn-implementation varlen runs on CUDA only (FlashAttention), not on cpu",
     ),
+    (
+        ["--architecture", "modernbert", "--attn-implementation", "flex", "--device", "cpu"],
+        "--attn-implementation flex trains on CUDA only (PyTorch's FlexAttention has no backward on cpu); use sdpa",
+    ),
 ]
 
 

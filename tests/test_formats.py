@@ -278,3 +278,47 @@ def test_a_parquet_directory_is_one_table(tmp_path):
     for i in range(2):
         pq.write_table(pa.table({"text": [f"row {i}"]}), tmp_path / "parts" / f"part-{i}.parquet")
     assert sorted(read_parquet(tmp_path / "parts").column("text").to_pylist()) == ["row 0", "row 1"]
+
+
+@pytest.mark.parametrize("keep_blank", [False, True])
+def test_iter_text_lines_splits_as_text_lines(tmp_path, keep_blank):
+    """The lines of ``text_lines``, CRLF, blank lines and multi-byte characters across chunks included."""
+    from bertkit.formats import iter_text_lines, read_text, text_lines
+
+    path = tmp_path / "lines.txt"
+    body = "".join(f"line {i} caf\u00e9 \u00e9t\u00e9\r\n" if i % 7 else "\n" for i in range(300_000))
+    path.write_text(body, encoding="utf-8", newline="")
+    assert list(iter_text_lines(path, keep_blank=keep_blank)) == text_lines(read_text(path), keep_blank=keep_blank)
+
+
+def test_iter_text_lines_holds_a_chunk_not_the_file(tmp_path):
+    """Python's peak allocation while every line of a 1,500,000-line file goes by stays at a few chunks, far
+    below the file's size (reading it whole costs more than its size)."""
+    import tracemalloc
+
+    from bertkit.formats import iter_text_lines
+    from bertkit.formats.text import CHUNK_BYTES
+
+    path = tmp_path / "lines.txt"
+    with path.open("w", encoding="utf-8") as out:
+        for start in range(0, 1_500_000, 100_000):
+            out.write("".join(f"short line number {i}\n" for i in range(start, start + 100_000)))
+    size = path.stat().st_size
+    tracemalloc.start()
+    count = sum(1 for _ in iter_text_lines(path))
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert count == 1_500_000 and size > 30 * CHUNK_BYTES and peak < 12 * CHUNK_BYTES
+
+
+def test_iter_text_lines_refuses_what_read_text_refuses(tmp_path):
+    from bertkit.formats import iter_text_lines
+
+    late_nul = tmp_path / "late.txt"
+    late_nul.write_bytes(b"text\n" * 400_000 + b"\x00" * 10)
+    with pytest.raises(DataError, match="NUL byte"):
+        list(iter_text_lines(late_nul))
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes(b"ok\nstill ok\ncaf\xe9\n")
+    with pytest.raises(DataError, match=r"not UTF-8 text \(line 3"):
+        list(iter_text_lines(latin))

@@ -580,3 +580,88 @@ def test_classify_says_how_many_inputs_it_cut_and_the_flag(env, classifier, capl
         caplog.clear()
         assert main(["classify", "--model", classifier, "--long-text", "windows", long]) == 0  # scored whole
         assert "were cut" not in caplog.text
+
+
+@pytest.fixture(scope="module")
+def tagger_and_reader(env, tmp_path_factory) -> tuple[str, str]:
+    from bertkit.models.bert import BertForQuestionAnswering, BertForTokenClassification
+    from bertkit.tokenizer import Tokenizer
+    from inference_helpers import save_model
+
+    root = tmp_path_factory.mktemp("tagger")
+    tok = Tokenizer.from_pretrained(env["tok"])
+    tagger = save_model(root / "ner", BertForTokenClassification, tok, id2label={0: "O", 1: "B-PER", 2: "I-PER"})
+    return str(tagger), str(save_model(root / "qa", BertForQuestionAnswering, tok))
+
+
+@pytest.mark.parametrize("command", ["embed", "classify", "tag", "answer"])
+def test_every_inference_command_takes_the_length_its_cut_line_names(command, capsys):
+    """The cut lines say "raise --max-seq-length": every command that prints one takes that flag."""
+    assert main([command, "--help"]) == 0
+    help_text = capsys.readouterr().out
+    assert "--max-seq-length" in help_text and "--window-stride" in help_text
+    assert ("--long-text" in help_text) == (command in ("embed", "classify"))  # tag and answer always window
+
+
+def test_tag_and_answer_cut_at_the_length_they_are_given(env, tagger_and_reader, caplog):
+    tagger, reader = tagger_and_reader
+    word = "play" + "ing" * 10  # one word of 11 word pieces: it cannot fit a window of 8 tokens
+    with caplog.at_level("INFO", logger="bertkit"):
+        assert main(["tag", "--model", tagger, "--json", f"hello {word}"]) == 0
+        assert "were cut" not in caplog.text  # it fits the model's own length
+        assert main(["tag", "--model", tagger, "--max-seq-length", "8", "--window-stride", "2", f"hello {word}"]) == 0
+        assert "1 of 1 examples were cut at max_seq_length 8 (raise --max-seq-length)" in caplog.text
+        caplog.clear()
+        question = ["-q", "who lived in the big old house by the sea ?", "-c", "john lived there."]
+        assert main(["answer", "--model", reader, *question]) == 0
+        assert "were cut" not in caplog.text
+        assert main(["answer", "--model", reader, "--max-query-length", "4", "--max-seq-length", "32", *question]) == 0
+        assert "1 of 1 questions were cut at max_query_length 4 (raise --max-query-length)" in caplog.text
+
+
+def test_a_model_fine_tuned_short_says_which_length_it_reads(env, classifier, tmp_path, caplog):
+    """Fine-tuned at 16 tokens, a model of 128 positions says once that it reads 16, and which flag changes it."""
+    import json
+    import shutil
+
+    model = tmp_path / "short"
+    shutil.copytree(classifier, model)
+    config = json.loads((model / "config.json").read_text())
+    config["bertkit_finetune"] = {"task": "classification", "max_seq_length": 16}
+    (model / "config.json").write_text(json.dumps(config))
+    stated = "the model was fine-tuned at 16 tokens and takes up to 128: inputs are read at 16 tokens"
+    with caplog.at_level("INFO", logger="bertkit"):
+        assert main(["classify", "--model", str(model), "hello world", "the cat sat"]) == 0
+        assert caplog.text.count(stated) == 1 and "--max-seq-length (max_length=) changes that" in caplog.text
+        caplog.clear()
+        assert main(["classify", "--model", str(model), "--max-seq-length", "64", "hello world"]) == 0
+        assert main(["classify", "--model", classifier, "hello world"]) == 0  # read at its full length
+        assert "fine-tuned at" not in caplog.text
+
+
+def test_classify_streams_a_file_chunk_by_chunk_in_order(env, classifier, tmp_path, capsys, monkeypatch):
+    """A file is read, classified and printed a chunk of lines at a time, with the model loaded once: the same
+    lines, in order, as classifying the texts given whole."""
+    import bertkit.inference
+    from bertkit.cli import inference as commands
+
+    texts = ["a good film", "the cat sat", "hello world", "bad movie", "the mat"]
+    (tmp_path / "in.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    assert main(["classify", "--model", classifier, *texts]) == 0
+    whole = capsys.readouterr().out
+    loads, load = [], bertkit.inference.load
+    calls, classify = [], bertkit.inference.classify
+
+    def counted_load(*args, **kwargs):
+        loads.append(args)
+        return load(*args, **kwargs)
+
+    def counted_classify(items, *args, **kwargs):
+        calls.append(items)
+        return classify(items, *args, **kwargs)
+
+    monkeypatch.setattr(commands, "STREAM_LINES", 2)
+    monkeypatch.setattr(bertkit.inference, "load", counted_load)
+    monkeypatch.setattr(bertkit.inference, "classify", counted_classify)
+    assert main(["classify", "--model", classifier, "--input", str(tmp_path / "in.txt")]) == 0
+    assert capsys.readouterr().out == whole and len(loads) == 1 and [len(c) for c in calls] == [2, 2, 1]

@@ -396,3 +396,17 @@ def test_token_ids_run_as_given(encoder_dir):
     with pytest.raises(BertkitError, match="token ids 0"):
         inference.embed_token_ids([[10**6]], loaded)
     assert Path(encoder_dir).is_dir()
+
+
+def test_every_route_says_how_many_inputs_it_cut(models):
+    """bertkit's own bodies carry ``truncated``; OpenAI's and TEI's keep their shape and say it in a header."""
+    classifier, sentence = create_app(models["classifier"]), create_app(models["sentence"])  # 16 and 24 tokens
+    answer = call(classifier, "POST", "/classify", json={"texts": TEXTS})
+    assert answer.status_code == 200 and answer.json()["truncated"] == 1
+    assert call(classifier, "POST", "/classify", json={"texts": TEXTS[:2]}).json()["truncated"] == 0
+    assert call(sentence, "POST", "/embed", json={"texts": TEXTS}).json()["truncated"] == 1
+    openai = call(sentence, "POST", "/v1/embeddings", json={"input": TEXTS})
+    assert openai.headers["X-Bertkit-Truncated"] == "1" and set(openai.json()) == {"object", "data", "model", "usage"}
+    assert call(sentence, "POST", "/v1/embeddings", json={"input": TEXTS[:2]}).headers["X-Bertkit-Truncated"] == "0"
+    tei = call(sentence, "POST", "/embed", json={"inputs": TEXTS, "truncate": True, "truncation_direction": "left"})
+    assert tei.headers["X-Bertkit-Truncated"] == "1" and len(tei.json()) == 3

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -12,7 +13,7 @@ import typer
 from bertkit.cli.console import print_json, read_lines
 from bertkit.cli.options import cli
 from bertkit.cli.program import fail
-from bertkit.cli.shared_options import EngineOptions, options_command, shared, threads_for
+from bertkit.cli.shared_options import EngineOptions, LengthOptions, options_command, shared, threads_for
 from bertkit.formats import read_text
 from bertkit.io import check_output_file
 from bertkit.option_groups import at_least
@@ -31,6 +32,33 @@ def _text_or_pair(line: str) -> TextInput:
     """A line as one text, or as a (text, text_pair) where a TAB splits it."""
     first, tab, second = line.partition("\t")
     return (first, second) if tab else line
+
+
+STREAM_LINES = 10_000
+"""Lines of an ``--input`` file a streaming command (``classify``) holds at once: a larger file is read, run and
+printed this many lines at a time, so that its size never shows in memory."""
+
+
+def _input_chunks(texts: list[str] | None, input: str | None) -> Iterator[list[str]]:
+    """The inputs as :func:`_pipeline_inputs` gives them, a file's in chunks of ``STREAM_LINES`` lines read
+    lazily (``formats.iter_text_lines``); stdin and arguments as one chunk."""
+    from itertools import islice
+
+    from bertkit.errors import BertkitError
+    from bertkit.formats import iter_text_lines
+
+    if texts or not input or input == "-":
+        yield _pipeline_inputs(texts, input)
+        return
+    empty, lines = True, iter_text_lines(input)
+    try:
+        while chunk := list(islice(lines, STREAM_LINES)):
+            empty = False
+            yield chunk
+    except BertkitError as exc:
+        fail(str(exc))
+    if empty:
+        _pipeline_inputs(None, input)  # the one-line refusal of an empty file
 
 
 def _pipeline_inputs(texts: list[str] | None, input: str | None, *, keep_blank: bool = False) -> list[str]:
@@ -65,15 +93,9 @@ class EmbedOptions:
     """Comma-separated hidden layers to concatenate, -1 = last."""
     batch_size: int = field(default=32, metadata=at_least(1))
     """Texts per forward pass."""
-    max_length: int | None = field(default=None, metadata=at_least(1))
-    """Truncate inputs to this many tokens (default: the checkpoint's sentence-transformers length, else its
-    fine-tuning length, else the model's maximum)."""
     normalize: bool | None = None
     """L2-normalise every vector (default: as the checkpoint's sentence-transformers modules, else not)."""
-    long_text: str = "truncate"
-    """truncate | windows: embed longer texts whole, in overlapping windows."""
-    window_stride: int = field(default=128, metadata=at_least(1))
-    """With --long-text windows: tokens between window starts."""
+    length: LengthOptions = field(default_factory=LengthOptions)
     dimensions: int | None = field(default=None, metadata=at_least(1))
     """Keep the first K dimensions of every vector (Matryoshka), normalised again when the vectors are
     normalised (default: all)."""
@@ -102,7 +124,7 @@ def embed_command(o: EmbedOptions) -> None:
         fail(f"--pooling must be cls, mean or max, got {o.pooling}")
     items = [_text_or_pair(line) for line in _pipeline_inputs(o.texts, o.input, keep_blank=True)]
     loaded = load(o.model, head="BertModel", **o.engine.loading())
-    settings = embed_settings(loaded, o.pooling, o.normalize, o.max_length)
+    settings = embed_settings(loaded, o.pooling, o.normalize, o.length.max_seq_length)
     print(f"bertkit: embedding with {settings.notice()}", file=sys.stderr)
     vectors = _embed_telling_cuts(items, loaded, settings, o)
     _write_embeddings(items, vectors, o.output)
@@ -141,8 +163,8 @@ def _embed_telling_cuts(texts: list[TextInput], loaded: Loaded, settings: EmbedS
             max_length=settings.max_length,
             normalize=settings.normalize,
             progress=True,
-            long_text=o.long_text,
-            window_stride=o.window_stride,
+            long_text=o.length.long_text or "truncate",
+            window_stride=o.length.window_stride or 128,
             dimensions=o.dimensions,
         )
     for warning in caught:
@@ -150,7 +172,7 @@ def _embed_telling_cuts(texts: list[TextInput], loaded: Loaded, settings: EmbedS
             cut = warning.message
             print(
                 f"bertkit: {cut.count} of {cut.total} inputs were longer than {cut.max_length} tokens and were cut "
-                f"(--long-text windows embeds single texts whole)",
+                f"(raise --max-seq-length, or pass --long-text windows to embed single texts whole)",
                 file=sys.stderr,
             )
         else:
@@ -261,14 +283,7 @@ class ClassifyOptions(PipelineOptions):
 
     texts: list[str] | None = field(default=None, metadata=cli(argument=True))
     """Texts to classify (a TAB separates a pair)."""
-    max_seq_length: int | None = None
-    """Cut inputs at this many tokens (default: the length the model was fine-tuned with); a line on stderr
-    says how many were cut."""
-    long_text: str | None = None
-    """truncate | windows: score a single text longer than the length in overlapping windows, averaged
-    (default: as the model was fine-tuned)."""
-    window_stride: int | None = None
-    """With --long-text windows: tokens between window starts (default: as fine-tuned)."""
+    length: LengthOptions = field(default_factory=LengthOptions)
 
 
 @options_command(commands, "classify", ClassifyOptions, short_help="Label texts or pairs with a fine-tuned classifier.")
@@ -280,22 +295,29 @@ def classify_command(o: ClassifyOptions) -> None:
       bertkit classify --model ./sst2-model --input reviews.txt --json
     """
     threads_for(o.model, o.threads)
-    from bertkit.inference import classify
+    from bertkit.inference import classify, load
 
-    items = [_text_or_pair(line) for line in _pipeline_inputs(o.texts, o.input)]
-    for item, p in zip(
-        items,
-        classify(
+    model = None
+    for lines in _input_chunks(o.texts, o.input):
+        if model is None:  # once, after the first chunk's checks
+            model = load(o.model)
+        items = [_text_or_pair(line) for line in lines]
+        predictions = classify(
             items,
-            o.model,
+            model,
             batch_size=o.batch_size,
-            max_length=o.max_seq_length,
-            long_text=o.long_text,
-            window_stride=o.window_stride,
-        ),
-    ):
+            max_length=o.length.max_seq_length,
+            long_text=o.length.long_text,
+            window_stride=o.length.window_stride,
+        )
+        _print_classified(items, predictions, o.as_json)
+
+
+def _print_classified(items: list[TextInput], predictions: list, as_json: bool) -> None:
+    """One line (or JSON object) per input on stdout, as it is classified."""
+    for item, p in zip(items, predictions):
         text, pair = (item, None) if isinstance(item, str) else item
-        if o.as_json:
+        if as_json:
             print_json(
                 {
                     "text": text,
@@ -317,9 +339,16 @@ class TagOptions(PipelineOptions):
 
     texts: list[str] | None = field(default=None, metadata=cli(argument=True))
     """Texts to tag."""
+    length: LengthOptions = field(default_factory=LengthOptions)
 
 
-@options_command(commands, "tag", TagOptions, short_help="Tag words (entities) with a fine-tuned tagger.")
+@options_command(
+    commands,
+    "tag",
+    TagOptions,
+    short_help="Tag words (entities) with a fine-tuned tagger.",
+    exclude={"long_text"},  # a tagger always reads a long text in windows
+)
 def tag_command(o: TagOptions) -> None:
     """Find entities (or any word tags) with a fine-tuned token classifier; offsets are characters.
 
@@ -332,7 +361,14 @@ def tag_command(o: TagOptions) -> None:
     from bertkit.inference import tag
 
     items = _pipeline_inputs(o.texts, o.input)
-    for result in tag(items, o.model, batch_size=o.batch_size):
+    tagged = tag(
+        items,
+        o.model,
+        batch_size=o.batch_size,
+        max_length=o.length.max_seq_length,
+        window_stride=o.length.window_stride,
+    )
+    for result in tagged:
         if o.as_json:
             print_json(result.to_dict())
             continue
@@ -362,10 +398,18 @@ class AnswerOptions:
     """Answers per question."""
     allow_no_answer: bool = False
     """SQuAD v2 models: answer nothing when no span is likely."""
+    max_query_length: int | None = shared("max_query_length")
+    length: LengthOptions = field(default_factory=LengthOptions)
     threads: int | None = shared("threads")
 
 
-@options_command(commands, "answer", AnswerOptions, short_help="Answer questions from a context (extractive QA).")
+@options_command(
+    commands,
+    "answer",
+    AnswerOptions,
+    short_help="Answer questions from a context (extractive QA).",
+    exclude={"long_text"},  # a long context is always read in windows
+)
 def answer_command(o: AnswerOptions) -> None:
     """Answer questions from a context with a fine-tuned extractive QA model (long contexts are windowed).
 
@@ -385,6 +429,9 @@ def answer_command(o: AnswerOptions) -> None:
         top_k=o.top_k,
         batch_size=o.batch_size,
         allow_no_answer=o.allow_no_answer,
+        max_length=o.length.max_seq_length,
+        doc_stride=o.length.window_stride,
+        max_query_length=o.max_query_length,
     )
     for (q, _), found in zip(rows, results):
         found = found if isinstance(found, list) else [found]

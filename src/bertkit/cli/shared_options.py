@@ -202,6 +202,24 @@ class EngineOptions(OptionGroup):
         return {"quantize": self.quantize, "compile": self.compile, "backend": self.backend}
 
 
+@dataclasses.dataclass(kw_only=True)
+class LengthOptions(OptionGroup):
+    """How an inference command treats inputs longer than the model's length (``embed``, ``classify``, ``tag``,
+    ``answer``): where it cuts them, and whether it reads a long text in overlapping windows instead. Every
+    command that cuts inputs says so in one line on stderr, naming ``--max-seq-length``."""
+
+    max_seq_length: int | None = dataclasses.field(
+        default=None, metadata=at_least(1, **cli("--max-seq-length", "--max-length"))
+    )
+    """Cut inputs at this many tokens (default: the length the model was fine-tuned with, else its
+    sentence-transformers length, else its maximum); a line on stderr says how many were cut."""
+    long_text: str | None = None
+    """truncate | windows: read a single text longer than the length in overlapping windows (default: as the
+    model was fine-tuned, else truncate)."""
+    window_stride: int | None = dataclasses.field(default=None, metadata=at_least(1))
+    """Tokens between the starts of overlapping windows (default: as fine-tuned, else 128)."""
+
+
 @dataclasses.dataclass
 class NoOptions:
     """The own options of a command whose every option is generated from a library config (``demo``)."""

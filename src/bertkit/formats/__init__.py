@@ -22,7 +22,7 @@ from bertkit.formats.tables import (
     read_parquet,
     saved_dataset_files,
 )
-from bertkit.formats.text import decode_utf8, existing_file, read_text, text_lines
+from bertkit.formats.text import decode_utf8, existing_file, iter_text_lines, read_text, text_lines
 
 __all__ = [
     "ARROW_SUFFIXES",
@@ -34,6 +34,7 @@ __all__ = [
     "existing_file",
     "import_extra",
     "is_saved_dataset",
+    "iter_text_lines",
     "json_lines",
     "json_object",
     "open_decompressed",

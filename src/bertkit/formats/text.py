@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from bertkit.errors import BertkitError, DataError
@@ -51,6 +52,40 @@ def read_text_bytes(path: Path, error: type[BertkitError] = DataError) -> bytes:
             chunks.append(chunk)
             offset += len(chunk)
     return b"".join(chunks)
+
+
+def iter_text_lines(
+    path: str | os.PathLike, *, keep_blank: bool = False, error: type[BertkitError] = DataError
+) -> Iterator[str]:
+    """The lines of the text file ``path`` as :func:`text_lines` splits them, read a chunk at a time: a file of
+    any size costs a chunk and the lines not yet taken, and is refused (one ``error``) at the first chunk that
+    shows it is not UTF-8 text, with the same checks and words as :func:`read_text`."""
+    path = existing_file(path, error)
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    with reading(path, error), open_decompressed(path, error) as handle:
+        offset, lines_before, pending = 0, 0, ""
+        while chunk := handle.read(SNIFF_BYTES if offset == 0 else CHUNK_BYTES):
+            if offset == 0:
+                chunk = chunk.removeprefix(codecs.BOM_UTF8)
+            kind = text_kind(chunk) if offset == 0 else (BINARY if b"\x00" in chunk else None)
+            if kind is not None:
+                raise error(f"{path}: {describe(kind, chunk, offset)}")
+            try:
+                text = pending + decoder.decode(chunk)
+            except UnicodeDecodeError as exc:
+                line = lines_before + pending.count("\n") + chunk.count(b"\n", 0, exc.start) + 1
+                raise error(
+                    f"{path}: not UTF-8 text (line {line}: {exc.reason}); convert it to UTF-8 "
+                    f"(e.g. iconv -f latin1 -t utf-8) and try again"
+                ) from None
+            offset += len(chunk)
+            whole, _, pending = text.rpartition("\n")
+            if whole or _:
+                lines_before += whole.count("\n") + 1
+                yield from text_lines(whole + "\n", keep_blank=keep_blank)
+        pending += decoder.decode(b"", final=True)
+        if pending:
+            yield from text_lines(pending, keep_blank=keep_blank)
 
 
 def text_lines(text: str, *, keep_blank: bool = False) -> list[str]:

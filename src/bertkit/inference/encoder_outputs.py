@@ -422,7 +422,7 @@ def _encode_counting(loaded: Loaded, texts: list[TextInput], max_length: int, tr
     if cut:
         message = (
             f"{len(cut)} of {len(texts)} inputs were longer than {max_length} tokens and were cut "
-            f"(--long-text windows embeds single texts whole)"
+            f"(raise --max-seq-length / max_length=, or pass --long-text windows to embed single texts whole)"
         )
         warnings.warn(TruncationWarning(message, len(cut), len(texts), max_length), stacklevel=4)
     return whole

@@ -17,6 +17,7 @@ from bertkit.hub import resolve_model
 from bertkit.inference.opening import load
 from bertkit.io import check_output_file, write_jsonl
 from bertkit.models import registry
+from bertkit.tasks.pipeline import input_length
 from bertkit.tasks.prepare import featurize, read_examples
 from bertkit.tasks.registry import head_family
 
@@ -106,7 +107,9 @@ def evaluate_model(
         )
     )
     examples = read_examples(loaded.task, data, format=format, header=header).examples
-    features = featurize(loaded.task, examples, loaded.tokenizer, loaded.max_length, report=True).features
+    features = featurize(
+        loaded.task, examples, loaded.tokenizer, input_length(loaded, max_seq_length), report=True
+    ).features
     predictions, _ = predict_features(
         loaded.model, loaded.task, examples, features, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id
     )
@@ -158,7 +161,9 @@ def predict(
         )
     )
     examples = read_examples(loaded.task, input, labeled=False, format=format, header=header).examples
-    features = featurize(loaded.task, examples, loaded.tokenizer, loaded.max_length, report=True).features
+    features = featurize(
+        loaded.task, examples, loaded.tokenizer, input_length(loaded, max_seq_length), report=True
+    ).features
     predictions, rows = predict_features(
         loaded.model, loaded.task, examples, features, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id
     )

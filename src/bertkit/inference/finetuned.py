@@ -66,10 +66,13 @@ def rerank(
     raw_scores: bool = False,
     top_n: int | None = None,
     batch_size: int = 32,
+    max_length: int | None = None,
 ) -> list[Ranked]:
     """``texts`` ordered by a cross-encoder's relevance to ``query`` (``pair_scores``), best first."""
     loaded = for_pipeline("classify", model)
-    return classification.rerank(query, texts, loaded, raw_scores=raw_scores, top_n=top_n, batch_size=batch_size)
+    return classification.rerank(
+        query, texts, loaded, raw_scores=raw_scores, top_n=top_n, batch_size=batch_size, max_length=max_length
+    )
 
 
 def tag(
@@ -77,12 +80,13 @@ def tag(
     model: str | os.PathLike | Loaded,
     *,
     batch_size: int = 32,
+    max_length: int | None = None,
     window_stride: int | None = None,
 ) -> Any:
     """Named entities (or any word-level tags) in raw text, as ``TagResult`` per text, long texts in
-    overlapping windows ``window_stride`` tokens apart (``tasks.ner.pipeline.tag``)."""
+    overlapping windows of ``max_length`` tokens, ``window_stride`` apart (``tasks.ner.pipeline.tag``)."""
     loaded = for_pipeline("tag", model)
-    return tagging.tag(texts, loaded, batch_size=batch_size, window_stride=window_stride)
+    return tagging.tag(texts, loaded, batch_size=batch_size, max_length=max_length, window_stride=window_stride)
 
 
 def answer(

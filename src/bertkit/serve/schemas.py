@@ -262,9 +262,13 @@ class NextSentenceResponse(BaseModel):
     results: list[NextSentenceOut]
 
 
+TRUNCATED_FIELD = "Inputs longer than the model's length that were cut to it (start kept)."
+
+
 class EmbedResponse(BaseModel):
     embeddings: list[list[float]]
     dimension: int
+    truncated: int = Field(0, description=TRUNCATED_FIELD)
 
 
 class ClassificationOut(BaseModel):
@@ -275,6 +279,7 @@ class ClassificationOut(BaseModel):
 
 class ClassifyResponse(BaseModel):
     results: list[ClassificationOut]
+    truncated: int = Field(0, description=TRUNCATED_FIELD)
 
 
 class TaggedWordOut(BaseModel):

@@ -16,7 +16,8 @@ from typing import Any, Protocol, cast
 
 from bertkit.config import BertConfig
 from bertkit.errors import BertkitError
-from bertkit.tasks.base import Task
+from bertkit.notices import notice
+from bertkit.tasks.base import CONFIG_KEY, Task
 from bertkit.tokenizer import Tokenizer
 
 TextInput = str | tuple[str, str]
@@ -95,8 +96,30 @@ def paired_texts(first: Any, second: Any, first_name: str, second_name: str) -> 
 
 
 def input_length(loaded: LoadedModel, max_length: int | None) -> int:
-    """The caller's ``max_length``, else the model's (``LoadedModel.max_length``); never more than its positions."""
-    return min(max_length or loaded.max_length, loaded.max_positions)
+    """The caller's ``max_length``, else the model's (``LoadedModel.max_length``); never more than its positions.
+    A model run at the length it was fine-tuned with, shorter than it can read, says so once."""
+    length = min(max_length or loaded.max_length, loaded.max_positions)
+    if max_length is None:
+        _state_fine_tuned_length(loaded, length)
+    return length
+
+
+def _state_fine_tuned_length(loaded: LoadedModel, length: int) -> None:
+    """One line, the first time ``loaded`` runs: it was fine-tuned at ``length`` tokens but takes longer inputs,
+    so longer inputs are cut (or windowed) at ``length`` unless the caller asks for more. A ModernBERT model
+    fine-tuned at 128 tokens takes 8,192, and would otherwise cut long texts to 128 without a word."""
+    cache = getattr(loaded, "cache", None)
+    if not isinstance(cache, dict) or cache.get("length stated"):
+        return
+    cache["length stated"] = True
+    extra = getattr(loaded.config, "extra", None) or {}
+    fine_tuned = (extra.get(CONFIG_KEY) or {}).get("max_seq_length")
+    if fine_tuned and int(fine_tuned) == length < loaded.max_positions:
+        notice(
+            f"the model was fine-tuned at {length:,} tokens and takes up to {loaded.max_positions:,}: inputs "
+            f"are read at {length:,} tokens (longer ones cut, or windowed where the task windows); "
+            f"--max-seq-length (max_length=) changes that"
+        )
 
 
 def with_options(task: Task, **options: Any) -> Task:

@@ -189,10 +189,16 @@ def _check_applies(config: PretrainConfig) -> None:
 
 
 def check_device(config: PretrainConfig, device: torch.device) -> None:
-    """Refuse an attention path the device cannot run (``varlen`` is FlashAttention: CUDA only)."""
+    """Refuse an attention path the device cannot train with (``varlen`` is FlashAttention: CUDA only; PyTorch's
+    FlexAttention has no backward off CUDA), before the data and the model are read."""
     if config.attn_implementation == "varlen" and device.type != "cuda":
         raise ConfigError(
             f"--attn-implementation varlen runs on CUDA only (FlashAttention), not on {device}; use sdpa or flex"
+        )
+    if config.attn_implementation == "flex" and device.type != "cuda":
+        raise ConfigError(
+            f"--attn-implementation flex trains on CUDA only (PyTorch's FlexAttention has no backward on {device}); "
+            "use sdpa"
         )
 
 

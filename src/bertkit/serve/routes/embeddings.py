@@ -14,7 +14,7 @@ import numpy as np
 
 from bertkit import inference
 from bertkit.inference.encoder_outputs import EmbedSettings, embed_settings, truncate_dimensions
-from bertkit.serve.routes.handling import ServiceDep, json_response
+from bertkit.serve.routes.handling import ServiceDep, cut_count, json_response
 from bertkit.serve.routes.route import Route
 from bertkit.serve.schemas import (
     AnyEmbedRequest,
@@ -37,7 +37,8 @@ async def embed(request: AnyEmbedRequest, service: ServiceDep) -> Any:
     settings = embed_settings(service.loaded, request.pooling, request.normalize)
     rows = await token_rows(service, request.texts, settings, what="text")
     vectors = await embedded(service, rows, settings)
-    return json_response({"embeddings": vectors.tolist(), "dimension": vectors.shape[1]})
+    truncated = cut_count([len(row) for row in rows], settings.max_length)
+    return json_response({"embeddings": vectors.tolist(), "dimension": vectors.shape[1], "truncated": truncated})
 
 
 async def tei_embed(request: TeiEmbedRequest, service: ServiceDep) -> Any:
@@ -48,13 +49,15 @@ async def tei_embed(request: TeiEmbedRequest, service: ServiceDep) -> Any:
     service.checks.dimensions(request.dimensions, service.loaded.config.hidden_size)
     if request.truncate:  # any length is cut to the model's; only the characters are bounded
         rows = await token_rows(service, inputs, settings, limit=0)
+        truncated = cut_count([len(row) for row in rows], settings.max_length)
         if request.truncation_direction.lower() == "left":
             rows = keep_the_end(service, rows, settings.max_length)
     else:
         limit = min(settings.max_length, service.max_tokens)  # /info's max_input_length, for an embedding model
         rows = await token_rows(service, inputs, settings, limit, "shorten it, or send truncate: true")
+        truncated = cut_count([len(row) for row in rows], settings.max_length)
     vectors = await embedded(service, rows, settings, request.dimensions)
-    return json_response(vectors.tolist())
+    return json_response(vectors.tolist(), truncated)
 
 
 async def openai_embeddings(request: OpenAIEmbeddingRequest, service: ServiceDep) -> Any:
@@ -74,7 +77,8 @@ async def openai_embeddings(request: OpenAIEmbeddingRequest, service: ServiceDep
         for i, v in enumerate(vectors)
     ]
     usage = {"prompt_tokens": tokens, "total_tokens": tokens}
-    return json_response({"object": "list", "data": data, "model": service.model_id, "usage": usage})
+    content = {"object": "list", "data": data, "model": service.model_id, "usage": usage}
+    return json_response(content, cut_count([len(row) for row in rows], settings.max_length))
 
 
 def _base64(vector: np.ndarray) -> str:

@@ -39,7 +39,18 @@ async def token_lengths(
     return [min(count, service.loaded.max_length) for count in counts]
 
 
-def json_response(content: Any) -> Response:
+TRUNCATED_HEADER = "X-Bertkit-Truncated"
+"""How many inputs were cut to the model's length, on routes whose body keeps another API's shape (OpenAI, TEI)."""
+
+
+def json_response(content: Any, truncated: int | None = None) -> Response:
     """An answer of plain lists, dicts, strings and numbers, encoded at once (the route's response model
-    documents it; validating thousands of floats against it again only costs time)."""
-    return Response(_dumps(content), media_type="application/json")
+    documents it; validating thousands of floats against it again only costs time); ``truncated``: the count
+    of cut inputs, in the ``X-Bertkit-Truncated`` header."""
+    headers = {TRUNCATED_HEADER: str(truncated)} if truncated is not None else None
+    return Response(_dumps(content), media_type="application/json", headers=headers)
+
+
+def cut_count(lengths: Sequence[int], max_length: int) -> int:
+    """How many inputs of ``lengths`` tokens (special tokens included) the model cuts at ``max_length``."""
+    return sum(length > max_length for length in lengths)

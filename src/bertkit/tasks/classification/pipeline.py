@@ -136,7 +136,9 @@ def rerank(
     raw_scores: bool = False,
     top_n: int | None = None,
     batch_size: int = 32,
+    max_length: int | None = None,
 ) -> list[Ranked]:
     """``texts`` ordered by a cross-encoder's relevance to ``query`` (``pair_scores``), best first."""
-    scores = pair_scores([(query, t) for t in texts], loaded, raw_scores=raw_scores, batch_size=batch_size)
+    pairs = [(query, t) for t in texts]
+    scores = pair_scores(pairs, loaded, raw_scores=raw_scores, batch_size=batch_size, max_length=max_length)
     return rank_scores(scores, top_n)

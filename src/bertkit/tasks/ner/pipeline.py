@@ -15,7 +15,7 @@ from typing import Any
 from bertkit.errors import BertkitError
 from bertkit.features.runner import run_model
 from bertkit.tasks.ner.task import NerExample, NerTask
-from bertkit.tasks.pipeline import LoadedModel, as_list, check_texts, with_options
+from bertkit.tasks.pipeline import LoadedModel, as_list, check_texts, input_length, with_options
 from bertkit.tokenizer import Tokenizer
 
 
@@ -82,12 +82,13 @@ def tag(
     loaded: LoadedModel,
     *,
     batch_size: int = 32,
+    max_length: int | None = None,
     window_stride: int | None = None,
 ) -> Any:
     """Named entities (or any word-level tags) in raw text, as ``TagResult`` per text.
 
     Words are what BERT's pre-tokenizer splits (whitespace and punctuation); each word's tag is read at its
-    first sub-token; a text longer than the model's length is tagged in overlapping windows
+    first sub-token; a text longer than ``max_length`` (default the model's length) is tagged in overlapping windows
     (``window_stride`` tokens between starts; default the model's, else 128) and every word keeps its
     prediction from the window where it has most context.
     """
@@ -102,7 +103,11 @@ def tag(
     examples = [NerExample([items[i][s:e] for s, e in spans[i]], None, "input", i) for i in tagged]
     from bertkit.tasks.prepare import featurize  # a floor up: it reads the family registry
 
-    features = featurize(task, examples, loaded.tokenizer, loaded.max_length, report=True).features if examples else []
+    features = (
+        featurize(task, examples, loaded.tokenizer, input_length(loaded, max_length), report=True).features
+        if examples
+        else []
+    )
     rows = run_model(loaded.model, task, features, batch_size=batch_size, pad_id=loaded.tokenizer.pad_id)
     predictions = dict(zip(tagged, task.postprocess(examples, features, rows))) if examples else {}
     scores = dict(zip(tagged, task.word_scores(examples, features, rows))) if examples else {}
