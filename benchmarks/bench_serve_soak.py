@@ -87,7 +87,7 @@ MALFORMED: list[tuple[str, bytes]] = [
     ("/embed", b'{"texts": ["unterminated'),
     ("/embed", json.dumps({"texts": "not a list", "extra": [1, 2, 3]}).encode()),
     ("/embed", json.dumps({"texts": []}).encode()),
-    ("/embed", json.dumps({"texts": ["x"] * 500}).encode()),
+    ("/embed", json.dumps({"texts": ["x"] * 2049}).encode()),  # over the default --max-items, OpenAI's 2,048
     ("/v1/embeddings", json.dumps({"input": [[10**9]]}).encode()),
     ("/fill-mask", json.dumps({"texts": ["no mask here"], "top_k": -4}).encode()),
 ]

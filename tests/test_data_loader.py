@@ -161,7 +161,7 @@ def test_ranks_take_disjoint_slices_of_the_global_order(tmp_path):
         loader = PretrainingLoader(tmp_path, batch_size=4, seed=5, rank=rank, world_size=3)
         batches = stream(loader)
         lengths.append(len(batches))
-        sampler = loader._sampler()
+        sampler = list(loader._sampler())
         seen.append(
             {
                 key[1]

@@ -79,7 +79,7 @@ def _fault_eval(kind: str, hit: Callable[[], bool]) -> None:
 def _fault_native_weights(kind: str, hit: Callable[[], bool]) -> None:
     """``weights_torn`` and ``weights_done`` in a checkpoint written in safetensors' own layout (the embedding
     task's ``SentenceEncoder``, which is no Hugging Face model), besides the Hugging Face layout's."""
-    import bertkit.training.checkpoint as ck
+    import bertkit.checkpoint_files.weight_files as ck
 
     real_save_model = ck.save_model
 

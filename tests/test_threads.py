@@ -194,4 +194,4 @@ def test_cli_threads_reach_torch_and_the_wait_policy_is_passive(tiny_mlm_dir: Pa
 def test_cli_refuses_zero_threads_in_one_line(tiny_mlm_dir: Path) -> None:
     got = run_bertkit("fill-mask", "--model", str(tiny_mlm_dir), "--threads", "0", "a [MASK] b")
     assert got.returncode == 2
-    assert got.stderr.strip() == "bertkit: error: --threads='0': give a whole number of threads, 1 or more"
+    assert got.stderr.strip() == "bertkit: error: --threads must be >= 1, got 0"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bertkit.errors import CheckpointError
@@ -16,7 +17,6 @@ from bertkit.features.runner import predict_features
 from bertkit.hub import resolve_model
 from bertkit.inference.opening import load
 from bertkit.io import check_output_file, write_jsonl
-from bertkit.models import registry
 from bertkit.tasks.pipeline import input_length
 from bertkit.tasks.prepare import featurize, read_examples
 from bertkit.tasks.registry import head_family
@@ -47,12 +47,11 @@ def load_finetuned(
     path = resolve_model(path)
     if not path.is_dir():
         raise CheckpointError(f"--model {path} is not a directory; give a fine-tuned model directory")
-    config = registry.of_directory(path).config_class.load(path)
-    heads = [registry.role_named(name) or name for name in config.architectures or []]
+    architectures, heads = _heads(path)
     own = next((f for f in map(head_family, heads) if f is not None), None)
     if own is None:
         raise CheckpointError(
-            f"{path} is not a fine-tuned model (architectures {config.architectures}); "
+            f"{path} is not a fine-tuned model (architectures {architectures}); "
             f"fine-tune it first with `bertkit finetune`"
         )
     loaded = load(
@@ -70,6 +69,20 @@ def load_finetuned(
         raise CheckpointError(f"{path} has no trained {own.head} weights; fine-tune it first with `bertkit finetune`")
     _ = loaded.task  # restored now, so that a wrong --task is refused before any data is read
     return loaded
+
+
+def _heads(path: Path) -> tuple[list[str], list[str]]:
+    """The classes ``config.json`` names and the BERT head role of each: an export folder records its head
+    (read without torch); a checkpoint asks the architecture registry, as loading it will."""
+    from bertkit.inference.exported import is_export_folder, read_runtime
+
+    if is_export_folder(path):
+        runtime = read_runtime(path)
+        return [runtime["class"]], [runtime["head"]]
+    from bertkit.models import registry
+
+    config = registry.of_directory(path).config_class.load(path)
+    return list(config.architectures or []), [registry.role_named(n) or n for n in config.architectures or []]
 
 
 def evaluate_model(
