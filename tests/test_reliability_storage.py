@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from bertkit.checkpoint_files import weight_files
 from bertkit.cli import main
 from bertkit.errors import CheckpointError, DataError
 from bertkit.training import checkpoint as ck
@@ -46,7 +47,7 @@ def test_failed_save_is_a_clear_error_and_keeps_the_previous_checkpoint(tmp_path
     previous = save_checkpoint(tmp_path, 1, model, {"step": 1})
     before = (previous / "model.safetensors").read_bytes()
     target = {
-        "weights": (ck, "save_model"),
+        "weights": (weight_files, "save_model"),
         "trainer_state": (ck.torch, "save"),
         "manifest": (ck, "atomic_write_text"),
         "mkdir": (Path, "mkdir"),
