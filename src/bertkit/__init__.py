@@ -83,15 +83,15 @@ def resolve_export(package: str, namespace: dict[str, Any], homes: Mapping[str, 
     module = homes.get(name)
     if module is None:
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    if module == "bertkit.jobs":  # the options each job takes, listed in its signature and docstring
-        value = importlib.import_module(module).with_option_signature(value)
-    namespace[name] = value
-    return value
+    namespace[name] = getattr(importlib.import_module(module), name)
+    return namespace[name]
 
 
 def __getattr__(name: str) -> Any:
-    return resolve_export("bertkit", globals(), _EXPORTS, name)
+    value = resolve_export("bertkit", globals(), _EXPORTS, name)
+    if _EXPORTS[name] == "bertkit.jobs":  # the options each job takes, listed in its signature and docstring
+        value = globals()[name] = importlib.import_module("bertkit.jobs").with_option_signature(value)
+    return value
 
 
 def __dir__() -> list[str]:
