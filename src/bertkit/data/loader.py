@@ -212,9 +212,10 @@ class PretrainingLoader(ResumableBatches):
             nsp=dataset.nsp,
         )
         self.num_workers, self.pin_memory = num_workers, pin_memory
-        self.run_share: float | None = None
-        """Set (by the loop, :class:`~bertkit.data.batch_sources.FollowsRun`) when the masking rate follows the
-        share of the run done rather than the micro-batch's place: a run on a time budget."""
+        self.follows_run = False
+        """Whether the masking rate follows the share of the run done (a run on a time budget) rather than the
+        micro-batch's place; the loop tells the share (:class:`~bertkit.data.batch_sources.FollowsRun`)."""
+        self.run_share = 0.0
         super().__init__(
             dataset,
             batch_size,
@@ -245,8 +246,8 @@ class PretrainingLoader(ResumableBatches):
         schedule = self.dataset.masking_rate
         if schedule is None:
             return [[(epoch, i) for i in indexes] for indexes in batches]
-        if self.run_share is not None:  # read as each batch is drawn (a few ahead with worker processes)
-            return ([(epoch, i, schedule.at_share(self._share())) for i in indexes] for indexes in batches)
+        if self.follows_run:  # read as each batch is drawn (a few ahead with worker processes)
+            return ([(epoch, i, schedule.at_share(self.run_share)) for i in indexes] for indexes in batches)
         first = epoch * self.global_batches_per_epoch() + self.position + self.rank
         rates = [schedule.at(first + k * self.world_size) for k in range(len(batches))]
         return [[(epoch, i, rate) for i in indexes] for indexes, rate in zip(batches, rates, strict=True)]
@@ -254,14 +255,10 @@ class PretrainingLoader(ResumableBatches):
     def follow_run_share(self) -> None:
         """Draw the masking rate from the share of the run done (told by :meth:`set_run_share`), not from the
         micro-batch's place: for a run whose length is a time budget."""
-        self.run_share = 0.0
+        self.follows_run = True
 
     def set_run_share(self, share: float) -> None:
-        if self.run_share is not None:
-            self.run_share = share
-
-    def _share(self) -> float:
-        return self.run_share or 0.0
+        self.run_share = share
 
     def _load(self, epoch: int, batches: list[list[int]]) -> Iterable[dict[str, torch.Tensor]]:
         keys = self._keys(epoch, batches)
